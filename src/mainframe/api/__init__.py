@@ -1,0 +1,1 @@
+"""HTTP shell over the store: routes parse, call one store function, shape the reply."""

@@ -1,0 +1,80 @@
+"""The ASGI application: routes, error handling, body bounds, the sweeper's lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.responses import Response
+
+from mainframe import __version__, effects
+from mainframe.api import errors, jobs, scans
+from mainframe.api.deps import Runtime, RuntimeDep
+from mainframe.api.limits import BodyLimit
+from mainframe.api.responses import JSON
+from mainframe.api.runner import StoreRunner
+from mainframe.clock import Clock
+from mainframe.metrics import Metrics
+from mainframe.settings import Settings
+from mainframe.store import is_sqlite, open_store
+from mainframe.sweeper import sweep_forever, sweep_once
+
+
+def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
+    metrics = Metrics()
+    store = open_store(settings, clock=clock, publish=effects.wire(metrics))
+    run = StoreRunner(inline=is_sqlite(settings.database_url), threads=settings.pool_size)
+    return Runtime(settings=settings, store=store, run=run, metrics=metrics)
+
+
+def create_app(
+    settings: Settings, *, runtime: Runtime | None = None, sweeper: bool = True
+) -> FastAPI:
+    rt = runtime or build_runtime(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await sweep_once(rt.store, rt.run)
+        task = None
+        if sweeper:
+            task = asyncio.create_task(
+                sweep_forever(rt.store, rt.run, every=settings.sweep_seconds)
+            )
+        rt.ready = True
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            rt.store.engine.dispose()
+
+    app = FastAPI(
+        title="Mainframe",
+        version=__version__,
+        lifespan=lifespan,
+        description="Coordinates package scans for a fleet of scanner workers.",
+    )
+    app.state.runtime = rt
+    errors.install(app)
+    app.include_router(scans.router)
+    app.include_router(jobs.router)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz(rt: RuntimeDep) -> JSON:
+        """200 once start-up (schema check, first sweep) is done."""
+        if not rt.ready:
+            return JSON({"status": "starting"}, status_code=503)
+        return JSON({"status": "ok", "version": __version__})
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics(rt: RuntimeDep) -> Response:
+        """Prometheus text format; a scrape never queries the database."""
+        return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,87 @@
+"""Request-scoped dependencies: the runtime, and who the bearer token speaks for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from mainframe.api.runner import StoreRunner
+from mainframe.metrics import Metrics
+from mainframe.settings import Settings
+from mainframe.store import Principal, Store, Unauthorized
+from mainframe.store.accounts import digest
+
+# Credentials never change once issued (revocation is detected by the store on refusal),
+# so the digest-to-principal map is safe to keep; the bound only caps memory.
+TOKEN_CACHE_SIZE = 10_000
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    run: StoreRunner
+    metrics: Metrics
+    tokens: dict[str, Principal] = field(default_factory=dict)
+    ready: bool = False
+
+    async def principal(self, secret: str) -> Principal | None:
+        key = digest(secret)
+        found = self.tokens.get(key)
+        if found is None:
+            found = await self.run(self.store.authenticate, secret)
+            if found is not None:
+                if len(self.tokens) >= TOKEN_CACHE_SIZE:
+                    self.tokens.clear()
+                self.tokens[key] = found
+        return found
+
+    def forget_endpoint(self, endpoint: str) -> None:
+        for key, principal in list(self.tokens.items()):
+            if principal.endpoint == endpoint:
+                del self.tokens[key]
+
+
+def runtime(request: Request) -> Runtime:
+    found: Runtime = request.app.state.runtime
+    return found
+
+
+RuntimeDep = Annotated[Runtime, Depends(runtime)]
+_bearer = HTTPBearer(auto_error=False, description="An owner, worker or source token.")
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def optional_principal(rt: RuntimeDep, bearer: BearerDep) -> Principal | None:
+    if bearer is None:
+        return None
+    found = await rt.principal(bearer.credentials)
+    if found is None:
+        raise Unauthorized("unknown token, or its endpoint is revoked")
+    return found
+
+
+OptionalPrincipalDep = Annotated[Principal | None, Depends(optional_principal)]
+
+
+def _require(role: str) -> object:
+    async def dependency(found: OptionalPrincipalDep) -> Principal:
+        if found is None:
+            raise Unauthorized(f"send 'Authorization: Bearer <{role} token>'")
+        if found.role != role:
+            raise Unauthorized(f"this route takes a {role} token, not a {found.role} token")
+        return found
+
+    return dependency
+
+
+WorkerDep = Annotated[Principal, Depends(_require("worker"))]
+OwnerDep = Annotated[Principal, Depends(_require("owner"))]
+
+
+def owner_id(principal: Principal) -> int:
+    assert principal.owner_id is not None
+    return principal.owner_id

@@ -1,0 +1,76 @@
+"""Every refusal becomes a 4xx with a body that says what is wrong; nothing becomes a 500
+without being logged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from mainframe.api.responses import JSON, error
+from mainframe.logs import get_logger
+from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized
+
+STATUS_OF: dict[type[StoreError], int] = {
+    NotFound: 404,
+    Unauthorized: 401,
+    Conflict: 409,
+    Invalid: 422,
+}
+
+
+def status_of(exc: StoreError) -> int:
+    for kind, status in STATUS_OF.items():
+        if isinstance(exc, kind):
+            return status
+    return 400
+
+
+def store_error_body(exc: StoreError) -> tuple[int, str, Any]:
+    if isinstance(exc, Invalid):
+        return 422, exc.code, [{"field": exc.field, "message": exc.detail}]
+    return status_of(exc), exc.code, exc.detail
+
+
+async def _store_error(_request: Request, exc: Exception) -> JSON:
+    assert isinstance(exc, StoreError)
+    status, code, detail = store_error_body(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return error(status, code, detail, headers)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSON:
+    assert isinstance(exc, RequestValidationError)
+    problems = list(exc.errors())
+    if any(p.get("type") == "json_invalid" for p in problems):
+        return error(400, "invalid_json", "the request body is not valid JSON")
+    detail = [
+        {"field": _field(p.get("loc", ())), "message": p.get("msg", "invalid")} for p in problems
+    ]
+    return error(422, "invalid_request", detail)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSON:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
+        exc.status_code, "http_error"
+    )
+    return error(exc.status_code, code, exc.detail, dict(exc.headers or {}) or None)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSON:
+    get_logger().error("unhandled_error", path=request.url.path, exc_info=exc)
+    return error(500, "internal_error", "unexpected server error; it has been logged")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,153 @@
+"""Worker routes: the job poll, results (single and batch), heartbeats, waits, resumes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Path, Query
+
+from mainframe.api import shapes
+from mainframe.api.deps import RuntimeDep, WorkerDep
+from mainframe.api.errors import store_error_body
+from mainframe.api.responses import JSON
+from mainframe.api.schemas import (
+    MAX_RESULT_BYTES,
+    BatchResults,
+    BatchStatuses,
+    Echo,
+    ErrorBody,
+    JobPublic,
+    LeaseDeadline,
+    ResultBody,
+    ScanPublic,
+    WaitBody,
+)
+from mainframe.clock import rfc3339
+from mainframe.lifecycle.rules import EchoError, require_echo_pair
+from mainframe.store import Invalid, ItemOutcome, Report
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["worker"])
+ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id.")]
+REFUSALS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
+}
+
+
+@router.post("", response_model=list[JobPublic], responses=REFUSALS)
+async def lease_jobs(
+    rt: RuntimeDep,
+    worker: WorkerDep,
+    batch: Annotated[int, Query(ge=1, le=100, description="Scans to lease at most.")] = 1,
+) -> JSON:
+    """The job poll: reaps this endpoint's spent leases, then leases up to `batch` scans."""
+    jobs = await rt.run(rt.store.lease, worker, batch)
+    return JSON([shapes.job(job) for job in jobs])
+
+
+def _report(body: ResultBody) -> Report:
+    try:
+        require_echo_pair(body.attempt, body.assignment_id)
+    except EchoError as exc:
+        raise Invalid(
+            "body.assignment_id" if body.assignment_id is None else "body.attempt", str(exc)
+        ) from None
+    result = None if body.result is None else orjson.dumps(body.result).decode()
+    if result is not None and len(result) > MAX_RESULT_BYTES:
+        raise Invalid("body.result", f"result JSON is limited to {MAX_RESULT_BYTES} bytes")
+    return Report(
+        body.outcome,
+        body.retryable,
+        body.attempt,
+        body.assignment_id,
+        body.summary,
+        body.artifact,
+        result,
+    )
+
+
+@router.post("/results", response_model=BatchStatuses, responses=REFUSALS)
+async def report_results(rt: RuntimeDep, worker: WorkerDep, body: BatchResults) -> JSON:
+    """Up to 100 independent results; each item gets the status the single route would give."""
+    statuses: list[dict[str, Any] | None] = []
+    valid: list[tuple[int, Report]] = []
+    for item in body.results:
+        try:
+            valid.append((item.scan_id, _report(item)))
+            statuses.append(None)
+        except Invalid as exc:
+            statuses.append(_item_status(ItemOutcome(item.scan_id, None, exc)))
+    applied = iter(await rt.run(rt.store.report_many, worker, valid))
+    merged = [status or _item_status(next(applied)) for status in statuses]
+    return JSON({"results": merged})
+
+
+def _item_status(outcome: ItemOutcome) -> dict[str, Any]:
+    if outcome.error is None:
+        assert outcome.scan is not None
+        return {"scan_id": outcome.scan_id, "status": 200, "scan": shapes.scan(outcome.scan)}
+    status, code, detail = store_error_body(outcome.error)
+    return {"scan_id": outcome.scan_id, "status": status, "error": code, "detail": detail}
+
+
+@router.post("/{scan_id}/result", response_model=ScanPublic, responses=REFUSALS)
+async def report_result(
+    rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: ResultBody
+) -> JSON:
+    """Close the current attempt. Stale results are refused with 409 and change nothing."""
+    scan = await rt.run(rt.store.report, worker, scan_id, _report(body))
+    return JSON(shapes.scan(scan))
+
+
+def _echo(body: Echo) -> tuple[int | None, str | None]:
+    try:
+        require_echo_pair(body.attempt, body.assignment_id)
+    except EchoError as exc:
+        raise Invalid(
+            "body.assignment_id" if body.assignment_id is None else "body.attempt", str(exc)
+        ) from None
+    return body.attempt, body.assignment_id
+
+
+def _deadline(scan_id: int, until: int) -> JSON:
+    return JSON({"scan_id": scan_id, "lease_expires_at": rfc3339(until)})
+
+
+@router.post("/{scan_id}/heartbeat", response_model=LeaseDeadline, responses=REFUSALS)
+async def heartbeat(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: Echo) -> JSON:
+    """Extend the lease of the current assignment by the job timeout."""
+    attempt, assignment = _echo(body)
+    until = await rt.run(
+        rt.store.heartbeat, worker, scan_id, attempt=attempt, assignment_id=assignment
+    )
+    return _deadline(scan_id, until)
+
+
+@router.post("/{scan_id}/wait", response_model=LeaseDeadline, responses=REFUSALS)
+async def wait(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: WaitBody) -> JSON:
+    """Park the scan while it waits on something outside, for at most `seconds`."""
+    attempt, assignment = _echo(body)
+    if body.seconds > rt.settings.max_wait_seconds:
+        raise Invalid(
+            "body.seconds", f"a wait lasts at most {rt.settings.max_wait_seconds} seconds"
+        )
+    until = await rt.run(
+        rt.store.wait,
+        worker,
+        scan_id,
+        attempt=attempt,
+        assignment_id=assignment,
+        seconds=body.seconds,
+        reason=body.reason,
+    )
+    return _deadline(scan_id, until)
+
+
+@router.post("/{scan_id}/resume", response_model=LeaseDeadline, responses=REFUSALS)
+async def resume(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: Echo) -> JSON:
+    """End a wait; the scan is back under an ordinary lease."""
+    attempt, assignment = _echo(body)
+    until = await rt.run(
+        rt.store.resume, worker, scan_id, attempt=attempt, assignment_id=assignment
+    )
+    return _deadline(scan_id, until)

@@ -1,0 +1,144 @@
+"""Request and response bodies, named by role (ScanCreate, ScanPublic, ...)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+# Bounds on sender-written fields; every one is stored, so every one is bounded.
+Label = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+]
+PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300)]
+PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Summary = Annotated[str, StringConstraints(max_length=8192)]
+Artifact = Annotated[str, StringConstraints(max_length=2048)]
+AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Attempt = Annotated[int, Field(ge=1, le=1_000_000)]
+ScanId = Annotated[int, Field(ge=1, le=2**62)]
+MAX_PAYLOAD_BYTES = 65_536
+MAX_RESULT_BYTES = 262_144
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ScanCreate(Strict):
+    name: PackageName
+    version: PackageVersion
+    queue: Label = "default"
+    kind: Label = "scan"
+    payload: Any = None
+    endpoint: Label | None = Field(
+        default=None,
+        description="Required for owners and "
+        "anonymous (open-intake) submissions; implied for sources.",
+    )
+
+
+class Echo(Strict):
+    attempt: Attempt | None = None
+    assignment_id: AssignmentId | None = None
+
+
+class ResultBody(Echo):
+    outcome: Literal["finished", "failed"]
+    retryable: bool = True
+    summary: Summary | None = None
+    artifact: Artifact | None = None
+    result: Any = None
+
+
+class BatchItem(ResultBody):
+    scan_id: ScanId
+
+
+class BatchResults(Strict):
+    results: list[BatchItem] = Field(min_length=1, max_length=100)
+
+
+class WaitBody(Echo):
+    seconds: float = Field(gt=0, allow_inf_nan=False)
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=500)]
+
+
+class FailBody(Strict):
+    retryable: bool = True
+    summary: Summary | None = None
+
+
+class JobPublic(BaseModel):
+    scan_id: int
+    name: str
+    version: str
+    kind: str
+    queue: str
+    payload: Any
+    attempt: int
+    assignment_id: str
+    lease_expires_at: str
+
+
+class AttemptPublic(BaseModel):
+    seq: int
+    attempt: int
+    worker: str | None
+    leased_at: str | None
+    closed_at: str | None
+    outcome: str | None
+    summary: str | None
+    artifact: str | None
+
+
+class ScanPublic(BaseModel):
+    scan_id: int
+    endpoint: str
+    queue: str
+    name: str
+    version: str
+    kind: str
+    status: str
+    verified: bool
+    source: str | None
+    payload: Any
+    attempt_count: int
+    worker: str | None
+    leased_at: str | None
+    lease_expires_at: str | None
+    waiting: str | None
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+    dead_lettered_at: str | None
+    fail_reason: str | None
+    result: Any
+    attempts: list[AttemptPublic] | None = None
+
+
+class ScanPage(BaseModel):
+    scans: list[ScanPublic]
+    next_cursor: str | None
+
+
+class ItemStatus(BaseModel):
+    scan_id: int
+    status: int
+    error: str | None = None
+    detail: Any = None
+    scan: ScanPublic | None = None
+
+
+class BatchStatuses(BaseModel):
+    results: list[ItemStatus]
+
+
+class LeaseDeadline(BaseModel):
+    scan_id: int
+    lease_expires_at: str
+
+
+class ErrorBody(BaseModel):
+    error: str
+    detail: Any

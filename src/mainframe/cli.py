@@ -1,0 +1,213 @@
+"""The `mainframe` command: serve, migrate, create credentials, run a worker."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from mainframe import logs
+from mainframe.settings import Settings
+from mainframe.store import Store, open_store
+from mainframe.store.accounts import NameTaken, UnknownName
+from mainframe.store.engine import create_store_engine, is_sqlite
+from mainframe.store.migrate import current_revision, head_revision, upgrade
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Mainframe: package scans for a fleet of scanner workers.",
+)
+db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
+endpoint_app = typer.Typer(no_args_is_help=True, help="Scanner fleets' lanes of work.")
+token_app = typer.Typer(no_args_is_help=True, help="Worker and source credentials.")
+app.add_typer(db_app, name="db")
+app.add_typer(owner_app, name="owner")
+app.add_typer(endpoint_app, name="endpoint")
+app.add_typer(token_app, name="token")
+
+BOOTSTRAP_OWNER = "admin"
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"mainframe: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Environment first, flags on top; a bad value stops with one clear line."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "MAINFRAME_" + str(first["loc"][0]).upper() if first["loc"] else "setting"
+        fail(f"invalid setting {name}: {first['msg']}")
+        raise AssertionError from exc  # unreachable: fail() exits
+
+
+def ready_store(settings: Settings) -> Store:
+    """A store whose schema is at head: SQLite is upgraded in place, PostgreSQL is checked."""
+    engine = create_store_engine(settings.database_url)
+    try:
+        if is_sqlite(settings.database_url):
+            upgrade(engine, job_timeout=settings.job_timeout)
+        elif current_revision(engine) != head_revision():
+            fail("the PostgreSQL schema is not at head; run `mainframe db upgrade` first")
+    except Exception as exc:  # the database is unreachable or unreadable
+        if isinstance(exc, typer.Exit):
+            raise
+        fail(f"cannot open the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        engine.dispose()
+    return open_store(settings)
+
+
+DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DatabaseOpt = None) -> None:
+    """Apply every pending migration."""
+    settings = load_settings(database_url=database_url)
+    engine = create_store_engine(settings.database_url)
+    upgrade(engine, job_timeout=settings.job_timeout)
+    typer.echo(f"schema at revision {current_revision(engine)}")
+
+
+@owner_app.command("create")
+def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
+    """Create an owner; prints its token on the last line."""
+    store = ready_store(load_settings(database_url=database_url))
+    try:
+        secret = store.create_owner(name)
+    except NameTaken as exc:
+        fail(str(exc))
+    typer.echo(f"owner {name!r} created; its token (shown once):")
+    typer.echo(secret)
+
+
+@endpoint_app.command("create")
+def endpoint_create(
+    name: str,
+    owner: Annotated[str, typer.Option(help="The owner's name.")],
+    open_intake: Annotated[
+        bool,
+        typer.Option("--open-intake", help="Accept unauthenticated submissions into QUARANTINED."),
+    ] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create an endpoint owned by OWNER."""
+    store = ready_store(load_settings(database_url=database_url))
+    try:
+        record = store.create_endpoint(name, owner=owner, open_intake=open_intake)
+    except (NameTaken, UnknownName) as exc:
+        fail(str(exc))
+    typer.echo(f"endpoint {record.name!r} created for owner {owner!r}")
+    typer.echo(record.name)
+
+
+@token_app.command("create")
+def token_create(
+    endpoint: Annotated[str, typer.Option(help="The endpoint the credential is for.")],
+    worker: Annotated[str | None, typer.Option(help="A worker name (leases scans).")] = None,
+    source: Annotated[str | None, typer.Option(help="A source name (submits scans).")] = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create a worker or source token; prints it on the last line."""
+    if (worker is None) == (source is None):
+        fail("give exactly one of --worker NAME or --source NAME")
+    role, principal = ("worker", worker) if worker is not None else ("source", source)
+    assert principal is not None
+    store = ready_store(load_settings(database_url=database_url))
+    try:
+        secret = store.create_token(endpoint=endpoint, role=role, principal=principal)
+    except (NameTaken, UnknownName) as exc:
+        fail(str(exc))
+    typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
+    typer.echo(secret)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    database_url: DatabaseOpt = None,
+    job_timeout: Annotated[float | None, typer.Option(help="MAINFRAME_JOB_TIMEOUT")] = None,
+    max_job_attempts: Annotated[int | None, typer.Option(help="MAINFRAME_MAX_JOB_ATTEMPTS")] = None,
+) -> None:
+    """Run the HTTP server (creates and upgrades the SQLite schema by itself)."""
+    import uvicorn
+
+    from mainframe.api.app import create_app
+
+    settings = load_settings(
+        database_url=database_url, job_timeout=job_timeout, max_job_attempts=max_job_attempts
+    )
+    logs.configure(fmt=settings.log_format, level=settings.log_level)
+    store = ready_store(settings)
+    if not store.has_owners():
+        secret = store.create_owner(BOOTSTRAP_OWNER)
+        typer.echo(f"bootstrap owner {BOOTSTRAP_OWNER!r} created; its token (shown once):")
+        typer.echo(secret)
+    store.engine.dispose()
+    sys.stdout.flush()
+    logs.get_logger().info(
+        "server_starting",
+        host=host,
+        port=port,
+        database=settings.database_url.split("@")[-1],
+        job_timeout=settings.job_timeout,
+        max_job_attempts=settings.max_job_attempts,
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        access_log=False,
+        log_level="warning",
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+    )
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def worker(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option(help="The Mainframe server's base URL.")],
+    token: Annotated[str, typer.Option(help="A worker token.", envvar="MAINFRAME_TOKEN")],
+    batch: Annotated[int, typer.Option(min=1, max=100, help="Scans per job poll.")] = 1,
+    poll_interval: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 2.0,
+    max_jobs: Annotated[int | None, typer.Option(help="Stop after this many results.")] = None,
+    idle_exit: Annotated[bool, typer.Option(help="Stop when the queue is empty.")] = False,
+) -> None:
+    """Run COMMAND (after --) once per leased scan, heartbeating while it runs."""
+    from mainframe.client import MainframeError, run_worker
+
+    command = list(ctx.args)
+    if not command:
+        fail("give the command to run after --, e.g. mainframe worker ... -- ./scan.sh")
+    logs.configure()
+    try:
+        done = run_worker(
+            url,
+            token,
+            command,
+            batch=batch,
+            poll_interval=poll_interval,
+            max_jobs=max_jobs,
+            idle_exit=idle_exit,
+        )
+    except MainframeError as exc:
+        fail(f"the server refused the worker: {exc}", code=1)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    typer.echo(f"processed {done} scans")
+
+
+def main() -> None:
+    app()

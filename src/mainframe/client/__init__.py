@@ -1,0 +1,37 @@
+"""The worker SDK: a typed client for the job API and the loop behind `mainframe worker`."""
+
+from __future__ import annotations
+
+from mainframe.client.runner import (
+    EXIT_PERMANENT_FAILURE,
+    EXIT_TEMPFAIL,
+    LeaseKeeper,
+    job_environment,
+    report_for_exit,
+    run_worker,
+)
+from mainframe.client.sdk import (
+    Client,
+    ItemStatus,
+    Job,
+    MainframeError,
+    ResultReport,
+    StaleAssignment,
+    parse_timestamp,
+)
+
+__all__ = [
+    "EXIT_PERMANENT_FAILURE",
+    "EXIT_TEMPFAIL",
+    "Client",
+    "ItemStatus",
+    "Job",
+    "LeaseKeeper",
+    "MainframeError",
+    "ResultReport",
+    "StaleAssignment",
+    "job_environment",
+    "parse_timestamp",
+    "report_for_exit",
+    "run_worker",
+]

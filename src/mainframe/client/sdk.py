@@ -1,0 +1,275 @@
+"""A typed HTTP client for Mainframe's worker API: lease scans, heartbeat, wait, resume, report.
+
+Every call about an assignment echoes its attempt and assignment id, so the server can turn
+away a worker that lost its lease (a 409, raised as StaleAssignment). Only leasing is retried on
+transport errors: a result is never resent blindly, because the server may already hold it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import httpx
+
+from mainframe import __version__
+
+JOBS_PATH = "/api/v1/jobs"
+MAX_BATCH = 100  # the server's cap on scans per lease and on results per batch report
+LEASE_ATTEMPTS = 4  # tries of one lease on transport errors; a poll is safe to repeat
+LEASE_BACKOFF = 0.5  # seconds before the first lease retry, doubled before each further one
+
+Outcome = Literal["finished", "failed"]
+
+
+class MainframeError(Exception):
+    """The server answered with an unexpected status or a body the client cannot read."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"Mainframe answered {status}: {body!r:.300}")
+        self.status = status
+        self.body = body
+
+
+class StaleAssignment(MainframeError):
+    """A 409: the assignment is no longer this worker's (`code` says why)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(409, {"error": code, "detail": detail})
+        self.code = code
+        self.detail = detail
+
+
+def parse_timestamp(text: str) -> datetime:
+    """Parse an RFC 3339 time from the server; a time without an offset is taken as UTC."""
+    stamp = datetime.fromisoformat(text)
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One leased scan, as handed to a worker: what to scan and which assignment it holds."""
+
+    scan_id: int
+    name: str
+    version: str
+    kind: str
+    queue: str
+    payload: Any
+    attempt: int
+    assignment_id: str
+    lease_expires_at: str
+
+    @classmethod
+    def from_json(cls, item: Any) -> Job:
+        """Build a Job from one item of a lease response."""
+        try:
+            job = cls(
+                scan_id=int(item["scan_id"]),
+                name=str(item["name"]),
+                version=str(item["version"]),
+                kind=str(item["kind"]),
+                queue=str(item["queue"]),
+                payload=item.get("payload"),
+                attempt=int(item["attempt"]),
+                assignment_id=str(item["assignment_id"]),
+                lease_expires_at=str(item["lease_expires_at"]),
+            )
+            parse_timestamp(job.lease_expires_at)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MainframeError(200, item) from exc
+        return job
+
+    def assignment(self) -> dict[str, Any]:
+        """The fields that prove which assignment a request is about."""
+        return {"attempt": self.attempt, "assignment_id": self.assignment_id}
+
+
+@dataclass(frozen=True)
+class ResultReport:
+    """What a worker says about its attempt; `retryable` only matters for a failure."""
+
+    outcome: Outcome
+    retryable: bool = True
+    summary: str | None = None
+    artifact: str | None = None
+    result: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The result fields of a request body, leaving out the ones not set."""
+        body: dict[str, Any] = {"outcome": self.outcome}
+        if self.outcome == "failed":
+            body["retryable"] = self.retryable
+        for key in ("summary", "artifact", "result"):
+            value = getattr(self, key)
+            if value is not None:
+                body[key] = value
+        return body
+
+
+@dataclass(frozen=True)
+class ItemStatus:
+    """The server's answer to one result of a batch report."""
+
+    scan_id: int
+    status: int
+    error: str | None = None
+    detail: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == 200
+
+    @classmethod
+    def refused(cls, scan_id: int, exc: MainframeError) -> ItemStatus:
+        """The status a batch report gives a result the single endpoint refused with `exc`."""
+        body = exc.body if isinstance(exc.body, dict) else {"detail": exc.body}
+        error, detail = body.get("error"), body.get("detail")
+        return cls(
+            scan_id,
+            exc.status,
+            None if error is None else str(error),
+            None if detail is None else str(detail),
+        )
+
+
+class Client:
+    """A synchronous client for one worker token; use it as a context manager or close() it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "User-Agent": f"mainframe-worker/{__version__}",
+            },
+            transport=transport,
+            timeout=timeout,
+        )
+        self._sleep = sleep
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def lease(self, batch: int = 1) -> list[Job]:
+        """Lease up to `batch` scans; an empty list means nothing is eligible right now."""
+        if not 1 <= batch <= MAX_BATCH:
+            raise ValueError(f"batch must be between 1 and {MAX_BATCH}, got {batch}")
+        body = self._post_retrying(JOBS_PATH, params={"batch": batch})
+        if not isinstance(body, list):
+            raise MainframeError(200, body)
+        return [Job.from_json(item) for item in body]
+
+    def report(self, job: Job, report: ResultReport) -> dict[str, Any]:
+        """Post the result of `job`'s attempt and return the scan as the server now has it."""
+        body = {**job.assignment(), **report.to_json()}
+        return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/result", json=body))
+
+    def report_many(self, reports: Sequence[tuple[Job, ResultReport]]) -> list[ItemStatus]:
+        """Post several results in one request; a rejected item does not raise, it is returned."""
+        if not reports:
+            return []
+        if len(reports) > MAX_BATCH:
+            raise ValueError(f"at most {MAX_BATCH} results per batch, got {len(reports)}")
+        items = [
+            {"scan_id": job.scan_id, **job.assignment(), **report.to_json()}
+            for job, report in reports
+        ]
+        body = self._post(f"{JOBS_PATH}/results", json={"results": items})
+        try:
+            statuses = [_item_status(item) for item in body["results"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MainframeError(200, body) from exc
+        if len(statuses) != len(items):
+            raise MainframeError(200, body)
+        return statuses
+
+    def heartbeat(self, job: Job) -> str:
+        """Extend `job`'s lease and return its new expiry (RFC 3339)."""
+        body = self._post(f"{JOBS_PATH}/{job.scan_id}/heartbeat", json=job.assignment())
+        try:
+            expires_at = str(body["lease_expires_at"])
+            parse_timestamp(expires_at)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MainframeError(200, body) from exc
+        return expires_at
+
+    def wait(self, job: Job, seconds: float, reason: str) -> dict[str, Any]:
+        """Park `job` for at most `seconds` while it waits on something outside the worker."""
+        body = {**job.assignment(), "seconds": seconds, "reason": reason}
+        return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/wait", json=body))
+
+    def resume(self, job: Job) -> dict[str, Any]:
+        """End a wait begun with wait(); the scan is leased to this worker again."""
+        body = job.assignment()
+        return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/resume", json=body))
+
+    def _post_retrying(self, path: str, *, params: dict[str, Any]) -> Any:
+        delay = LEASE_BACKOFF
+        for _ in range(LEASE_ATTEMPTS - 1):
+            try:
+                return self._post(path, params=params)
+            except httpx.TransportError:
+                self._sleep(delay)
+                delay *= 2
+        return self._post(path, params=params)
+
+    def _post(self, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        response = self._http.post(path, json=json, params=params)
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = response.text
+        if response.status_code == 409:
+            code, detail = _conflict(body)
+            raise StaleAssignment(code, detail)
+        if not response.is_success or isinstance(body, str):
+            raise MainframeError(response.status_code, body)
+        return body
+
+
+def _conflict(body: Any) -> tuple[str, str]:
+    if isinstance(body, dict):
+        return str(body.get("error", "conflict")), str(body.get("detail", ""))
+    return "conflict", str(body)
+
+
+def _expect_object(body: Any) -> dict[str, Any]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise MainframeError(200, body)
+    return body
+
+
+def _item_status(item: Any) -> ItemStatus:
+    error, detail = item.get("error"), item.get("detail")
+    return ItemStatus(
+        scan_id=int(item["scan_id"]),
+        status=int(item["status"]),
+        error=None if error is None else str(error),
+        detail=None if detail is None else str(detail),
+    )

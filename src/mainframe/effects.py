@@ -1,0 +1,86 @@
+"""The one place where committed transitions become effects: counters and log lines now,
+hook announcements once the dispatcher exists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mainframe.clock import rfc3339
+from mainframe.lifecycle.events import (
+    AttemptFailed,
+    EndpointRevoked,
+    Event,
+    LeasesGranted,
+    ScanDeadLettered,
+    ScanFailed,
+    ScanFinished,
+    StaleResultRejected,
+)
+from mainframe.logs import get_logger, neutralize
+from mainframe.metrics import Metrics
+from mainframe.store.base import Publish
+
+
+def wire(metrics: Metrics, log: Any | None = None) -> Publish:
+    """Build the store's after-commit publisher."""
+    logger = log or get_logger()
+
+    def publish(events: Sequence[Event]) -> None:
+        for event in events:
+            _apply(event, metrics, logger)
+
+    return publish
+
+
+def _apply(event: Event, metrics: Metrics, log: Any) -> None:
+    match event:
+        case ScanFinished():
+            metrics.succeeded.inc()
+        case ScanFailed():
+            metrics.failed.inc()
+        case ScanDeadLettered():
+            metrics.dead_lettered.inc()
+            metrics.failed.inc()
+            metrics.reaps.labels(event.reason.value).inc()
+            _log_dead_letter(event, log)
+        case AttemptFailed():
+            metrics.attempt_failures.labels(event.outcome).inc()
+        case LeasesGranted():
+            metrics.leases.labels("reassigned").inc(event.reassigned)
+            metrics.leases.labels("new").inc(event.count - event.reassigned)
+        case StaleResultRejected():
+            metrics.stale_results.labels(event.code.value).inc()
+            log.warning(
+                "stale_result_rejected",
+                scan_id=event.scan_id,
+                endpoint=event.endpoint,
+                worker=neutralize(event.worker),
+                code=event.code.value,
+                attempt=event.attempt,
+            )
+        case EndpointRevoked():
+            metrics.revocations.inc()
+            metrics.revoked_scans.inc(event.dead_lettered)
+            metrics.reaps.labels("endpoint_revoked").inc(event.dead_lettered)
+            log.warning(
+                "endpoint_revoked", endpoint=event.endpoint, dead_lettered=event.dead_lettered
+            )
+        case _:
+            pass
+
+
+def _log_dead_letter(event: ScanDeadLettered, log: Any) -> None:
+    scan = event.scan
+    log.error(
+        "scan_dead_lettered",
+        scan_id=scan.scan_id,
+        endpoint=scan.endpoint,
+        queue=neutralize(scan.queue),
+        package_name=neutralize(scan.name),
+        package_version=neutralize(scan.version),
+        attempt_count=event.attempt_count,
+        prior_worker=neutralize(event.prior_worker),
+        leased_at=rfc3339(event.leased_at),
+        reason=event.reason.value,
+    )

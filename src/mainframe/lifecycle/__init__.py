@@ -1,0 +1,35 @@
+"""The scan lifecycle: statuses, the attempt budget, staleness, dead-letter reasons, events."""
+
+from __future__ import annotations
+
+from mainframe.lifecycle.events import Event
+from mainframe.lifecycle.rules import (
+    LIVE,
+    TERMINAL,
+    AttemptOutcome,
+    DeadLetterReason,
+    Holding,
+    QueueState,
+    Settlement,
+    StaleCode,
+    Status,
+    diagnose_stale,
+    queue_state,
+    settle,
+)
+
+__all__ = [
+    "LIVE",
+    "TERMINAL",
+    "AttemptOutcome",
+    "DeadLetterReason",
+    "Event",
+    "Holding",
+    "QueueState",
+    "Settlement",
+    "StaleCode",
+    "Status",
+    "diagnose_stale",
+    "queue_state",
+    "settle",
+]

@@ -1,0 +1,102 @@
+"""Domain events: what a committed transition changed, for metrics, logs and hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mainframe.lifecycle.rules import DeadLetterReason, StaleCode
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRef:
+    """The identifiers every announcement about a scan carries."""
+
+    scan_id: int
+    endpoint: str
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReady:
+    scan: ScanRef
+
+
+@dataclass(frozen=True, slots=True)
+class LeasesGranted:
+    endpoint: str
+    count: int
+    reassigned: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScanFinished:
+    scan: ScanRef
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailed:
+    """A closed attempt that sent the scan back to QUEUED (not a failed scan)."""
+
+    scan: ScanRef
+    attempt: int
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanFailed:
+    """A plain, non-retryable failure: FAILED but not a dead letter."""
+
+    scan: ScanRef
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAttempt:
+    seq: int
+    outcome: str
+    summary: str | None
+    artifact: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScanDeadLettered:
+    scan: ScanRef
+    reason: DeadLetterReason
+    attempt_count: int
+    prior_worker: str | None
+    leased_at: int | None
+    dead_lettered_at: int
+    final_attempt: FinalAttempt | None
+
+
+@dataclass(frozen=True, slots=True)
+class StaleResultRejected:
+    endpoint: str
+    scan_id: int
+    worker: str
+    code: StaleCode
+    attempt: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointRevoked:
+    endpoint: str
+    dead_lettered: int
+
+
+Event = (
+    ScanReady
+    | LeasesGranted
+    | ScanFinished
+    | AttemptFailed
+    | ScanFailed
+    | ScanDeadLettered
+    | StaleResultRejected
+    | EndpointRevoked
+)

@@ -1,0 +1,52 @@
+"""Structured logs: JSON lines when stderr is not a terminal, readable lines when it is.
+Sender-written text is neutralised before it reaches a log line."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+# Newlines, other C0/C1 controls, and bidi overrides that could forge or reorder log lines.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_LOGGED_TEXT = 512
+
+
+def neutralize(text: str | None, *, limit: int = MAX_LOGGED_TEXT) -> str | None:
+    """Replace control and bidi characters with U+FFFD and bound the length."""
+    if text is None:
+        return None
+    cleaned = _UNSAFE.sub("\ufffd", text)
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "\u2026"
+
+
+def configure(*, fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    """Set up structlog once for the process."""
+    out = stream or sys.stderr
+    use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
+    renderer: Any = (
+        structlog.processors.JSONRenderer(sort_keys=False)
+        if use_json
+        else structlog.dev.ConsoleRenderer(colors=out.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
+        logger_factory=structlog.WriteLoggerFactory(file=out),
+        cache_logger_on_first_use=True,
+    )
+
+
+def get_logger(name: str = "mainframe") -> Any:
+    return structlog.get_logger(name)

@@ -1,0 +1,38 @@
+"""Settings read from MAINFRAME_* environment variables (CLI flags override them)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./mainframe.db"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MAINFRAME_", extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    # Seconds an assignment stays valid after leasing or the last heartbeat (seed 000).
+    job_timeout: float = Field(default=120.0, gt=0, le=7 * 86400)
+    # Assignments a scan may get before it is dead-lettered (seed 000).
+    max_job_attempts: int = Field(default=3, ge=1, le=1000)
+    # How often the sweeper reaps lapsed, budget-spent scans when no worker polls.
+    sweep_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # The longest a worker may park a scan in a wait.
+    max_wait_seconds: float = Field(default=86400.0, gt=0)
+    # Dead letters reaped at most per job poll, so reaping never delays the lease.
+    reap_per_poll: int = Field(default=100, ge=1, le=10_000)
+    # Request bodies above this are refused with 413 before they are parsed.
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # Size of the PostgreSQL connection pool (and of the thread pool that uses it).
+    pool_size: int = Field(default=8, ge=1, le=200)
+    metrics_refresh_seconds: float = Field(default=60.0, gt=0)
+    log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
+    log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "postgresql://", "postgresql+psycopg://")):
+            raise ValueError("must start with sqlite:// or postgresql://")
+        return value

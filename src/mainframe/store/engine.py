@@ -1,0 +1,74 @@
+"""Engines for the two supported databases: SQLite (embedded default) and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+# WAL lets readers run beside the single writer. synchronous=NORMAL skips the fsync per commit:
+# a power loss (not a process crash) may drop the last few commits; see the README.
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=10000",
+    "PRAGMA cache_size=-65536",
+    "PRAGMA temp_store=MEMORY",
+)
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Map the user-facing URL onto the driver Mainframe uses for it."""
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return url
+
+
+def create_store_engine(url: str, *, pool_size: int = 8) -> Engine:
+    """An engine with the pragmas and transaction mode each database needs."""
+    target = sqlalchemy_url(url)
+    if is_sqlite(target):
+        return _sqlite_engine(target)
+    return create_engine(
+        target,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=False,
+        pool_recycle=3600,
+        isolation_level="READ COMMITTED",
+    )
+
+
+def _sqlite_engine(target: str) -> Engine:
+    engine = create_engine(target, connect_args={"check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the driver so BEGIN IMMEDIATE below is ours to issue.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Taking the write lock up front means busy_timeout applies, instead of a deadlock
+        # error when two readers both try to upgrade.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def database_path(url: str) -> str | None:
+    """The file behind a SQLite URL, or None for other databases and in-memory SQLite."""
+    parsed = make_url(sqlalchemy_url(url))
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database

@@ -1,0 +1,41 @@
+"""What a store operation can refuse, in the lifecycle's words; the API maps them to HTTP."""
+
+from __future__ import annotations
+
+from mainframe.lifecycle.rules import STALE_DETAIL, StaleCode
+
+
+class StoreError(Exception):
+    code = "error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(StoreError):
+    code = "not_found"
+
+
+class Unauthorized(StoreError):
+    code = "unauthorized"
+
+
+class Conflict(StoreError):
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+class Stale(Conflict):
+    def __init__(self, code: StaleCode) -> None:
+        super().__init__(code.value, STALE_DETAIL[code])
+        self.stale_code = code
+
+
+class Invalid(StoreError):
+    code = "invalid_request"
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(detail)
+        self.field = field

@@ -1,0 +1,216 @@
+"""The job poll: reap lapsed scans whose budget is spent, reclaim lapsed ones that still have
+budget, then lease the oldest QUEUED scans. Rows are claimed with FOR UPDATE SKIP LOCKED on
+PostgreSQL (ignored by SQLite, where BEGIN IMMEDIATE already serialises writers)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, String, bindparam, cast, insert, literal, select, update
+
+from mainframe.lifecycle.events import (
+    FinalAttempt,
+    ScanDeadLettered,
+    ScanRef,
+)
+from mainframe.lifecycle.rules import Status, lapse_dead_letter_reason, lapse_outcome
+from mainframe.store.schema import attempts, endpoints, scans
+
+JOB_COLUMNS = (
+    scans.c.id,
+    scans.c.name,
+    scans.c.version,
+    scans.c.kind,
+    scans.c.queue,
+    scans.c.payload,
+    scans.c.attempt_count,
+    scans.c.assignment_id,
+    scans.c.lease_expires_at,
+)
+LAPSED_COLUMNS = (
+    scans.c.id,
+    scans.c.endpoint_id,
+    scans.c.queue,
+    scans.c.name,
+    scans.c.version,
+    scans.c.kind,
+    scans.c.verified,
+    scans.c.worker,
+    scans.c.leased_at,
+    scans.c.attempt_count,
+    scans.c.assignment_id,
+    scans.c.wait_reason,
+    scans.c.attempt_base,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lapsed:
+    """A PENDING scan whose lease or wait ran out, as it was before we touched it."""
+
+    row: Any
+
+    @property
+    def waiting(self) -> bool:
+        return self.row.wait_reason is not None
+
+
+def lapsed_pending(
+    conn: Connection, *, endpoint_id: int | None, now: int, limit: int
+) -> list[Lapsed]:
+    """Claim up to `limit` PENDING scans whose lease or wait has lapsed, oldest lapse first."""
+    query = (
+        select(*LAPSED_COLUMNS)
+        .where(scans.c.status == Status.PENDING.value, scans.c.lease_expires_at < now)
+        .order_by(scans.c.lease_expires_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    if endpoint_id is not None:
+        query = query.where(scans.c.endpoint_id == endpoint_id)
+    return [Lapsed(row) for row in conn.execute(query)]
+
+
+def close_lapsed_attempts(conn: Connection, lapsed: Sequence[Lapsed], *, now: int) -> None:
+    """Write the attempt-history rows of lapsed assignments."""
+    if not lapsed:
+        return
+    conn.execute(
+        insert(attempts),
+        [
+            {
+                "scan_id": item.row.id,
+                "seq": item.row.attempt_base + item.row.attempt_count,
+                "attempt": item.row.attempt_count,
+                "assignment_id": item.row.assignment_id,
+                "worker": item.row.worker,
+                "leased_at": item.row.leased_at,
+                "closed_at": now,
+                "outcome": lapse_outcome(waiting=item.waiting).value,
+                "summary": item.row.wait_reason,
+                "artifact": None,
+            }
+            for item in lapsed
+        ],
+    )
+
+
+_dead_letter = (
+    update(scans)
+    .where(scans.c.id == bindparam("b_id"), scans.c.status == Status.PENDING.value)
+    .values(
+        status=Status.FAILED.value,
+        dead_lettered_at=bindparam("b_now"),
+        finished_at=bindparam("b_now"),
+        updated_at=bindparam("b_now"),
+        fail_reason=bindparam("b_reason"),
+        lease_expires_at=None,
+    )
+)
+
+
+def dead_letter_lapsed(
+    conn: Connection, lapsed: Sequence[Lapsed], *, now: int, endpoint_names: dict[int, str]
+) -> list[ScanDeadLettered]:
+    """Move lapsed, budget-spent scans to FAILED as dead letters; return their events."""
+    if not lapsed:
+        return []
+    close_lapsed_attempts(conn, lapsed, now=now)
+    reasons = [lapse_dead_letter_reason(waiting=item.waiting) for item in lapsed]
+    conn.execute(
+        _dead_letter,
+        [
+            {"b_id": item.row.id, "b_now": now, "b_reason": reason.value}
+            for item, reason in zip(lapsed, reasons, strict=True)
+        ],
+    )
+    return [
+        _dead_letter_event(item, reason, now, endpoint_names)
+        for item, reason in zip(lapsed, reasons, strict=True)
+    ]
+
+
+def _dead_letter_event(
+    item: Lapsed, reason: Any, now: int, endpoint_names: dict[int, str]
+) -> ScanDeadLettered:
+    row = item.row
+    ref = ScanRef(
+        row.id,
+        endpoint_names[row.endpoint_id],
+        row.queue,
+        row.name,
+        row.version,
+        row.kind,
+        bool(row.verified),
+    )
+    final = FinalAttempt(
+        seq=row.attempt_base + row.attempt_count,
+        outcome=lapse_outcome(waiting=item.waiting).value,
+        summary=row.wait_reason,
+        artifact=None,
+        at=now,
+    )
+    return ScanDeadLettered(ref, reason, row.attempt_count, row.worker, row.leased_at, now, final)
+
+
+def endpoint_names_for(conn: Connection, lapsed: Sequence[Lapsed]) -> dict[int, str]:
+    ids = {item.row.endpoint_id for item in lapsed}
+    if not ids:
+        return {}
+    rows = conn.execute(select(endpoints.c.id, endpoints.c.name).where(endpoints.c.id.in_(ids)))
+    return {row.id: row.name for row in rows}
+
+
+def _assign_values(*, worker: str, now: int, expires: int) -> dict[str, Any]:
+    # One random prefix per poll plus the scan id: distinct per assignment, unguessable.
+    prefix = secrets.token_hex(8) + "-"
+    return {
+        "status": Status.PENDING.value,
+        "attempt_count": scans.c.attempt_count + 1,
+        "assignment_id": literal(prefix, String) + cast(scans.c.id, String),
+        "worker": worker,
+        "leased_at": now,
+        "lease_expires_at": expires,
+        "wait_reason": None,
+        "updated_at": now,
+    }
+
+
+def assign_reclaimed(
+    conn: Connection, ids: Sequence[int], *, worker: str, now: int, expires: int
+) -> list[Any]:
+    """Give lapsed scans with budget left a new assignment."""
+    if not ids:
+        return []
+    statement = (
+        update(scans)
+        .where(scans.c.id.in_(ids))
+        .values(**_assign_values(worker=worker, now=now, expires=expires))
+        .returning(*JOB_COLUMNS)
+    )
+    return list(conn.execute(statement))
+
+
+def assign_queued(
+    conn: Connection, *, endpoint_id: int, limit: int, worker: str, now: int, expires: int
+) -> list[Any]:
+    """Lease the oldest QUEUED scans of the endpoint, walking only the partial queued index."""
+    if limit <= 0:
+        return []
+    oldest = (
+        select(scans.c.id)
+        .where(scans.c.endpoint_id == endpoint_id, scans.c.status == Status.QUEUED.value)
+        .order_by(scans.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    statement = (
+        update(scans)
+        .where(scans.c.id.in_(oldest.scalar_subquery()))
+        .values(**_assign_values(worker=worker, now=now, expires=expires))
+        .returning(*JOB_COLUMNS)
+    )
+    return list(conn.execute(statement))

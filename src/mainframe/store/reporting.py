@@ -1,0 +1,258 @@
+"""Writes against an assignment: results (single and batch), heartbeats, waits and resumes,
+plus the operator's fail and the revocation cascade."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, case, update
+
+from mainframe.lifecycle.events import Event, StaleResultRejected
+from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
+from mainframe.store import accounts, results
+from mainframe.store.base import StoreBase
+from mainframe.store.errors import Conflict, NotFound, Stale, StoreError, Unauthorized
+from mainframe.store.records import Principal, ScanRecord
+from mainframe.store.results import Report
+from mainframe.store.revoke import revoke_endpoint
+from mainframe.store.schema import scans
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """One entry of a batch: the scan on success, or the error it would have raised."""
+
+    scan_id: int
+    scan: ScanRecord | None
+    error: StoreError | None
+
+
+class Reporting(StoreBase):
+    def report(self, principal: Principal, scan_id: int, report: Report) -> ScanRecord:
+        """Close the worker's current attempt with its result."""
+        outcome = self.report_many(principal, [(scan_id, report)])[0]
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.scan is not None
+        return outcome.scan
+
+    def report_many(
+        self, principal: Principal, items: Sequence[tuple[int, Report]]
+    ) -> list[ItemOutcome]:
+        """Apply independent results in one transaction; each succeeds or fails alone."""
+        endpoint_id, endpoint = _worker_endpoint(principal)
+        now = self.now()
+        out: list[ItemOutcome] = []
+        with self.transaction() as (conn, events):
+            for scan_id, report in items:
+                where = results.holder_condition(
+                    scan_id=scan_id,
+                    endpoint_id=endpoint_id,
+                    worker=principal.name,
+                    attempt=report.attempt,
+                    assignment_id=report.assignment_id,
+                )
+                closed = results.close_attempt(
+                    conn,
+                    where=where,
+                    report=report,
+                    endpoint=endpoint,
+                    now=now,
+                    max_attempts=self.budget.max_attempts,
+                )
+                if closed is not None:
+                    events.extend(closed[1])
+                    out.append(ItemOutcome(scan_id, closed[0], None))
+                    continue
+                rejected = self._reject(
+                    conn, principal, scan_id, report.attempt, report.assignment_id, events
+                )
+                out.append(ItemOutcome(scan_id, None, rejected))
+        return self._revoked_check(principal, out)
+
+    def _reject(
+        self,
+        conn: Connection,
+        principal: Principal,
+        scan_id: int,
+        attempt: int | None,
+        assignment_id: str | None,
+        events: list[Event],
+    ) -> StoreError:
+        endpoint_id, endpoint = _worker_endpoint(principal)
+        found = results.diagnose(
+            conn,
+            scan_id=scan_id,
+            endpoint_id=endpoint_id,
+            worker=principal.name,
+            attempt=attempt,
+            assignment_id=assignment_id,
+        )
+        if found.code is None:
+            return NotFound(f"no scan {scan_id} for this endpoint")
+        events.append(StaleResultRejected(endpoint, scan_id, principal.name, found.code, attempt))
+        return Stale(found.code)
+
+    def _revoked_check(self, principal: Principal, out: list[ItemOutcome]) -> list[ItemOutcome]:
+        # Credentials are cached by the API; a revoked endpoint shows up as refused writes.
+        if any(item.error is not None for item in out):
+            assert principal.endpoint_id is not None
+            if self.endpoint_is_revoked(principal.endpoint_id):
+                raise Unauthorized("this worker's endpoint is revoked")
+        return out
+
+    def heartbeat(
+        self,
+        principal: Principal,
+        scan_id: int,
+        *,
+        attempt: int | None,
+        assignment_id: str | None,
+    ) -> int:
+        """Extend the current lease (a wait keeps its own deadline); return the new deadline."""
+        extended = self.now() + self.budget.job_timeout_us
+        deadline = case((scans.c.wait_reason.is_(None), extended), else_=scans.c.lease_expires_at)
+        return self._touch(
+            principal, scan_id, attempt, assignment_id, {"lease_expires_at": deadline}
+        )
+
+    def wait(
+        self,
+        principal: Principal,
+        scan_id: int,
+        *,
+        attempt: int | None,
+        assignment_id: str | None,
+        seconds: float,
+        reason: str,
+    ) -> int:
+        """Park the scan for at most `seconds`; it is reclaimed if neither resume nor result
+        arrives in time."""
+        until = self.now() + round(seconds * 1_000_000)
+        return self._touch(
+            principal,
+            scan_id,
+            attempt,
+            assignment_id,
+            {"lease_expires_at": until, "wait_reason": reason},
+        )
+
+    def resume(
+        self,
+        principal: Principal,
+        scan_id: int,
+        *,
+        attempt: int | None,
+        assignment_id: str | None,
+    ) -> int:
+        """End a wait: the scan is back under an ordinary lease."""
+        until = self.now() + self.budget.job_timeout_us
+        return self._touch(
+            principal,
+            scan_id,
+            attempt,
+            assignment_id,
+            {"lease_expires_at": until, "wait_reason": None},
+        )
+
+    def _touch(
+        self,
+        principal: Principal,
+        scan_id: int,
+        attempt: int | None,
+        assignment_id: str | None,
+        values: dict[str, object],
+    ) -> int:
+        endpoint_id, _ = _worker_endpoint(principal)
+        error: StoreError | None = None
+        with self.transaction() as (conn, events):
+            where = results.holder_condition(
+                scan_id=scan_id,
+                endpoint_id=endpoint_id,
+                worker=principal.name,
+                attempt=attempt,
+                assignment_id=assignment_id,
+            )
+            statement = (
+                update(scans)
+                .where(where)
+                .values(updated_at=self.now(), **values)
+                .returning(scans.c.lease_expires_at)
+            )
+            deadline = conn.execute(statement).scalar()
+            if deadline is None:
+                error = self._reject(conn, principal, scan_id, attempt, assignment_id, events)
+        if error is not None:
+            self._revoked_check(principal, [ItemOutcome(scan_id, None, error)])
+            raise error
+        assert deadline is not None
+        return int(deadline)
+
+    def operator_fail(
+        self, owner_id: int, scan_id: int, *, retryable: bool, summary: str | None
+    ) -> ScanRecord:
+        """Fail the current attempt as its worker would; an unleased scan fails plainly."""
+        with self.transaction() as (conn, events):
+            scan = self._owned_scan(conn, owner_id, scan_id)
+            if scan.status in TERMINAL:
+                raise Stale(StaleCode.ALREADY_TERMINAL)
+            if scan.status is Status.PENDING:
+                report = Report(
+                    "failed", retryable, scan.attempt_count, scan.assignment_id, summary, None, None
+                )
+                where = results.holder_condition(
+                    scan_id=scan.id,
+                    endpoint_id=_endpoint_id(conn, scan),
+                    worker=None,
+                    attempt=scan.attempt_count,
+                    assignment_id=scan.assignment_id,
+                )
+                closed = results.close_attempt(
+                    conn,
+                    where=where,
+                    report=report,
+                    endpoint=scan.endpoint,
+                    now=self.now(),
+                    max_attempts=self.budget.max_attempts,
+                )
+                if closed is None:
+                    raise Stale(StaleCode.STALE_ASSIGNMENT)
+                events.extend(closed[1])
+                return closed[0]
+            if retryable:
+                raise Conflict(
+                    "not_leased",
+                    "the scan has no current attempt to fail; "
+                    "send retryable=false to fail it for good",
+                )
+            failed = results.fail_unleased(
+                conn, scan_id=scan.id, endpoint=scan.endpoint, summary=summary, now=self.now()
+            )
+            if failed is None:
+                raise Stale(StaleCode.STALE_ASSIGNMENT)
+            return failed
+
+    def revoke(self, owner_id: int, endpoint: str) -> int:
+        """The silent cascade; returns how many scans it dead-lettered."""
+        with self.transaction() as (conn, events):
+            found = accounts.endpoint_by_name(conn, endpoint)
+            if found is None or found.owner_id != owner_id:
+                raise NotFound(f"no endpoint named {endpoint!r}")
+            if found.revoked_at is not None:
+                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
+            event = revoke_endpoint(conn, endpoint_id=found.id, endpoint=endpoint, now=self.now())
+            events.append(event)
+        return event.dead_lettered
+
+
+def _worker_endpoint(principal: Principal) -> tuple[int, str]:
+    if principal.endpoint_id is None or principal.endpoint is None:
+        raise Unauthorized("a worker token is required")
+    return principal.endpoint_id, principal.endpoint
+
+
+def _endpoint_id(conn: Connection, scan: ScanRecord) -> int:
+    found = accounts.endpoint_by_name(conn, scan.endpoint)
+    assert found is not None
+    return found.id

@@ -1,0 +1,137 @@
+"""The declared schema (head revision). Times are integer microseconds since the epoch, UTC,
+so the same SQL compares and orders them on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData()
+
+# SQLite only aliases the rowid for exactly "INTEGER PRIMARY KEY"; BigInteger keeps 64 bits on PG.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+owners = Table(
+    "owners",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+endpoints = Table(
+    "endpoints",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("owner_id", Id, ForeignKey("owners.id"), nullable=False, index=True),
+    Column("open_intake", Boolean, nullable=False, default=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    # sha256 of the secret; the secret itself is shown once and never stored.
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),  # owner | worker | source
+    Column("owner_id", Id, ForeignKey("owners.id")),
+    Column("endpoint_id", Id, ForeignKey("endpoints.id")),
+    Column("principal", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+scans = Table(
+    "scans",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), nullable=False),
+    Column("queue", String(100), nullable=False),
+    Column("name", String(300), nullable=False),
+    Column("version", String(200), nullable=False),
+    Column("kind", String(100), nullable=False),
+    Column("payload", Text),
+    Column("status", String(16), nullable=False),
+    Column("verified", Boolean, nullable=False),
+    Column("source", String(200)),
+    Column("worker", String(200)),
+    Column("leased_at", BigInteger),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("finished_at", BigInteger),
+    Column("fail_reason", String(100)),
+    Column("result", Text),
+    # Attempt tracking (revision 0002).
+    Column("attempt_count", Integer, nullable=False, server_default=text("0")),
+    Column("assignment_id", String(64)),
+    Column("lease_expires_at", BigInteger),
+    Column("wait_reason", Text),
+    Column("dead_lettered_at", BigInteger),
+    # Attempts closed before the last redrive, so attempt history seq stays unique.
+    Column("attempt_base", Integer, nullable=False, server_default=text("0")),
+    # Leasing walks only eligible rows: a partial index per eligible status, never (status, id).
+    Index(
+        "ix_scans_queued",
+        "endpoint_id",
+        "id",
+        postgresql_where=text("status = 'QUEUED'"),
+        sqlite_where=text("status = 'QUEUED'"),
+    ),
+    Index(
+        "ix_scans_pending_lease",
+        "endpoint_id",
+        "lease_expires_at",
+        postgresql_where=text("status = 'PENDING'"),
+        sqlite_where=text("status = 'PENDING'"),
+    ),
+    Index("ix_scans_listing", "endpoint_id", "status", "id"),
+    Index(
+        "ix_scans_dead_letters",
+        "endpoint_id",
+        "dead_lettered_at",
+        "id",
+        postgresql_where=text("dead_lettered_at IS NOT NULL"),
+        sqlite_where=text("dead_lettered_at IS NOT NULL"),
+    ),
+    # Resubmitting a live (endpoint, name, version, kind) returns the existing scan.
+    Index(
+        "ux_scans_live_key",
+        "endpoint_id",
+        "name",
+        "version",
+        "kind",
+        unique=True,
+        postgresql_where=text("status IN ('QUARANTINED', 'QUEUED', 'PENDING')"),
+        sqlite_where=text("status IN ('QUARANTINED', 'QUEUED', 'PENDING')"),
+    ),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("scan_id", Id, ForeignKey("scans.id"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("attempt", Integer, nullable=False),
+    Column("assignment_id", String(64), nullable=False),
+    Column("worker", String(200)),
+    Column("leased_at", BigInteger),
+    Column("closed_at", BigInteger, nullable=False),
+    Column("outcome", String(32), nullable=False),
+    Column("summary", Text),
+    Column("artifact", Text),
+    UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment"),
+)

@@ -1,0 +1,97 @@
+"""Shared fixtures: a fresh database per test on SQLite and on PostgreSQL, and real server
+processes on loopback for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from mainframe.store.engine import create_store_engine
+from mainframe.store.migrate import upgrade
+
+PG_ADMIN_URL = os.environ.get("MAINFRAME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_TEMPLATE = "mainframe_template"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _pg_url(database: str) -> str:
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{database}"
+
+
+def _admin_engine():  # type: ignore[no-untyped-def]
+    url = PG_ADMIN_URL.replace("postgresql://", "postgresql+psycopg://", 1)
+    return create_engine(url, isolation_level="AUTOCOMMIT")
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A PostgreSQL database at head, cloned for every test that asks for one."""
+    try:
+        admin = _admin_engine()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
+            conn.execute(text(f"CREATE DATABASE {PG_TEMPLATE}"))
+    except OperationalError as exc:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL is required in CI and is not reachable: {exc}")
+        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_URL}")
+    engine = create_store_engine(_pg_url(PG_TEMPLATE))
+    upgrade(engine)
+    engine.dispose()
+    yield PG_TEMPLATE
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
+    admin.dispose()
+
+
+def fresh_pg_database(template: str | None) -> str:
+    name = "mf_" + uuid.uuid4().hex[:16]
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        clause = f" TEMPLATE {template}" if template else ""
+        conn.execute(text(f"CREATE DATABASE {name}{clause}"))
+    admin.dispose()
+    return name
+
+
+def drop_pg_database(name: str) -> None:
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database at head: a SQLite file, or a PostgreSQL database cloned from the template."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+        engine = create_store_engine(url)
+        upgrade(engine)
+        engine.dispose()
+        yield url
+        return
+    template = request.getfixturevalue("pg_template")
+    name = fresh_pg_database(template)
+    yield _pg_url(name)
+    drop_pg_database(name)
+
+
+@pytest.fixture
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database (no schema) of the kind named by the `kind` parameter."""
+    kind = getattr(request, "param", "sqlite")
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    request.getfixturevalue("pg_template")  # skips or fails the same way when PG is absent
+    name = fresh_pg_database(None)
+    yield _pg_url(name)
+    drop_pg_database(name)

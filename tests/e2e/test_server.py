@@ -1,0 +1,182 @@
+"""A real `mainframe serve` on loopback, driven as a source, a worker and an operator would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.serverproc import ServerProcess, cli, mainframe_env
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def provision(url: str) -> dict[str, str]:
+    owner = cli(url, "owner", "create", "ops")
+    cli(url, "endpoint", "create", "pypi", "--owner", "ops")
+    return {
+        "owner": owner,
+        "worker": cli(url, "token", "create", "--endpoint", "pypi", "--worker", "scanner-1"),
+        "source": cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed"),
+    }
+
+
+def wait_for(predicate: Any, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_first_start_creates_the_sqlite_file_and_prints_an_owner_token(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    with ServerProcess(url, tmp_path) as server:
+        token = server.stdout_path.read_text().strip().splitlines()[-1]
+        assert token.startswith("mfo_")
+        response = httpx.get(server.url + "/api/v1/scans", headers=auth(token))
+        assert response.status_code == 200 and response.json()["scans"] == []
+    assert (tmp_path / "mainframe.db").exists()
+    with ServerProcess(url, tmp_path) as again:
+        assert "bootstrap" not in again.stdout_path.read_text()
+
+
+def test_bad_setting_stops_start_up_with_one_clear_line(tmp_path: Path) -> None:
+    env = mainframe_env(f"sqlite:///{tmp_path / 'x.db'}", MAINFRAME_JOB_TIMEOUT="-3")
+    done = subprocess.run(
+        [sys.executable, "-m", "mainframe", "serve"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "mainframe: invalid setting MAINFRAME_JOB_TIMEOUT: Input should be greater than 0"
+    )
+
+
+@pytest.mark.slow
+def test_lapsed_leases_are_reassigned_then_swept_into_a_logged_dead_letter(
+    database_url: str, tmp_path: Path
+) -> None:
+    tokens = provision(database_url)
+    env = {
+        "MAINFRAME_JOB_TIMEOUT": "1",
+        "MAINFRAME_MAX_JOB_ATTEMPTS": "2",
+        "MAINFRAME_SWEEP_SECONDS": "0.5",
+    }
+    with (
+        ServerProcess(database_url, tmp_path, **env) as server,
+        httpx.Client(base_url=server.url) as http,
+    ):
+        created = http.post(
+            "/api/v1/scans",
+            headers=auth(tokens["source"]),
+            json={"name": "left-pad", "version": "1.3.0", "queue": "npm"},
+        )
+        scan_id = created.json()["scan_id"]
+        [first] = http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
+        time.sleep(1.1)
+        [second] = http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
+        assert (first["attempt"], second["attempt"]) == (1, 2)
+        assert first["assignment_id"] != second["assignment_id"]
+        # Nobody polls again: the sweeper alone must dead-letter the scan.
+        view = wait_for(
+            lambda: (lambda v: v if v["status"] == "FAILED" else None)(
+                http.get(f"/api/v1/scans/{scan_id}", headers=auth(tokens["owner"])).json()
+            )
+        )
+        assert view["fail_reason"] == "lease_expired" and view["dead_lettered_at"]
+        assert [a["outcome"] for a in view["attempts"]] == ["lease_expired", "lease_expired"]
+        late = http.post(
+            f"/api/v1/jobs/{scan_id}/result",
+            headers=auth(tokens["worker"]),
+            json={"outcome": "finished", "attempt": 2, "assignment_id": second["assignment_id"]},
+        )
+        assert late.status_code == 409 and late.json()["error"] == "already_terminal"
+        metrics = http.get("/metrics").text
+    assert "packages_dead_lettered_total 1.0" in metrics
+    assert "packages_fail_total 1.0" in metrics
+    [line] = [e for e in server.log_events() if e["event"] == "scan_dead_lettered"]
+    assert line["level"] == "error"
+    assert {
+        k: line[k]
+        for k in (
+            "package_name",
+            "package_version",
+            "attempt_count",
+            "prior_worker",
+            "reason",
+            "scan_id",
+            "endpoint",
+            "queue",
+        )
+    } == {
+        "package_name": "left-pad",
+        "package_version": "1.3.0",
+        "attempt_count": 2,
+        "prior_worker": "scanner-1",
+        "reason": "lease_expired",
+        "scan_id": scan_id,
+        "endpoint": "pypi",
+        "queue": "npm",
+    }
+    assert line["leased_at"].endswith("Z")
+    assert any(e["event"] == "stale_result_rejected" for e in server.log_events())
+
+
+def test_worker_command_runs_each_scan(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    tokens = provision(url)
+    with ServerProcess(url, tmp_path) as server, httpx.Client(base_url=server.url) as http:
+        ids = [
+            http.post(
+                "/api/v1/scans",
+                headers=auth(tokens["source"]),
+                json={"name": f"pkg{i}", "version": "1"},
+            ).json()["scan_id"]
+            for i in range(3)
+        ]
+        script = (
+            "import os, sys; print('scanned', os.environ['MAINFRAME_SCAN_NAME'], "
+            "os.environ['MAINFRAME_SCAN_VERSION']); "
+            "sys.exit(0 if os.environ['MAINFRAME_SCAN_NAME'] != 'pkg1' else 100)"
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mainframe",
+                "worker",
+                "--url",
+                server.url,
+                "--token",
+                tokens["worker"],
+                "--idle-exit",
+                "--",
+                sys.executable,
+                "-c",
+                script,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=mainframe_env(url),
+        )
+        assert done.returncode == 0, done.stderr
+        views = [http.get(f"/api/v1/scans/{i}", headers=auth(tokens["owner"])).json() for i in ids]
+    assert [v["status"] for v in views] == ["FINISHED", "FAILED", "FINISHED"]
+    assert views[0]["attempts"][0]["artifact"] == "scanned pkg0 1"
+    assert views[1]["fail_reason"] == "failed"

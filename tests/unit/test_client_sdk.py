@@ -1,0 +1,421 @@
+"""The worker SDK against an in-memory fake of the server's job API (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from mainframe.client import (
+    Client,
+    ItemStatus,
+    MainframeError,
+    ResultReport,
+    StaleAssignment,
+    parse_timestamp,
+)
+from mainframe.clock import rfc3339, to_us
+
+BASE_URL = "http://mainframe.test"
+TOKEN = "worker-token"
+SCAN_ACTION = re.compile(r"^/api/v1/jobs/(\d+)/(result|heartbeat|wait|resume)$")
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+@dataclass
+class FakeScan:
+    scan_id: int
+    name: str
+    version: str
+    kind: str = "malware"
+    queue: str = "default"
+    payload: Any = None
+    status: str = "QUEUED"
+    attempt: int = 0
+    assignment_id: str | None = None
+    lease_expires: float = 0.0  # time.time() at which the current lease lapses
+    lapsed: bool = False  # a request about the lease arrived after it had lapsed
+    waiting: bool = False
+    results: list[dict[str, Any]] = field(default_factory=list)  # accepted results
+
+    def public(self) -> dict[str, Any]:
+        return {"id": self.scan_id, "status": self.status, "attempt_count": self.attempt}
+
+
+class FakeMainframe:
+    """The job API of one endpoint, in memory and real time: enough to drive one worker."""
+
+    def __init__(self, *, lease_seconds: float = 30.0, max_attempts: int = 3) -> None:
+        self.lease_seconds = lease_seconds
+        self.max_attempts = max_attempts
+        self.lose_on_heartbeat: set[int] = set()  # scans reassigned at their first heartbeat
+        self.scans: dict[int, FakeScan] = {}
+        self.requests: list[tuple[str, Any]] = []  # (path, JSON body) of every request
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def submit(self, name: str, version: str = "1.0", **fields: Any) -> FakeScan:
+        scan = FakeScan(next(self._ids), name, version, **fields)
+        self.scans[scan.scan_id] = scan
+        return scan
+
+    def reassign(self, scan_id: int) -> None:
+        """Hand the scan to another worker, as a lease after a lapse would."""
+        scan = self.scans[scan_id]
+        scan.attempt += 1
+        scan.assignment_id = uuid.uuid4().hex
+        scan.lease_expires = time.time() + 60
+
+    def client(self, token: str = TOKEN, **kwargs: Any) -> Client:
+        return Client(BASE_URL, token, transport=httpx.MockTransport(self.handle), **kwargs)
+
+    def posted(self, suffix: str) -> list[Any]:
+        return [body for path, body in self.requests if path.endswith(suffix)]
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        with self._lock:
+            self.requests.append((request.url.path, body))
+            if request.headers.get("authorization") != f"Bearer {TOKEN}":
+                return httpx.Response(401, json={"error": "unauthorized"})
+            status, answer = self._route(request, body)
+        return httpx.Response(status, json=answer)
+
+    def _route(self, request: httpx.Request, body: Any) -> tuple[int, Any]:
+        path = request.url.path
+        if path == "/api/v1/jobs":
+            return self._lease(int(request.url.params["batch"]))
+        if path == "/api/v1/jobs/results":
+            return 200, {"results": [self._batch_item(item) for item in body["results"]]}
+        match = SCAN_ACTION.match(path)
+        if match is None:
+            return 404, {"error": "not_found"}
+        scan = self.scans.get(int(match[1]))
+        if scan is None:
+            return 404, {"error": "not_found", "detail": "no such scan"}
+        action = getattr(self, f"_{match[2]}")
+        answer: tuple[int, Any] = action(scan, body)
+        return answer
+
+    def _lease(self, batch: int) -> tuple[int, Any]:
+        if not 1 <= batch <= 100:
+            return 422, {"error": "invalid", "detail": "batch"}
+        now = time.time()
+        eligible = [
+            scan
+            for scan in self.scans.values()
+            if scan.status == "QUEUED" or (scan.status == "PENDING" and scan.lease_expires < now)
+        ]
+        jobs = []
+        for scan in eligible[:batch]:
+            scan.status, scan.attempt = "PENDING", scan.attempt + 1
+            scan.assignment_id = uuid.uuid4().hex
+            scan.lease_expires = now + self.lease_seconds
+            jobs.append(
+                {
+                    "scan_id": scan.scan_id,
+                    "name": scan.name,
+                    "version": scan.version,
+                    "kind": scan.kind,
+                    "queue": scan.queue,
+                    "payload": scan.payload,
+                    "attempt": scan.attempt,
+                    "assignment_id": scan.assignment_id,
+                    "lease_expires_at": rfc3339(to_us(scan.lease_expires)),
+                }
+            )
+        return 200, jobs
+
+    def _conflict(self, scan: FakeScan, body: Any) -> tuple[int, Any] | None:
+        if scan.status in ("FINISHED", "FAILED"):
+            return 409, {"error": "already_terminal", "detail": scan.status}
+        echoed = (body.get("attempt"), body.get("assignment_id"))
+        if scan.status != "PENDING" or echoed != (scan.attempt, scan.assignment_id):
+            return 409, {"error": "stale_assignment", "detail": "not the current assignment"}
+        if time.time() > scan.lease_expires:
+            scan.lapsed = True
+        return None
+
+    def _result(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
+        if body.get("outcome") not in ("finished", "failed") or "attempt" not in body:
+            return 422, {"error": "invalid", "detail": "outcome"}
+        conflict = self._conflict(scan, body)
+        if conflict is not None:
+            return conflict
+        scan.results.append(body)
+        if body["outcome"] == "finished":
+            scan.status = "FINISHED"
+        elif body.get("retryable", True) and scan.attempt < self.max_attempts:
+            scan.status = "QUEUED"
+        else:
+            scan.status = "FAILED"
+        return 200, scan.public()
+
+    def _batch_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        scan = self.scans.get(item["scan_id"])
+        status, answer = (404, {"error": "not_found"}) if scan is None else self._result(scan, item)
+        entry = {"scan_id": item["scan_id"], "status": status}
+        return entry if status == 200 else {**entry, **answer}
+
+    def _heartbeat(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
+        if scan.scan_id in self.lose_on_heartbeat:
+            self.lose_on_heartbeat.discard(scan.scan_id)
+            self.reassign(scan.scan_id)
+        conflict = self._conflict(scan, body)
+        if conflict is not None:
+            return conflict
+        scan.lease_expires = time.time() + self.lease_seconds
+        return 200, {"lease_expires_at": rfc3339(to_us(scan.lease_expires))}
+
+    def _wait(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
+        conflict = self._conflict(scan, body)
+        if conflict is not None:
+            return conflict
+        scan.waiting = True
+        scan.lease_expires = time.time() + body["seconds"]
+        return 200, scan.public()
+
+    def _resume(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
+        conflict = self._conflict(scan, body)
+        if conflict is not None:
+            return conflict
+        scan.waiting = False
+        return 200, scan.public()
+
+
+def failing_first(handler: Handler, failures: int) -> Handler:
+    """Wrap a handler so that its first `failures` requests never reach the server."""
+    calls = itertools.count()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if next(calls) < failures:
+            raise httpx.ConnectError("connection refused", request=request)
+        return handler(request)
+
+    return handle
+
+
+@pytest.fixture
+def fake() -> FakeMainframe:
+    return FakeMainframe()
+
+
+def test_lease_returns_typed_jobs_with_their_assignment(fake: FakeMainframe) -> None:
+    fake.submit("requests", "2.32.0", payload={"urls": ["https://files.example/r.whl"]})
+    fake.submit("numpy", "2.1.0", queue="priority")
+    with fake.client() as client:
+        jobs = client.lease(batch=5)
+    assert [(job.name, job.version, job.queue) for job in jobs] == [
+        ("requests", "2.32.0", "default"),
+        ("numpy", "2.1.0", "priority"),
+    ]
+    first = jobs[0]
+    assert first.payload == {"urls": ["https://files.example/r.whl"]}
+    assert first.attempt == 1
+    assert first.assignment_id == fake.scans[first.scan_id].assignment_id
+    assert parse_timestamp(first.lease_expires_at).timestamp() > time.time()
+
+
+def test_lease_is_empty_when_nothing_is_eligible(fake: FakeMainframe) -> None:
+    with fake.client() as client:
+        assert client.lease() == []
+
+
+def test_lease_refuses_a_batch_the_server_would_reject(fake: FakeMainframe) -> None:
+    with fake.client() as client, pytest.raises(ValueError, match="between 1 and 100"):
+        client.lease(batch=101)
+    assert fake.requests == []
+
+
+def test_lease_retries_transport_errors_with_backoff(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    sleeps: list[float] = []
+    transport = httpx.MockTransport(failing_first(fake.handle, failures=2))
+    with Client(BASE_URL, TOKEN, transport=transport, sleep=sleeps.append) as client:
+        jobs = client.lease()
+    assert [job.name for job in jobs] == ["requests"]
+    assert sleeps == [0.5, 1.0]
+
+
+def test_lease_gives_up_after_a_few_transport_errors(fake: FakeMainframe) -> None:
+    sleeps: list[float] = []
+    transport = httpx.MockTransport(failing_first(fake.handle, failures=10))
+    with (
+        Client(BASE_URL, TOKEN, transport=transport, sleep=sleeps.append) as client,
+        pytest.raises(httpx.ConnectError),
+    ):
+        client.lease()
+    assert sleeps == [0.5, 1.0, 2.0]
+
+
+def test_a_bad_token_is_an_error_with_the_status(fake: FakeMainframe) -> None:
+    with fake.client(token="wrong") as client, pytest.raises(MainframeError) as raised:
+        client.lease()
+    assert raised.value.status == 401
+    assert raised.value.body == {"error": "unauthorized"}
+
+
+def test_report_echoes_the_assignment_and_returns_the_scan(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        scan = client.report(job, ResultReport("finished", summary="clean", artifact="s3://r/1"))
+    assert scan["status"] == "FINISHED"
+    assert fake.posted("/result") == [
+        {
+            "outcome": "finished",
+            "attempt": 1,
+            "assignment_id": job.assignment_id,
+            "summary": "clean",
+            "artifact": "s3://r/1",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("retryable", "status"), [(True, "QUEUED"), (False, "FAILED")], ids=["retryable", "permanent"]
+)
+def test_a_failure_says_whether_to_retry(fake: FakeMainframe, retryable: bool, status: str) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        client.report(job, ResultReport("failed", retryable=retryable, result={"exit": 3}))
+    assert fake.posted("/result")[0]["retryable"] is retryable
+    assert fake.posted("/result")[0]["result"] == {"exit": 3}
+    assert fake.scans[job.scan_id].status == status
+
+
+def test_a_stale_result_raises_with_the_code_and_is_sent_once(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        fake.reassign(job.scan_id)
+        with pytest.raises(StaleAssignment) as raised:
+            client.report(job, ResultReport("finished"))
+    assert (raised.value.status, raised.value.code) == (409, "stale_assignment")
+    assert len(fake.posted("/result")) == 1
+    assert fake.scans[job.scan_id].status == "PENDING"
+
+
+def test_a_second_result_for_a_finished_scan_is_already_terminal(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        client.report(job, ResultReport("finished"))
+        with pytest.raises(StaleAssignment, match="already_terminal"):
+            client.report(job, ResultReport("failed"))
+
+
+def test_a_result_is_not_retried_on_transport_errors(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+    transport = httpx.MockTransport(failing_first(fake.handle, failures=1))
+    with Client(BASE_URL, TOKEN, transport=transport) as client, pytest.raises(httpx.ConnectError):
+        client.report(job, ResultReport("finished"))
+    assert fake.scans[job.scan_id].status == "PENDING"
+
+
+def test_an_unknown_scan_is_a_404_error(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        ghost = dataclasses.replace(job, scan_id=999)
+        with pytest.raises(MainframeError) as raised:
+            client.heartbeat(ghost)
+    assert raised.value.status == 404
+    assert not isinstance(raised.value, StaleAssignment)
+
+
+def test_report_many_answers_each_result_in_order(fake: FakeMainframe) -> None:
+    for name in ("a", "b", "c"):
+        fake.submit(name)
+    with fake.client() as client:
+        a, b, c = client.lease(batch=3)
+        fake.reassign(b.scan_id)
+        statuses = client.report_many(
+            [
+                (a, ResultReport("finished")),
+                (b, ResultReport("finished")),
+                (c, ResultReport("failed", retryable=False)),
+            ]
+        )
+    assert statuses == [
+        ItemStatus(a.scan_id, 200),
+        ItemStatus(b.scan_id, 409, "stale_assignment", "not the current assignment"),
+        ItemStatus(c.scan_id, 200),
+    ]
+    assert [item["scan_id"] for item in fake.posted("/results")[0]["results"]] == [1, 2, 3]
+    assert [fake.scans[job.scan_id].status for job in (a, b, c)] == [
+        "FINISHED",
+        "PENDING",
+        "FAILED",
+    ]
+
+
+def test_report_many_of_nothing_sends_nothing(fake: FakeMainframe) -> None:
+    with fake.client() as client:
+        assert client.report_many([]) == []
+    assert fake.requests == []
+
+
+def test_heartbeat_extends_the_lease(fake: FakeMainframe) -> None:
+    fake.lease_seconds = 1.0
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        fake.lease_seconds = 120.0
+        expires_at = client.heartbeat(job)
+    assert parse_timestamp(expires_at) > parse_timestamp(job.lease_expires_at)
+    assert fake.posted("/heartbeat") == [job.assignment()]
+
+
+def test_a_heartbeat_for_a_reassigned_scan_is_stale(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        fake.reassign(job.scan_id)
+        with pytest.raises(StaleAssignment, match="stale_assignment"):
+            client.heartbeat(job)
+
+
+def test_wait_then_resume_parks_and_unparks_the_scan(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        client.wait(job, 600, "sandbox run")
+        assert fake.scans[job.scan_id].waiting
+        client.resume(job)
+    assert not fake.scans[job.scan_id].waiting
+    assert fake.posted("/wait") == [{**job.assignment(), "seconds": 600, "reason": "sandbox run"}]
+    assert fake.posted("/resume") == [job.assignment()]
+
+
+def test_wait_on_a_finished_scan_is_already_terminal(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        client.report(job, ResultReport("finished"))
+        with pytest.raises(StaleAssignment, match="already_terminal"):
+            client.wait(job, 60, "review")
+
+
+def test_a_malformed_lease_answer_is_an_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=[{"scan_id": 1, "name": "requests"}])
+
+    with (
+        Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handler)) as client,
+        pytest.raises(MainframeError, match="requests"),
+    ):
+        client.lease()

@@ -1,0 +1,271 @@
+"""The worker loop end to end: real subprocesses against the in-memory fake of the job API."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from mainframe.client import (
+    EXIT_PERMANENT_FAILURE,
+    Client,
+    MainframeError,
+    report_for_exit,
+    run_worker,
+)
+from tests.unit.test_client_sdk import BASE_URL, TOKEN, FakeMainframe
+
+
+def python(code: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", code, *args]
+
+
+def work(fake: FakeMainframe, command: list[str], **options: Any) -> int:
+    """Run the worker against the fake until its queue is empty (unless options say otherwise)."""
+    options.setdefault("idle_exit", True)
+    with fake.client() as client:
+        return run_worker(BASE_URL, TOKEN, command, client=client, **options)
+
+
+@pytest.fixture
+def fake() -> FakeMainframe:
+    return FakeMainframe()
+
+
+def test_a_command_that_exits_zero_finishes_the_scan(fake: FakeMainframe) -> None:
+    scan = fake.submit("requests", "2.32.0")
+    code = (
+        "import sys\n"
+        "print('scanning'); print('https://artifacts.example/requests-2.32.0.json'); print()\n"
+        "print('1 warning', file=sys.stderr)"
+    )
+    assert work(fake, python(code)) == 1
+    assert scan.status == "FINISHED"
+    assert scan.results == [
+        {
+            "outcome": "finished",
+            "attempt": 1,
+            "assignment_id": scan.assignment_id,
+            "summary": "1 warning",
+            "artifact": "https://artifacts.example/requests-2.32.0.json",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "retryable", "status"),
+    [(3, True, "QUEUED"), (75, True, "QUEUED"), (EXIT_PERMANENT_FAILURE, False, "FAILED")],
+)
+def test_a_failing_command_fails_the_attempt(
+    fake: FakeMainframe, exit_code: int, retryable: bool, status: str
+) -> None:
+    scan = fake.submit("requests")
+    code = f"import sys; print('boom: bad wheel', file=sys.stderr); sys.exit({exit_code})"
+    assert work(fake, python(code), max_jobs=1) == 1
+    (result,) = scan.results
+    assert (result["outcome"], result["retryable"]) == ("failed", retryable)
+    assert result["summary"] == f"exit code {exit_code}\nboom: bad wheel"
+    assert scan.status == status
+
+
+def test_the_command_sees_the_scan_in_its_environment(fake: FakeMainframe, tmp_path: Path) -> None:
+    payload = {"urls": ["https://files.example/requests-2.32.0.whl"]}
+    scan = fake.submit("requests", "2.32.0", kind="malware", queue="priority", payload=payload)
+    seen = tmp_path / "env.json"
+    code = (
+        "import json, os, sys\n"
+        "env = {k: v for k, v in os.environ.items() if k.startswith('MAINFRAME_') or k == 'PATH'}\n"
+        "open(sys.argv[1], 'w').write(json.dumps(env))"
+    )
+    work(fake, python(code, str(seen)))
+    env = json.loads(seen.read_text())
+    assert env.pop("PATH")  # extended, not replaced
+    assert env == {
+        "MAINFRAME_SCAN_ID": str(scan.scan_id),
+        "MAINFRAME_SCAN_NAME": "requests",
+        "MAINFRAME_SCAN_VERSION": "2.32.0",
+        "MAINFRAME_SCAN_KIND": "malware",
+        "MAINFRAME_SCAN_QUEUE": "priority",
+        "MAINFRAME_SCAN_ATTEMPT": "1",
+        "MAINFRAME_SCAN_PAYLOAD": json.dumps(payload),
+    }
+
+
+def test_heartbeats_keep_a_slow_command_s_lease_alive() -> None:
+    fake = FakeMainframe(lease_seconds=0.3)  # default interval: a third of that
+    scan = fake.submit("requests")
+    assert work(fake, python("import time; time.sleep(0.7)")) == 1
+    heartbeats = fake.posted("/heartbeat")
+    assert len(heartbeats) >= 3
+    assert all(body == {"attempt": 1, "assignment_id": scan.assignment_id} for body in heartbeats)
+    assert not scan.lapsed
+    assert scan.status == "FINISHED"
+
+
+def test_an_explicit_heartbeat_interval_is_honoured(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    work(fake, python("import time; time.sleep(0.4)"), heartbeat_interval=0.05)
+    assert len(fake.posted("/heartbeat")) >= 4
+
+
+def test_a_stale_heartbeat_kills_the_command_and_reports_nothing(tmp_path: Path) -> None:
+    fake = FakeMainframe(lease_seconds=0.3)
+    scan = fake.submit("requests")
+    fake.lose_on_heartbeat.add(scan.scan_id)
+    marker = tmp_path / "survived"
+    code = "import sys, time; time.sleep(5); open(sys.argv[1], 'w').write('done')"
+    started = time.monotonic()
+    with capture_logs() as logs:
+        processed = work(fake, python(code, str(marker)))
+    assert time.monotonic() - started < 2
+    assert processed == 0
+    assert not marker.exists()
+    assert fake.posted("/result") == [] and fake.posted("/results") == []
+    lost = [entry for entry in logs if entry["event"] == "job_lost"]
+    assert [(entry["scan_id"], entry["code"], entry["killed"]) for entry in lost] == [
+        (scan.scan_id, "stale_assignment", True)
+    ]
+
+
+def test_a_batch_is_run_in_turn_and_reported_in_one_request(fake: FakeMainframe) -> None:
+    scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
+    code = "import os, sys; sys.exit(0 if os.environ['MAINFRAME_SCAN_NAME'] == 'alpha' else 3)"
+    assert work(fake, python(code), batch=3, max_jobs=3) == 3
+    assert fake.posted("/result") == []
+    (batch,) = fake.posted("/results")
+    assert [(item["scan_id"], item["outcome"]) for item in batch["results"]] == [
+        (scans[0].scan_id, "finished"),
+        (scans[1].scan_id, "failed"),
+        (scans[2].scan_id, "failed"),
+    ]
+    assert [scan.status for scan in scans] == ["FINISHED", "QUEUED", "QUEUED"]
+
+
+def test_a_scan_lost_while_waiting_its_turn_is_neither_run_nor_reported(
+    tmp_path: Path,
+) -> None:
+    fake = FakeMainframe(lease_seconds=0.3)
+    first, second = fake.submit("alpha"), fake.submit("beta")
+    fake.lose_on_heartbeat.add(second.scan_id)
+    ran = tmp_path / "ran"
+    code = (
+        "import os, sys, time\n"
+        "open(sys.argv[1], 'a').write(os.environ['MAINFRAME_SCAN_NAME'] + '\\n')\n"
+        "time.sleep(0.4)"
+    )
+    assert work(fake, python(code, str(ran)), batch=2) == 1
+    assert ran.read_text().split() == ["alpha"]
+    assert [body["assignment_id"] for body in fake.posted("/result")] == [first.assignment_id]
+    assert first.status == "FINISHED" and second.results == []
+
+
+def test_max_jobs_bounds_what_is_leased_and_run(fake: FakeMainframe) -> None:
+    scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
+    assert work(fake, python("pass"), batch=5, max_jobs=2) == 2
+    assert [scan.status for scan in scans] == ["FINISHED", "FINISHED", "QUEUED"]
+
+
+def test_an_idle_worker_polls_again_after_the_interval(fake: FakeMainframe) -> None:
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        fake.submit("requests")  # work arrives while the worker waits
+
+    assert work(fake, python("pass"), idle_exit=False, max_jobs=1, sleep=sleep) == 1
+    assert sleeps == [2.0]
+    assert len(fake.posted("/jobs")) == 2
+
+
+def test_a_server_error_on_lease_is_waited_out(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    answers = iter([httpx.Response(503, json={"error": "unavailable"})])
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or fake.handle(request)
+
+    sleeps: list[float] = []
+    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
+        processed = run_worker(
+            BASE_URL, TOKEN, python("pass"), client=client, idle_exit=True, sleep=sleeps.append
+        )
+    assert (processed, sleeps) == (1, [2.0])
+
+
+def test_a_bad_token_stops_the_worker(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client(token="revoked") as client, pytest.raises(MainframeError) as raised:
+        run_worker(BASE_URL, "revoked", python("pass"), client=client)
+    assert raised.value.status == 401
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_stop_signal_finishes_the_current_scan_then_stops(
+    fake: FakeMainframe, signum: signal.Signals
+) -> None:
+    first, second = fake.submit("alpha"), fake.submit("beta")
+    previous = signal.getsignal(signum)
+    code = f"import os, time; os.kill(os.getppid(), {int(signum)}); time.sleep(0.1)"
+    assert work(fake, python(code), idle_exit=False) == 1
+    assert first.status == "FINISHED"
+    assert second.status == "QUEUED"
+    assert len(fake.posted("/jobs")) == 1
+    assert signal.getsignal(signum) is previous
+
+
+def test_a_result_lost_in_transit_is_sent_again(fake: FakeMainframe) -> None:
+    scan = fake.submit("requests")
+    dropped: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/result") and not dropped:
+            dropped.append(request.url.path)
+            raise httpx.ReadTimeout("no answer", request=request)
+        return fake.handle(request)
+
+    sleeps: list[float] = []
+    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
+        processed = run_worker(
+            BASE_URL, TOKEN, python("pass"), client=client, idle_exit=True, sleep=sleeps.append
+        )
+    assert (processed, sleeps) == (1, [1.0])
+    assert scan.status == "FINISHED"
+
+
+def test_a_missing_command_fails_before_leasing(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with pytest.raises(FileNotFoundError):
+        work(fake, ["/nonexistent/scanner"])
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stdout", "stderr", "summary", "artifact"),
+    [
+        (0, b"", b"", None, None),
+        (0, b"log\n/tmp/report.json\n\n  \n", b"", None, "/tmp/report.json"),
+        (0, b"x" * 5000 + b"\n", b"", None, "x" * 1024),
+        (
+            2,
+            b"",
+            b"e" * 3000 + b"the end",
+            "exit code 2\n" + ("e" * 3000 + "the end")[-2048:],
+            None,
+        ),
+        (-9, b"", b"", "killed by signal SIGKILL", None),
+        (1, b"", b"\xff\xfebad bytes", "exit code 1\n\ufffd\ufffdbad bytes", None),
+    ],
+    ids=["silent", "last-line", "long-line", "stderr-tail", "signal", "undecodable"],
+)
+def test_report_for_exit_keeps_the_tails_a_reader_needs(
+    returncode: int, stdout: bytes, stderr: bytes, summary: str | None, artifact: str | None
+) -> None:
+    report = report_for_exit(returncode, stdout, stderr)
+    assert (report.summary, report.artifact) == (summary, artifact)
