@@ -44,6 +44,8 @@ OWNER = "bench-owner"
 # Leases must outlive a run so no scan is reclaimed mid-measurement.
 JOB_TIMEOUT_SECONDS = "900"
 RSS_SAMPLE_SECONDS = 0.1
+# CPU (in cores) that processes outside the benchmark may use before a run starts anyway.
+QUIET_CORES = 0.15
 MIB = 1024 * 1024
 # Every wait in this script is bounded by one of these.
 SERVER_START_SECONDS = 120.0
@@ -364,9 +366,11 @@ class RunResult:
     result_p50_ms: float
     result_p99_ms: float
     server_cpu_pct: float
+    server_us_per_scan: float
     server_peak_rss_mib: float
     client_cpu_pct: float
-    machine_busy_pct: float
+    pg_cpu_pct: float
+    other_cpu_pct: float
     rejected: int
     http_errors: int
     empty_polls: int
@@ -396,8 +400,61 @@ class Setup:
     db: str
     table_rows: int
     queued: int
+    url: str
     server: Server
     tokens: list[str]
+
+
+def backends_of(database_url: str) -> list[psutil.Process]:
+    """The PostgreSQL backend processes serving our database (none for SQLite)."""
+    if not database_url.startswith("postgresql"):
+        return []
+    name = database_url.rsplit("/", 1)[-1]
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if cmdline.startswith("postgres:") and f" {name} " in cmdline:
+            found.append(proc)
+    return found
+
+
+def total_cpu(procs: list[psutil.Process]) -> dict[int, float]:
+    seconds = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            seconds[proc.pid] = cpu_seconds(proc)
+    return seconds
+
+
+def delta(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(after[pid] - before[pid] for pid in after if pid in before)
+
+
+def wait_for_quiet(setup: Setup, limit: float) -> float:
+    """Wait (at most `limit` seconds) until processes outside this benchmark use less than
+    QUIET_CORES; return the foreign load last seen, in cores."""
+    ours = [setup.server.ps, psutil.Process(), *backends_of(setup.url)]
+    deadline = time.monotonic() + limit
+    while True:
+        busy, mine = machine_busy_seconds(), total_cpu(ours)
+        time.sleep(1.0)
+        foreign = machine_busy_seconds() - busy - delta(mine, total_cpu(ours))
+        if foreign < QUIET_CORES or time.monotonic() >= deadline:
+            return foreign
+        log(f"  waiting for a quiet machine: {foreign:.2f} cores busy outside the benchmark")
+
+
+def start_profiler(setup: Setup, args: argparse.Namespace, batch: int,
+                   run: int) -> subprocess.Popen[bytes] | None:
+    """py-spy on the server for the measured window of each mode's first run (--profile)."""
+    if args.profile is None or run != 1:
+        return None
+    args.profile.mkdir(parents=True, exist_ok=True)
+    out = args.profile / f"{setup.db}-{setup.table_rows}-b{batch}.txt"
+    return subprocess.Popen(
+        ["py-spy", "record", "--nonblocking", "--format", "raw", "-r", "100", "-o", str(out),
+         "--pid", str(setup.server.proc.pid), "-d", str(max(1, int(args.duration)))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def measure(setup: Setup, args: argparse.Namespace, batch: int, run: int) -> RunResult:
@@ -417,17 +474,22 @@ def measure(setup: Setup, args: argparse.Namespace, batch: int, run: int) -> Run
         proc.start()
         procs.append(proc)
         pipes.append(receive)
-    clients = [psutil.Process(proc.pid) for proc in procs]
+    groups = {"clients": [psutil.Process(proc.pid) for proc in procs],
+              "server": [setup.server.ps], "bench": [psutil.Process()]}
     time.sleep(max(0.0, measure_from - time.monotonic()))
-    before = (cpu_seconds(setup.server.ps), sum(map(cpu_seconds, clients)),
-              machine_busy_seconds())
+    groups["pg"] = backends_of(setup.url)
+    before = ({k: total_cpu(v) for k, v in groups.items()}, machine_busy_seconds())
+    profiler = start_profiler(setup, args, batch, run)
     time.sleep(max(0.0, measure_until - time.monotonic()))
-    after = (cpu_seconds(setup.server.ps), sum(map(cpu_seconds, clients)),
-             machine_busy_seconds())
+    after = ({k: total_cpu(v) for k, v in groups.items()}, machine_busy_seconds())
     stats = [_receive(pipe, measure_until) for pipe in pipes]
     for proc in procs:
         proc.join(timeout=EXTRA_RUN_SECONDS)
-    return _result(setup, args, batch, run, stats, before, after,
+    if profiler is not None:
+        profiler.wait(timeout=EXTRA_RUN_SECONDS)
+    cpu = {k: 100 * delta(before[0][k], after[0][k]) / args.duration for k in groups}
+    cpu["machine"] = 100 * (after[1] - before[1]) / args.duration
+    return _result(setup, args, batch, run, stats, cpu,
                    setup.server.peak_rss(measure_from, measure_until),
                    int(setup.server.succeeded_total() - counted_before))
 
@@ -439,21 +501,22 @@ def _receive(pipe: Any, until: float) -> LoadStats:
 
 
 def _result(setup: Setup, args: argparse.Namespace, batch: int, run: int,
-            stats: list[LoadStats], before: tuple[float, float, float],
-            after: tuple[float, float, float], peak_rss: int, server_counted: int) -> RunResult:
+            stats: list[LoadStats], cpu: dict[str, float], peak_rss: int,
+            server_counted: int) -> RunResult:
     polls = [ms for s in stats for ms in s.poll_ms]
     results = [ms for s in stats for ms in s.result_ms]
-    window = args.duration
+    foreign = cpu["machine"] - cpu["server"] - cpu["clients"] - cpu["pg"] - cpu["bench"]
+    in_window = sum(s.accepted_in_window for s in stats)
     return RunResult(
         db=setup.db, table_rows=setup.table_rows, queued=setup.queued, batch=batch,
         workers=args.workers, run=run,
-        scans_per_s=sum(s.accepted_in_window for s in stats) / window,
+        scans_per_s=in_window / args.duration,
         poll_p50_ms=quantile(polls, 0.50), poll_p99_ms=quantile(polls, 0.99),
         result_p50_ms=quantile(results, 0.50), result_p99_ms=quantile(results, 0.99),
-        server_cpu_pct=100 * (after[0] - before[0]) / window,
+        server_cpu_pct=cpu["server"],
+        server_us_per_scan=cpu["server"] * args.duration * 1e4 / max(in_window, 1),
         server_peak_rss_mib=peak_rss / MIB,
-        client_cpu_pct=100 * (after[1] - before[1]) / window,
-        machine_busy_pct=100 * (after[2] - before[2]) / window / (psutil.cpu_count() or 1),
+        client_cpu_pct=cpu["clients"], pg_cpu_pct=cpu["pg"], other_cpu_pct=foreign,
         rejected=sum(s.rejected for s in stats),
         http_errors=sum(s.http_errors for s in stats),
         empty_polls=sum(s.empty_polls for s in stats),
@@ -469,8 +532,10 @@ COLUMNS = (
     ("W", "workers", "{}"), ("run", "run", "{}"), ("scans/s", "scans_per_s", "{:,.0f}"),
     ("poll p50 ms", "poll_p50_ms", "{:.1f}"), ("poll p99 ms", "poll_p99_ms", "{:.1f}"),
     ("result p99 ms", "result_p99_ms", "{:.1f}"), ("server CPU %", "server_cpu_pct", "{:.0f}"),
+    ("server CPU µs/scan", "server_us_per_scan", "{:.0f}"),
     ("server peak RSS MiB", "server_peak_rss_mib", "{:.0f}"),
-    ("client CPU %", "client_cpu_pct", "{:.0f}"), ("machine busy %", "machine_busy_pct", "{:.0f}"),
+    ("client CPU %", "client_cpu_pct", "{:.0f}"), ("PG CPU %", "pg_cpu_pct", "{:.0f}"),
+    ("other CPU %", "other_cpu_pct", "{:.0f}"),
 )
 
 
@@ -546,11 +611,14 @@ def run_configuration(db: str, table_rows: int, args: argparse.Namespace,
         server = Server(url, workdir)
         log(f"  server pid {server.proc.pid} on {server.url}")
         try:
-            setup = Setup(db, rows, args.queued, server, tokens)
+            setup = Setup(db, rows, args.queued, url, server, tokens)
             for batch in args.batch:
                 for run in range(1, args.runs + 1):
                     counts = top_up(url, endpoint_id, queued=args.queued, label=f"b{batch}r{run}")
                     log(f"  batch {batch} run {run}: table {counts}")
+                    foreign = wait_for_quiet(setup, args.quiet_wait)
+                    if foreign >= QUIET_CORES:
+                        log(f"  measuring anyway: {foreign:.2f} cores busy elsewhere")
                     result = measure(setup, args, batch, run)
                     print_run(result)
                     out.append(result)
@@ -581,6 +649,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load-procs", type=int, default=2, help="load-generator processes")
     parser.add_argument("--explain", action="store_true",
                         help="print the job poll's query plans before and after the runs")
+    parser.add_argument("--quiet-wait", type=float, default=120.0,
+                        help="seconds to wait, before each run, for other processes to leave "
+                             "the CPU (see the 'other CPU %%' column)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="record the server with py-spy (collapsed stacks) during the "
+                             "first run of each mode; the figures of those runs include its cost")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.load_procs < 1 or args.runs < 1 or args.duration <= 0:

@@ -138,3 +138,24 @@ def test_stale_worker_cannot_touch_reassigned_scan(world: World) -> None:
         world.store.report(world.worker, old.scan_id, finished(old))
     assert refused.value.code == "stale_assignment"
     assert world.store.report(world.worker, new.scan_id, finished(new)).status is Status.FINISHED
+
+
+def test_sweeper_finds_spent_scans_behind_a_crowd_of_lapsed_ones(world: World) -> None:
+    crowd = [world.submit(name=f"crowd{i}") for i in range(30)]
+    world.store.lease(world.worker, len(crowd))
+    world.clock.advance(1)
+    doomed = world.submit(name="doomed")
+    for _ in range(MAX_ATTEMPTS - 1):
+        [job] = world.store.lease(world.other_worker, 1)
+        world.store.report(
+            world.other_worker,
+            doomed,
+            Report("failed", True, job.attempt, job.assignment_id, None, None, None),
+        )
+    [job] = world.store.lease(world.other_worker, 1)
+    assert (job.scan_id, job.attempt) == (doomed, MAX_ATTEMPTS)
+    world.clock.advance(JOB_TIMEOUT + 1)
+    # The crowd lapsed first and still has budget; it must not hide the spent scan.
+    assert world.store.reap(limit=5) == 1
+    [dead] = world.published.of(ScanDeadLettered)
+    assert dead.scan.scan_id == doomed  # type: ignore[attr-defined]

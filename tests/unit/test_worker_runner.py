@@ -20,7 +20,7 @@ from mainframe.client import (
     report_for_exit,
     run_worker,
 )
-from tests.unit.test_client_sdk import BASE_URL, TOKEN, FakeMainframe
+from mainframe.client.testing import BASE_URL, TOKEN, FakeMainframe
 
 
 def python(code: str, *args: str) -> list[str]:

@@ -46,12 +46,7 @@ async def lease_jobs(
 
 
 def _report(body: ResultBody) -> Report:
-    try:
-        require_echo_pair(body.attempt, body.assignment_id)
-    except EchoError as exc:
-        raise Invalid(
-            "body.assignment_id" if body.assignment_id is None else "body.attempt", str(exc)
-        ) from None
+    _echo(body)
     result = None if body.result is None else orjson.dumps(body.result).decode()
     if result is not None and len(result) > MAX_RESULT_BYTES:
         raise Invalid("body.result", f"result JSON is limited to {MAX_RESULT_BYTES} bytes")

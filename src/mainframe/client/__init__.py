@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from mainframe.client.runner import (
+from mainframe.client.command import (
     EXIT_PERMANENT_FAILURE,
     EXIT_TEMPFAIL,
-    LeaseKeeper,
     job_environment,
     report_for_exit,
-    run_worker,
 )
+from mainframe.client.heartbeat import LeaseKeeper
+from mainframe.client.runner import run_worker
 from mainframe.client.sdk import (
     Client,
     ItemStatus,

@@ -259,8 +259,14 @@ class _Capture:
     def __init__(self) -> None:
         self.statements: list[ClauseElement] = []
 
-    def execute(self, statement: ClauseElement, *_args: object) -> Iterator[Any]:
+    def execute(self, statement: ClauseElement, *_args: object) -> _Capture:
         self.statements.append(statement)
+        return self
+
+    def all(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
         return iter(())
 
 
@@ -268,7 +274,14 @@ def lease_statements(*, endpoint_id: int, batch: int, now_us: int) -> dict[str, 
     """The statements a job poll runs against the scans table, built by leasing.py itself."""
     capture = _Capture()
     fake = cast(Connection, capture)
-    leasing.lapsed_pending(fake, endpoint_id=endpoint_id, now=now_us, limit=100 + batch)
+    leasing.lapsed_pending(
+        fake,
+        endpoint_id=endpoint_id,
+        now=now_us,
+        max_attempts=3,
+        spent_limit=100,
+        reclaim_limit=batch,
+    )
     leasing.assign_queued(
         fake, endpoint_id=endpoint_id, limit=batch, worker="explain", now=now_us, expires=now_us + 1
     )

@@ -9,7 +9,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, String, bindparam, cast, insert, literal, select, update
+from sqlalchemy import (
+    Connection,
+    String,
+    bindparam,
+    cast,
+    insert,
+    literal,
+    select,
+    union_all,
+    update,
+)
 
 from mainframe.lifecycle.events import (
     FinalAttempt,
@@ -58,20 +68,40 @@ class Lapsed:
         return self.row.wait_reason is not None
 
 
-def lapsed_pending(
-    conn: Connection, *, endpoint_id: int | None, now: int, limit: int
-) -> list[Lapsed]:
-    """Claim up to `limit` PENDING scans whose lease or wait has lapsed, oldest lapse first."""
+def _lapsed(endpoint_id: int | None, now: int, spent: bool, max_attempts: int, limit: int) -> Any:
+    budget = (
+        scans.c.attempt_count >= max_attempts if spent else scans.c.attempt_count < max_attempts
+    )
     query = (
-        select(*LAPSED_COLUMNS)
-        .where(scans.c.status == Status.PENDING.value, scans.c.lease_expires_at < now)
+        select(*LAPSED_COLUMNS, literal(spent).label("spent"))
+        .where(scans.c.status == Status.PENDING.value, scans.c.lease_expires_at < now, budget)
         .order_by(scans.c.lease_expires_at)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    if endpoint_id is not None:
-        query = query.where(scans.c.endpoint_id == endpoint_id)
-    return [Lapsed(row) for row in conn.execute(query)]
+    return query if endpoint_id is None else query.where(scans.c.endpoint_id == endpoint_id)
+
+
+def lapsed_pending(
+    conn: Connection,
+    *,
+    endpoint_id: int | None,
+    now: int,
+    max_attempts: int,
+    spent_limit: int,
+    reclaim_limit: int,
+) -> tuple[list[Lapsed], list[Lapsed]]:
+    """Claim lapsed PENDING scans, oldest lapse first: (budget spent, budget left).
+
+    Both kinds are filtered in SQL, so a crowd of one kind can never hide the other."""
+    spent = _lapsed(endpoint_id, now, True, max_attempts, spent_limit).cte("spent")
+    queries = [select(spent)]
+    if reclaim_limit > 0:
+        reclaim = _lapsed(endpoint_id, now, False, max_attempts, reclaim_limit).cte("reclaim")
+        queries.append(select(reclaim))
+    rows = conn.execute(union_all(*queries) if len(queries) > 1 else queries[0]).all()
+    found = [Lapsed(row) for row in rows]
+    return [x for x in found if x.row.spent], [x for x in found if not x.row.spent]
 
 
 def close_lapsed_attempts(conn: Connection, lapsed: Sequence[Lapsed], *, now: int) -> None:

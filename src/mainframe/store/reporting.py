@@ -46,20 +46,8 @@ class Reporting(StoreBase):
         out: list[ItemOutcome] = []
         with self.transaction() as (conn, events):
             for scan_id, report in items:
-                where = results.holder_condition(
-                    scan_id=scan_id,
-                    endpoint_id=endpoint_id,
-                    worker=principal.name,
-                    attempt=report.attempt,
-                    assignment_id=report.assignment_id,
-                )
-                closed = results.close_attempt(
-                    conn,
-                    where=where,
-                    report=report,
-                    endpoint=endpoint,
-                    now=now,
-                    max_attempts=self.budget.max_attempts,
+                closed = self._close(
+                    conn, scan_id, endpoint_id, endpoint, principal.name, report, now
                 )
                 if closed is not None:
                     events.extend(closed[1])
@@ -70,6 +58,33 @@ class Reporting(StoreBase):
                 )
                 out.append(ItemOutcome(scan_id, None, rejected))
         return self._revoked_check(principal, out)
+
+    def _close(
+        self,
+        conn: Connection,
+        scan_id: int,
+        endpoint_id: int,
+        endpoint: str,
+        worker: str | None,
+        report: Report,
+        now: int,
+    ) -> tuple[ScanRecord, list[Event]] | None:
+        """Close the attempt `report` names, if `worker` (None: anyone) still holds it."""
+        where = results.holder_condition(
+            scan_id=scan_id,
+            endpoint_id=endpoint_id,
+            worker=worker,
+            attempt=report.attempt,
+            assignment_id=report.assignment_id,
+        )
+        return results.close_attempt(
+            conn,
+            where=where,
+            report=report,
+            endpoint=endpoint,
+            now=now,
+            max_attempts=self.budget.max_attempts,
+        )
 
     def _reject(
         self,
@@ -201,20 +216,9 @@ class Reporting(StoreBase):
                 report = Report(
                     "failed", retryable, scan.attempt_count, scan.assignment_id, summary, None, None
                 )
-                where = results.holder_condition(
-                    scan_id=scan.id,
-                    endpoint_id=_endpoint_id(conn, scan),
-                    worker=None,
-                    attempt=scan.attempt_count,
-                    assignment_id=scan.assignment_id,
-                )
-                closed = results.close_attempt(
-                    conn,
-                    where=where,
-                    report=report,
-                    endpoint=scan.endpoint,
-                    now=self.now(),
-                    max_attempts=self.budget.max_attempts,
+                endpoint_id = _endpoint_id(conn, scan)
+                closed = self._close(
+                    conn, scan.id, endpoint_id, scan.endpoint, None, report, self.now()
                 )
                 if closed is None:
                     raise Stale(StaleCode.STALE_ASSIGNMENT)

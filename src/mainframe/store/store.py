@@ -120,13 +120,16 @@ class Store(Reporting):
         assert principal.endpoint_id is not None
         now, budget = self.now(), self.budget
         with self.transaction() as (conn, events):
-            lapsed = leasing.lapsed_pending(
-                conn, endpoint_id=principal.endpoint_id, now=now, limit=budget.reap_per_poll + batch
+            spent, reclaim = leasing.lapsed_pending(
+                conn,
+                endpoint_id=principal.endpoint_id,
+                now=now,
+                max_attempts=budget.max_attempts,
+                spent_limit=budget.reap_per_poll,
+                reclaim_limit=batch,
             )
-            spent = [x for x in lapsed if x.row.attempt_count >= budget.max_attempts]
             names = {principal.endpoint_id: principal.endpoint or ""}
             events.extend(leasing.dead_letter_lapsed(conn, spent, now=now, endpoint_names=names))
-            reclaim = [x for x in lapsed if x.row.attempt_count < budget.max_attempts][:batch]
             leasing.close_lapsed_attempts(conn, reclaim, now=now)
             expires = now + budget.job_timeout_us
             rows = leasing.assign_reclaimed(
@@ -150,8 +153,14 @@ class Store(Reporting):
         """The sweeper: dead-letter lapsed, budget-spent scans of every endpoint."""
         now = self.now()
         with self.transaction() as (conn, events):
-            lapsed = leasing.lapsed_pending(conn, endpoint_id=None, now=now, limit=limit * 4)
-            spent = [x for x in lapsed if x.row.attempt_count >= self.budget.max_attempts][:limit]
+            spent, _ = leasing.lapsed_pending(
+                conn,
+                endpoint_id=None,
+                now=now,
+                max_attempts=self.budget.max_attempts,
+                spent_limit=limit,
+                reclaim_limit=0,
+            )
             names = leasing.endpoint_names_for(conn, spent)
             events.extend(leasing.dead_letter_lapsed(conn, spent, now=now, endpoint_names=names))
         return len(spent)
