@@ -97,8 +97,9 @@ async def _drive(plan: LoadPlan) -> LoadStats:
     stats = LoadStats()
     connector = aiohttp.TCPConnector(limit=max(plan.workers, 1) * 2, keepalive_timeout=120)
     timeout = aiohttp.ClientTimeout(total=60)
-    async with aiohttp.ClientSession(plan.url, connector=connector, timeout=timeout,
-                                     cookie_jar=aiohttp.DummyCookieJar()) as session:
+    async with aiohttp.ClientSession(
+        plan.url, connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
+    ) as session:
         workers = [
             _worker(session, plan, plan.tokens[i % len(plan.tokens)], stats)
             for i in range(plan.workers)
@@ -138,13 +139,16 @@ async def _worker(session: Any, plan: LoadPlan, token: str, stats: LoadStats) ->
 
 
 def _result_body(job: dict[str, Any]) -> dict[str, Any]:
-    return {"outcome": "finished", "attempt": job["attempt"],
-            "assignment_id": job["assignment_id"], "summary": "clean",
-            "result": {"verdict": "clean"}}
+    return {
+        "outcome": "finished",
+        "attempt": job["attempt"],
+        "assignment_id": job["assignment_id"],
+        "summary": "clean",
+        "result": {"verdict": "clean"},
+    }
 
 
-def _count(stats: LoadStats, plan: LoadPlan, accepted: int, rejected: int,
-           started: float) -> None:
+def _count(stats: LoadStats, plan: LoadPlan, accepted: int, rejected: int, started: float) -> None:
     done = time.monotonic()
     stats.accepted_total += accepted
     stats.rejected += rejected
@@ -154,27 +158,35 @@ def _count(stats: LoadStats, plan: LoadPlan, accepted: int, rejected: int,
         stats.result_ms.append((done - started) * 1000)
 
 
-async def _report_one(session: Any, headers: dict[str, str], job: dict[str, Any],
-                      plan: LoadPlan, stats: LoadStats) -> None:
+async def _report_one(
+    session: Any, headers: dict[str, str], job: dict[str, Any], plan: LoadPlan, stats: LoadStats
+) -> None:
     import orjson
 
     started = time.monotonic()
     path = f"/api/v1/jobs/{job['scan_id']}/result"
-    async with session.post(path, data=orjson.dumps(_result_body(job)),
-                            headers=headers) as response:
+    async with session.post(
+        path, data=orjson.dumps(_result_body(job)), headers=headers
+    ) as response:
         await response.read()
         ok = response.status == 200
     _count(stats, plan, int(ok), int(not ok), started)
 
 
-async def _report_batch(session: Any, headers: dict[str, str], jobs: list[dict[str, Any]],
-                        plan: LoadPlan, stats: LoadStats) -> None:
+async def _report_batch(
+    session: Any,
+    headers: dict[str, str],
+    jobs: list[dict[str, Any]],
+    plan: LoadPlan,
+    stats: LoadStats,
+) -> None:
     import orjson
 
     started = time.monotonic()
     body = {"results": [{"scan_id": job["scan_id"], **_result_body(job)} for job in jobs]}
-    async with session.post("/api/v1/jobs/results", data=orjson.dumps(body),
-                            headers=headers) as response:
+    async with session.post(
+        "/api/v1/jobs/results", data=orjson.dumps(body), headers=headers
+    ) as response:
         raw = await response.read()
         status = response.status
     if status != 200:
@@ -198,17 +210,27 @@ def free_port() -> int:
 
 def server_env(database_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
-    env.update({"MAINFRAME_DATABASE_URL": database_url, "MAINFRAME_LOG_FORMAT": "json",
-                "MAINFRAME_JOB_TIMEOUT": JOB_TIMEOUT_SECONDS,
-                "MAINFRAME_MAX_JOB_ATTEMPTS": "3"})
+    env.update(
+        {
+            "MAINFRAME_DATABASE_URL": database_url,
+            "MAINFRAME_LOG_FORMAT": "json",
+            "MAINFRAME_JOB_TIMEOUT": JOB_TIMEOUT_SECONDS,
+            "MAINFRAME_MAX_JOB_ATTEMPTS": "3",
+        }
+    )
     return env
 
 
 def cli(database_url: str, *args: str) -> str:
     """Run `mainframe ARGS...`; return the last stdout line (the new secret)."""
-    done = subprocess.run([sys.executable, "-m", "mainframe", *args], capture_output=True,
-                          text=True, env=server_env(database_url), timeout=CLI_SECONDS,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "mainframe", *args],
+        capture_output=True,
+        text=True,
+        env=server_env(database_url),
+        timeout=CLI_SECONDS,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"mainframe {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout.strip().splitlines()[-1]
@@ -223,9 +245,11 @@ class Server:
         self.log_path = workdir / f"server-{self.port}.log"
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mainframe", "serve", "--host", HOST, "--port",
-             str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT, env=server_env(database_url))
+            [sys.executable, "-m", "mainframe", "serve", "--host", HOST, "--port", str(self.port)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=server_env(database_url),
+        )
         self.ps = psutil.Process(self.proc.pid)
         self.rss_samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
@@ -238,8 +262,10 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(
-                    self.url + "/healthz", timeout=2) as response:
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(self.url + "/healthz", timeout=2) as response,
+            ):
                 if response.status == 200:
                     return
             time.sleep(0.1)
@@ -310,9 +336,15 @@ def seed(url: str, *, queued: int, finished: int, label: str) -> int:
             if done % 100_000 < bulk.CHUNK_ROWS or done == total:
                 log(f"  seeded {done:,}/{total:,}")
 
-        bulk.seed_scans(engine, endpoint_id=endpoint_id, queued=queued, finished=finished,
-                        now_us=time.time_ns() // 1000, label=label,
-                        progress=progress if queued + finished >= 100_000 else None)
+        bulk.seed_scans(
+            engine,
+            endpoint_id=endpoint_id,
+            queued=queued,
+            finished=finished,
+            now_us=time.time_ns() // 1000,
+            label=label,
+            progress=progress if queued + finished >= 100_000 else None,
+        )
         bulk.analyze(engine)
         if queued + finished >= 100_000:
             log(f"  seeding took {time.monotonic() - started:.1f}s")
@@ -328,8 +360,14 @@ def top_up(url: str, endpoint_id: int, *, queued: int, label: str) -> dict[str, 
         counts = bulk.count_by_status(engine, endpoint_id=endpoint_id)
         missing = queued - counts.get("QUEUED", 0)
         if missing > 0:
-            bulk.seed_scans(engine, endpoint_id=endpoint_id, queued=missing, finished=0,
-                            now_us=time.time_ns() // 1000, label=label)
+            bulk.seed_scans(
+                engine,
+                endpoint_id=endpoint_id,
+                queued=missing,
+                finished=0,
+                now_us=time.time_ns() // 1000,
+                label=label,
+            )
             counts = bulk.count_by_status(engine, endpoint_id=endpoint_id)
         return counts
     finally:
@@ -339,8 +377,9 @@ def top_up(url: str, endpoint_id: int, *, queued: int, label: str) -> dict[str, 
 def print_explain(url: str, endpoint_id: int, *, title: str, batch: int) -> None:
     engine = create_store_engine(url)
     try:
-        plans = bulk.explain_lease(engine, endpoint_id=endpoint_id, batch=batch,
-                                   now_us=time.time_ns() // 1000)
+        plans = bulk.explain_lease(
+            engine, endpoint_id=endpoint_id, batch=batch, now_us=time.time_ns() // 1000
+        )
     finally:
         engine.dispose()
     print(f"\n### EXPLAIN — {title}\n")
@@ -444,17 +483,33 @@ def wait_for_quiet(setup: Setup, limit: float) -> float:
         log(f"  waiting for a quiet machine: {foreign:.2f} cores busy outside the benchmark")
 
 
-def start_profiler(setup: Setup, args: argparse.Namespace, batch: int,
-                   run: int) -> subprocess.Popen[bytes] | None:
+def start_profiler(
+    setup: Setup, args: argparse.Namespace, batch: int, run: int
+) -> subprocess.Popen[bytes] | None:
     """py-spy on the server for the measured window of each mode's first run (--profile)."""
     if args.profile is None or run != 1:
         return None
     args.profile.mkdir(parents=True, exist_ok=True)
     out = args.profile / f"{setup.db}-{setup.table_rows}-b{batch}.txt"
     return subprocess.Popen(
-        ["py-spy", "record", "--nonblocking", "--format", "raw", "-r", "100", "-o", str(out),
-         "--pid", str(setup.server.proc.pid), "-d", str(max(1, int(args.duration)))],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "py-spy",
+            "record",
+            "--nonblocking",
+            "--format",
+            "raw",
+            "-r",
+            "100",
+            "-o",
+            str(out),
+            "--pid",
+            str(setup.server.proc.pid),
+            "-d",
+            str(max(1, int(args.duration))),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def measure(setup: Setup, args: argparse.Namespace, batch: int, run: int) -> RunResult:
@@ -467,15 +522,18 @@ def measure(setup: Setup, args: argparse.Namespace, batch: int, run: int) -> Run
     procs, pipes = [], []
     for index in range(args.load_procs):
         workers = args.workers // args.load_procs + (index < args.workers % args.load_procs)
-        tokens = setup.tokens[index::args.load_procs] or setup.tokens
+        tokens = setup.tokens[index :: args.load_procs] or setup.tokens
         plan = LoadPlan(setup.server.url, tokens, workers, batch, measure_from, measure_until)
         receive, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=load_process, args=(plan, send), daemon=True)
         proc.start()
         procs.append(proc)
         pipes.append(receive)
-    groups = {"clients": [psutil.Process(proc.pid) for proc in procs],
-              "server": [setup.server.ps], "bench": [psutil.Process()]}
+    groups = {
+        "clients": [psutil.Process(proc.pid) for proc in procs],
+        "server": [setup.server.ps],
+        "bench": [psutil.Process()],
+    }
     time.sleep(max(0.0, measure_from - time.monotonic()))
     groups["pg"] = backends_of(setup.url)
     before = ({k: total_cpu(v) for k, v in groups.items()}, machine_busy_seconds())
@@ -489,9 +547,16 @@ def measure(setup: Setup, args: argparse.Namespace, batch: int, run: int) -> Run
         profiler.wait(timeout=EXTRA_RUN_SECONDS)
     cpu = {k: 100 * delta(before[0][k], after[0][k]) / args.duration for k in groups}
     cpu["machine"] = 100 * (after[1] - before[1]) / args.duration
-    return _result(setup, args, batch, run, stats, cpu,
-                   setup.server.peak_rss(measure_from, measure_until),
-                   int(setup.server.succeeded_total() - counted_before))
+    return _result(
+        setup,
+        args,
+        batch,
+        run,
+        stats,
+        cpu,
+        setup.server.peak_rss(measure_from, measure_until),
+        int(setup.server.succeeded_total() - counted_before),
+    )
 
 
 def _receive(pipe: Any, until: float) -> LoadStats:
@@ -500,23 +565,38 @@ def _receive(pipe: Any, until: float) -> LoadStats:
     return LoadStats(**pipe.recv())
 
 
-def _result(setup: Setup, args: argparse.Namespace, batch: int, run: int,
-            stats: list[LoadStats], cpu: dict[str, float], peak_rss: int,
-            server_counted: int) -> RunResult:
+def _result(
+    setup: Setup,
+    args: argparse.Namespace,
+    batch: int,
+    run: int,
+    stats: list[LoadStats],
+    cpu: dict[str, float],
+    peak_rss: int,
+    server_counted: int,
+) -> RunResult:
     polls = [ms for s in stats for ms in s.poll_ms]
     results = [ms for s in stats for ms in s.result_ms]
     foreign = cpu["machine"] - cpu["server"] - cpu["clients"] - cpu["pg"] - cpu["bench"]
     in_window = sum(s.accepted_in_window for s in stats)
     return RunResult(
-        db=setup.db, table_rows=setup.table_rows, queued=setup.queued, batch=batch,
-        workers=args.workers, run=run,
+        db=setup.db,
+        table_rows=setup.table_rows,
+        queued=setup.queued,
+        batch=batch,
+        workers=args.workers,
+        run=run,
         scans_per_s=in_window / args.duration,
-        poll_p50_ms=quantile(polls, 0.50), poll_p99_ms=quantile(polls, 0.99),
-        result_p50_ms=quantile(results, 0.50), result_p99_ms=quantile(results, 0.99),
+        poll_p50_ms=quantile(polls, 0.50),
+        poll_p99_ms=quantile(polls, 0.99),
+        result_p50_ms=quantile(results, 0.50),
+        result_p99_ms=quantile(results, 0.99),
         server_cpu_pct=cpu["server"],
         server_us_per_scan=cpu["server"] * args.duration * 1e4 / max(in_window, 1),
         server_peak_rss_mib=peak_rss / MIB,
-        client_cpu_pct=cpu["clients"], pg_cpu_pct=cpu["pg"], other_cpu_pct=foreign,
+        client_cpu_pct=cpu["clients"],
+        pg_cpu_pct=cpu["pg"],
+        other_cpu_pct=foreign,
         rejected=sum(s.rejected for s in stats),
         http_errors=sum(s.http_errors for s in stats),
         empty_polls=sum(s.empty_polls for s in stats),
@@ -528,13 +608,20 @@ def _result(setup: Setup, args: argparse.Namespace, batch: int, run: int,
 # Reporting ----------------------------------------------------------------------------------
 
 COLUMNS = (
-    ("db", "db", "{}"), ("rows", "table_rows", "{:,}"), ("batch", "batch", "{}"),
-    ("W", "workers", "{}"), ("run", "run", "{}"), ("scans/s", "scans_per_s", "{:,.0f}"),
-    ("poll p50 ms", "poll_p50_ms", "{:.1f}"), ("poll p99 ms", "poll_p99_ms", "{:.1f}"),
-    ("result p99 ms", "result_p99_ms", "{:.1f}"), ("server CPU %", "server_cpu_pct", "{:.0f}"),
+    ("db", "db", "{}"),
+    ("rows", "table_rows", "{:,}"),
+    ("batch", "batch", "{}"),
+    ("W", "workers", "{}"),
+    ("run", "run", "{}"),
+    ("scans/s", "scans_per_s", "{:,.0f}"),
+    ("poll p50 ms", "poll_p50_ms", "{:.1f}"),
+    ("poll p99 ms", "poll_p99_ms", "{:.1f}"),
+    ("result p99 ms", "result_p99_ms", "{:.1f}"),
+    ("server CPU %", "server_cpu_pct", "{:.0f}"),
     ("server CPU µs/scan", "server_us_per_scan", "{:.0f}"),
     ("server peak RSS MiB", "server_peak_rss_mib", "{:.0f}"),
-    ("client CPU %", "client_cpu_pct", "{:.0f}"), ("PG CPU %", "pg_cpu_pct", "{:.0f}"),
+    ("client CPU %", "client_cpu_pct", "{:.0f}"),
+    ("PG CPU %", "pg_cpu_pct", "{:.0f}"),
     ("other CPU %", "other_cpu_pct", "{:.0f}"),
 )
 
@@ -545,11 +632,17 @@ def row_cells(result: dict[str, Any]) -> list[str]:
 
 def print_run(result: RunResult) -> None:
     cells = row_cells(asdict(result))
-    extra = (f"rejected={result.rejected} http_errors={result.http_errors} "
-             f"empty_polls={result.empty_polls} accepted={result.client_accepted} "
-             f"server_counted={result.server_counted}")
-    print("  ".join(f"{name}={cell}" for (name, _, _), cell in zip(COLUMNS, cells, strict=True))
-          + "  " + extra, flush=True)
+    extra = (
+        f"rejected={result.rejected} http_errors={result.http_errors} "
+        f"empty_polls={result.empty_polls} accepted={result.client_accepted} "
+        f"server_counted={result.server_counted}"
+    )
+    print(
+        "  ".join(f"{name}={cell}" for (name, _, _), cell in zip(COLUMNS, cells, strict=True))
+        + "  "
+        + extra,
+        flush=True,
+    )
 
 
 def medians(results: list[RunResult]) -> list[dict[str, Any]]:
@@ -590,12 +683,17 @@ def print_tables(results: list[RunResult]) -> None:
 def create_tokens(url: str, count: int) -> list[str]:
     names = [f"bench-worker-{i}" for i in range(count)]
     with ThreadPoolExecutor(max_workers=min(4, count)) as pool:
-        return list(pool.map(lambda name: cli(url, "token", "create", "--endpoint", ENDPOINT,
-                                              "--worker", name), names))
+        return list(
+            pool.map(
+                lambda name: cli(url, "token", "create", "--endpoint", ENDPOINT, "--worker", name),
+                names,
+            )
+        )
 
 
-def run_configuration(db: str, table_rows: int, args: argparse.Namespace,
-                      workdir: Path) -> list[RunResult]:
+def run_configuration(
+    db: str, table_rows: int, args: argparse.Namespace, workdir: Path
+) -> list[RunResult]:
     finished = max(0, table_rows - args.queued)
     rows = args.queued + finished
     log(f"{db}: {rows:,} rows ({args.queued:,} queued, {finished:,} finished)")
@@ -605,8 +703,12 @@ def run_configuration(db: str, table_rows: int, args: argparse.Namespace,
         cli(url, "endpoint", "create", ENDPOINT, "--owner", OWNER)
         endpoint_id = seed(url, queued=args.queued, finished=finished, label="seed")
         if args.explain:
-            print_explain(url, endpoint_id, title=f"{db}, {rows:,} rows, freshly seeded",
-                          batch=max(args.batch))
+            print_explain(
+                url,
+                endpoint_id,
+                title=f"{db}, {rows:,} rows, freshly seeded",
+                batch=max(args.batch),
+            )
         tokens = create_tokens(url, args.workers)
         server = Server(url, workdir)
         log(f"  server pid {server.proc.pid} on {server.url}")
@@ -625,36 +727,75 @@ def run_configuration(db: str, table_rows: int, args: argparse.Namespace,
         finally:
             server.stop()
         if args.explain:
-            print_explain(url, endpoint_id, title=f"{db}, {rows:,}-row configuration after "
-                          "the runs (finished scans now precede the queue)", batch=max(args.batch))
+            print_explain(
+                url,
+                endpoint_id,
+                title=f"{db}, {rows:,}-row configuration after "
+                "the runs (finished scans now precede the queue)",
+                batch=max(args.batch),
+            )
     return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
-    parser.add_argument("--queued", type=int, default=200_000,
-                        help="QUEUED scans at the start of every run (topped up between runs)")
-    parser.add_argument("--table-rows", type=int, nargs="+", default=[0, 1_000_000],
-                        help="table sizes to test; rows beyond --queued are FINISHED filler "
-                             "(0 = only the queued rows)")
+    parser.add_argument(
+        "--queued",
+        type=int,
+        default=200_000,
+        help="QUEUED scans at the start of every run (topped up between runs)",
+    )
+    parser.add_argument(
+        "--table-rows",
+        type=int,
+        nargs="+",
+        default=[0, 1_000_000],
+        help="table sizes to test; rows beyond --queued are FINISHED filler "
+        "(0 = only the queued rows)",
+    )
     parser.add_argument("--workers", type=int, default=16, help="concurrent workers W")
-    parser.add_argument("--batch", type=int, nargs="+", default=[1, 10], choices=range(1, 101),
-                        metavar="N", help="lease batch sizes; 1 reports single results, "
-                        "more report through the batch route")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[1, 10],
+        choices=range(1, 101),
+        metavar="N",
+        help="lease batch sizes; 1 reports single results, more report through the batch route",
+    )
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per measurement")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds before each window")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--load-procs", type=int, default=2, help="load-generator processes")
-    parser.add_argument("--explain", action="store_true",
-                        help="print the job poll's query plans before and after the runs")
-    parser.add_argument("--quiet-wait", type=float, default=120.0,
-                        help="seconds to wait, before each run, for other processes to leave "
-                             "the CPU (see the 'other CPU %%' column)")
-    parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="record the server with py-spy (collapsed stacks) during the "
-                             "first run of each mode; the figures of those runs include its cost")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the job poll's query plans before and after the runs",
+    )
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=120.0,
+        help="seconds to wait, before each run, for other processes to leave "
+        "the CPU (see the 'other CPU %%' column)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record the server with py-spy (collapsed stacks) during the "
+        "first run of each mode; the figures of those runs include its cost",
+    )
+    parser.add_argument(
+        "--server-src",
+        type=Path,
+        metavar="DIR",
+        help="run the server and CLI from this source tree (put first on PYTHONPATH), to "
+        "compare a change against the installed code; --explain still shows the installed code",
+    )
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     args = parser.parse_args(argv)
     if args.workers < 1 or args.load_procs < 1 or args.runs < 1 or args.duration <= 0:
@@ -666,9 +807,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     dbs = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
+    if args.server_src is not None:
+        paths = [str(args.server_src.resolve()), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     workdir = Path(tempfile.mkdtemp(prefix="mainframe-bench-"))
-    print(f"# Mainframe bench: W={args.workers}, load procs={args.load_procs}, "
-          f"duration={args.duration}s x {args.runs} runs, cores={psutil.cpu_count()}", flush=True)
+    print(
+        f"# Mainframe bench: W={args.workers}, load procs={args.load_procs}, "
+        f"duration={args.duration}s x {args.runs} runs, cores={psutil.cpu_count()}",
+        flush=True,
+    )
     results: list[RunResult] = []
     try:
         for db in dbs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from mainframe.store import Store, open_store
 from mainframe.store.accounts import NameTaken, UnknownName
 from mainframe.store.engine import create_store_engine, is_sqlite
 from mainframe.store.migrate import current_revision, head_revision, upgrade
+from mainframe.store.stats import Snapshot
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -129,6 +131,35 @@ def token_create(
         fail(str(exc))
     typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
     typer.echo(secret)
+
+
+@app.command()
+def stats(
+    database_url: DatabaseOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Print the reconciled figures (outcomes, live scans by state) from the database."""
+    settings = load_settings(database_url=database_url)
+    snapshot = ready_store(settings).snapshot()
+    figures = stats_figures(snapshot)
+    if as_json:
+        typer.echo(json.dumps(figures))
+        return
+    for key, value in figures.items():
+        typer.echo(f"{key:<40} {value}")
+
+
+def stats_figures(snapshot: Snapshot) -> dict[str, float | int]:
+    """The same series names and labels as /metrics, from one database snapshot."""
+    figures: dict[str, float | int] = {}
+    for outcome, count in snapshot.outcomes.items():
+        figures[f'packages_scan_outcomes{{outcome="{outcome}"}}'] = count
+    for state, count in snapshot.queue.items():
+        figures[f'packages_queue{{state="{state.value}"}}'] = count
+    oldest = snapshot.oldest_queued_created_at
+    age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
+    figures["packages_oldest_queued_age_seconds"] = round(age, 3)
+    return figures
 
 
 @app.command()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from mainframe.api.runner import StoreRunner
 from mainframe.logs import get_logger
+from mainframe.runner import StoreRunner
 from mainframe.store import Store
 
 # Dead letters reaped per sweep transaction; the sweep repeats until fewer come back.

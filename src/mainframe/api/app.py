@@ -15,12 +15,17 @@ from mainframe.api import errors, jobs, scans
 from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.limits import BodyLimit
 from mainframe.api.responses import JSON
-from mainframe.api.runner import StoreRunner
+from mainframe.api.timing import RequestTiming
 from mainframe.clock import Clock
 from mainframe.metrics import Metrics
+from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
+from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import is_sqlite, open_store
 from mainframe.sweeper import sweep_forever, sweep_once
+
+# Attempts, a second apart, at the start-up reconciliation before the server reports healthy.
+STARTUP_RECONCILE_TRIES = 30
 
 
 def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
@@ -38,16 +43,23 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await sweep_once(rt.store, rt.run)
-        task = None
+        await _first_reconciliation(rt)
+        tasks = [
+            asyncio.create_task(
+                reconcile_forever(
+                    rt.store, rt.run, rt.metrics, every=settings.metrics_refresh_seconds
+                )
+            )
+        ]
         if sweeper:
-            task = asyncio.create_task(
-                sweep_forever(rt.store, rt.run, every=settings.sweep_seconds)
+            tasks.append(
+                asyncio.create_task(sweep_forever(rt.store, rt.run, every=settings.sweep_seconds))
             )
         rt.ready = True
         try:
             yield
         finally:
-            if task is not None:
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -77,4 +89,14 @@ def create_app(
         return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestTiming, metrics=rt.metrics)
     return app
+
+
+async def _first_reconciliation(rt: Runtime) -> None:
+    # Every gauge must exist from the first scrape, so /healthz waits for this to succeed.
+    for _ in range(STARTUP_RECONCILE_TRIES):
+        if await reconcile_once(rt.store, rt.run, rt.metrics):
+            return
+        await asyncio.sleep(1.0)
+    raise RuntimeError("the first metrics reconciliation kept failing; is the database up?")

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from mainframe.api.runner import StoreRunner
 from mainframe.metrics import Metrics
+from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import Principal, Store, Unauthorized
 from mainframe.store.accounts import digest

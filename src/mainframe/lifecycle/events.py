@@ -12,6 +12,7 @@ class ScanRef:
     """The identifiers every announcement about a scan carries."""
 
     scan_id: int
+    endpoint_id: int
     endpoint: str
     queue: str
     name: str
@@ -86,6 +87,7 @@ class StaleResultRejected:
 
 @dataclass(frozen=True, slots=True)
 class EndpointRevoked:
+    endpoint_id: int
     endpoint: str
     dead_lettered: int
 

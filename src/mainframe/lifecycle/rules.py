@@ -146,6 +146,6 @@ def queue_state(
         return QueueState.QUARANTINED
     if status is not Status.PENDING:
         return None
-    if lease_expires_at is not None and lease_expires_at > now:
+    if lease_expires_at is not None and lease_expires_at >= now:
         return QueueState.PENDING
     return QueueState.EXHAUSTED if attempt_count >= max_attempts else QueueState.RETRYABLE

@@ -4,9 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason, StaleCode
+
+# The *_created series double every counter and no rule of ours reads them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# How an attempt can close and still send its scan back to the queue.
+REQUEUEING_OUTCOMES = (
+    AttemptOutcome.FAILED,
+    AttemptOutcome.LEASE_EXPIRED,
+    AttemptOutcome.INTERRUPT_EXPIRED,
+)
 
 
 @dataclass
@@ -55,11 +71,51 @@ class Metrics:
             "Scans dead-lettered by revocation cascades.",
             registry=r,
         )
+        self.outcomes = Gauge(
+            "packages_scan_outcomes",
+            "Terminal scans by outcome, reconciled from the database; failed excludes dead "
+            "letters, so the three never overlap.",
+            ["outcome"],
+            registry=r,
+        )
+        self.queue = Gauge(
+            "packages_queue",
+            "Live scans by state, reconciled from the database.",
+            ["state"],
+            registry=r,
+        )
+        self.oldest_queued_age = Gauge(
+            "packages_oldest_queued_age_seconds",
+            "Age of the oldest QUEUED scan at the last reconciliation (0 when none).",
+            registry=r,
+        )
+        self.snapshot_timestamp = Gauge(
+            "performance_snapshot_timestamp_seconds",
+            "Unix time of the latest successful database reconciliation.",
+            registry=r,
+        )
+        self.reconcile_failures = Counter(
+            "packages_reconciliation_failures",
+            "Database reconciliations that failed (the snapshot timestamp stays put).",
+            registry=r,
+        )
+        self.reconcile_duration = Gauge(
+            "packages_reconciliation_duration_seconds",
+            "How long the latest successful reconciliation took.",
+            registry=r,
+        )
+        self.http_duration = Histogram(
+            "mainframe_http_request_duration_seconds",
+            "HTTP request duration by route template, method and status code.",
+            ["route", "method", "status"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=r,
+        )
         self._prime()
 
     def _prime(self) -> None:
         # Every labelled series exists from start-up, so rate() and absent() see zeros.
-        for outcome in AttemptOutcome:
+        for outcome in REQUEUEING_OUTCOMES:
             self.attempt_failures.labels(outcome.value)
         for code in StaleCode:
             self.stale_results.labels(code.value)

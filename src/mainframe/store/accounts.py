@@ -7,6 +7,7 @@ import secrets
 
 from sqlalchemy import Connection, insert, select, update
 
+from mainframe.store import totals
 from mainframe.store.records import EndpointRecord, Principal
 from mainframe.store.schema import endpoints, owners, tokens
 
@@ -60,6 +61,7 @@ def create_endpoint(
     values = {"name": name, "owner_id": owner_id, "open_intake": open_intake, "created_at": now}
     new_id = conn.execute(insert(endpoints).values(**values)).inserted_primary_key
     assert new_id is not None
+    totals.create_rows(conn, new_id[0])
     return EndpointRecord(new_id[0], name, owner_id, open_intake, None)
 
 

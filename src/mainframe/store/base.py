@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from sqlalchemy import Connection, Engine
 
 from mainframe.clock import Clock, SystemClock, to_us
 from mainframe.lifecycle.events import Event
-from mainframe.store import accounts, queries
+from mainframe.store import accounts, queries, totals
 from mainframe.store.errors import NotFound
 from mainframe.store.records import ScanRecord
 
@@ -55,12 +56,15 @@ class StoreBase:
         self.budget = budget
         self.clock = clock or SystemClock()
         self.publish = publish
+        self._rng = random.Random()
 
     @contextmanager
     def transaction(self) -> Iterator[tuple[Connection, list[Event]]]:
         events: list[Event] = []
         with self.engine.begin() as conn:
             yield conn, events
+            if events:
+                totals.record(conn, events, rng=self._rng)
         if events:
             self.publish(events)
 

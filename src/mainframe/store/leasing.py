@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 from mainframe.lifecycle.events import (
+    AttemptFailed,
     FinalAttempt,
     ScanDeadLettered,
     ScanRef,
@@ -67,6 +68,12 @@ class Lapsed:
     def waiting(self) -> bool:
         return self.row.wait_reason is not None
 
+    def ref(self, endpoint: str) -> ScanRef:
+        r = self.row
+        return ScanRef(
+            r.id, r.endpoint_id, endpoint, r.queue, r.name, r.version, r.kind, bool(r.verified)
+        )
+
 
 def _lapsed(endpoint_id: int | None, now: int, spent: bool, max_attempts: int, limit: int) -> Any:
     budget = (
@@ -102,6 +109,18 @@ def lapsed_pending(
     rows = conn.execute(union_all(*queries) if len(queries) > 1 else queries[0]).all()
     found = [Lapsed(row) for row in rows]
     return [x for x in found if x.row.spent], [x for x in found if not x.row.spent]
+
+
+def lapse_events(lapsed: Sequence[Lapsed], endpoint: str) -> list[AttemptFailed]:
+    """Reclaimed assignments are attempt failures: the scan goes round again."""
+    return [
+        AttemptFailed(
+            x.ref(endpoint),
+            x.row.attempt_count,
+            lapse_outcome(waiting=x.waiting).value,
+        )
+        for x in lapsed
+    ]
 
 
 def close_lapsed_attempts(conn: Connection, lapsed: Sequence[Lapsed], *, now: int) -> None:
@@ -167,15 +186,7 @@ def _dead_letter_event(
     item: Lapsed, reason: Any, now: int, endpoint_names: dict[int, str]
 ) -> ScanDeadLettered:
     row = item.row
-    ref = ScanRef(
-        row.id,
-        endpoint_names[row.endpoint_id],
-        row.queue,
-        row.name,
-        row.version,
-        row.kind,
-        bool(row.verified),
-    )
+    ref = item.ref(endpoint_names[row.endpoint_id])
     final = FinalAttempt(
         seq=row.attempt_base + row.attempt_count,
         outcome=lapse_outcome(waiting=item.waiting).value,

@@ -44,6 +44,7 @@ class AttemptRecord:
 @dataclass(frozen=True, slots=True)
 class ScanRecord:
     id: int
+    endpoint_id: int
     endpoint: str
     queue: str
     name: str
@@ -70,7 +71,14 @@ class ScanRecord:
 
     def ref(self) -> ScanRef:
         return ScanRef(
-            self.id, self.endpoint, self.queue, self.name, self.version, self.kind, self.verified
+            self.id,
+            self.endpoint_id,
+            self.endpoint,
+            self.queue,
+            self.name,
+            self.version,
+            self.kind,
+            self.verified,
         )
 
 
@@ -94,6 +102,7 @@ def scan_from_row(row: Any, endpoint: str) -> ScanRecord:
     m = row._mapping
     return ScanRecord(
         id=m["id"],
+        endpoint_id=m["endpoint_id"],
         endpoint=endpoint,
         queue=m["queue"],
         name=m["name"],

@@ -62,4 +62,4 @@ def revoke_endpoint(
             fail_reason=DeadLetterReason.ENDPOINT_REVOKED.value,
         )
     )
-    return EndpointRevoked(endpoint, result.rowcount)
+    return EndpointRevoked(endpoint_id, endpoint, result.rowcount)

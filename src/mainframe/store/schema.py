@@ -100,6 +100,13 @@ scans = Table(
     ),
     Index("ix_scans_listing", "endpoint_id", "status", "id"),
     Index(
+        "ix_scans_quarantined",
+        "endpoint_id",
+        "id",
+        postgresql_where=text("status = 'QUARANTINED'"),
+        sqlite_where=text("status = 'QUARANTINED'"),
+    ),
+    Index(
         "ix_scans_dead_letters",
         "endpoint_id",
         "dead_lettered_at",
@@ -134,4 +141,15 @@ attempts = Table(
     Column("summary", Text),
     Column("artifact", Text),
     UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment"),
+)
+
+# Terminal outcome totals per endpoint, spread over shards; updated in the transaction of
+# every transition that ends a scan (revision 0003).
+scan_totals = Table(
+    "scan_totals",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("outcome", String(16), primary_key=True),
+    Column("shard", Integer, primary_key=True),
+    Column("count", BigInteger, nullable=False, server_default=text("0")),
 )

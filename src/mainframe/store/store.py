@@ -7,7 +7,7 @@ from sqlalchemy import Connection
 
 from mainframe.lifecycle.events import LeasesGranted
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, leasing, queries, submit
+from mainframe.store import accounts, leasing, queries, stats, submit
 from mainframe.store.errors import Conflict, Invalid, NotFound, Unauthorized
 from mainframe.store.records import EndpointRecord, Job, Principal, ScanRecord
 from mainframe.store.reporting import Reporting
@@ -131,6 +131,7 @@ class Store(Reporting):
             names = {principal.endpoint_id: principal.endpoint or ""}
             events.extend(leasing.dead_letter_lapsed(conn, spent, now=now, endpoint_names=names))
             leasing.close_lapsed_attempts(conn, reclaim, now=now)
+            events.extend(leasing.lapse_events(reclaim, principal.endpoint or ""))
             expires = now + budget.job_timeout_us
             rows = leasing.assign_reclaimed(
                 conn, [x.row.id for x in reclaim], worker=principal.name, now=now, expires=expires
@@ -195,6 +196,11 @@ class Store(Reporting):
                 limit=limit,
                 dead_letters_only=dead_letters_only,
             )
+
+    def snapshot(self) -> stats.Snapshot:
+        """Outcome totals and live scans by queue state, as the database sees them now."""
+        with self.transaction() as (conn, _):
+            return stats.snapshot(conn, now=self.now(), max_attempts=self.budget.max_attempts)
 
 
 def _job(row: object) -> Job:

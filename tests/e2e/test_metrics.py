@@ -1,0 +1,96 @@
+"""Seed 000's metrics, scraped from a real server as a dead letter happens."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.test_server import auth, provision, wait_for
+from tests.serverproc import ServerProcess
+
+
+def scrape(http: httpx.Client) -> dict[str, float]:
+    series: dict[str, float] = {}
+    for line in http.get("/metrics").text.splitlines():
+        match = re.fullmatch(r"([a-z_]+(?:\{[^}]*\})?) (\S+)", line)
+        if match:
+            series[match[1]] = float(match[2])
+    return series
+
+
+def test_counters_and_gauges_move_as_the_seed_says(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    tokens = provision(url)
+    env = {
+        "MAINFRAME_JOB_TIMEOUT": "1",
+        "MAINFRAME_MAX_JOB_ATTEMPTS": "2",
+        "MAINFRAME_METRICS_REFRESH_SECONDS": "0.2",
+        # No sweeper during the test: the exhausted state must be seen before a poll reaps it.
+        "MAINFRAME_SWEEP_SECONDS": "3600",
+    }
+    worker, source = auth(tokens["worker"]), auth(tokens["source"])
+    with ServerProcess(url, tmp_path, **env) as server, httpx.Client(base_url=server.url) as http:
+        first = scrape(http)
+        for name in (
+            "packages_dead_lettered_total",
+            "packages_fail_total",
+            "packages_success_total",
+            'packages_queue{state="exhausted"}',
+            'packages_scan_outcomes{outcome="dead_lettered"}',
+        ):
+            assert first[name] == 0, name
+        assert abs(first["performance_snapshot_timestamp_seconds"] - time.time()) < 30
+
+        ok = http.post("/api/v1/scans", headers=source, json={"name": "ok", "version": "1"})
+        doomed = http.post("/api/v1/scans", headers=source, json={"name": "bad", "version": "2"})
+        jobs = http.post("/api/v1/jobs?batch=2", headers=worker).json()
+        by_id = {job["scan_id"]: job for job in jobs}
+        good = by_id[ok.json()["scan_id"]]
+        http.post(
+            f"/api/v1/jobs/{good['scan_id']}/result",
+            headers=worker,
+            json={"outcome": "finished", "attempt": 1, "assignment_id": good["assignment_id"]},
+        )
+        assert scrape(http)["packages_success_total"] == 1
+        time.sleep(1.1)
+        [again] = http.post("/api/v1/jobs", headers=worker).json()
+        assert again["scan_id"] == doomed.json()["scan_id"] and again["attempt"] == 2
+        time.sleep(1.1)
+        exhausted = wait_for(
+            lambda: (lambda m: m if m['packages_queue{state="exhausted"}'] == 1 else None)(
+                scrape(http)
+            )
+        )
+        assert exhausted["packages_dead_lettered_total"] == 0
+        assert http.post("/api/v1/jobs", headers=worker).json() == []  # this poll reaps it
+        after = scrape(http)
+        assert after["packages_dead_lettered_total"] == 1
+        assert after["packages_fail_total"] == 1
+        assert after['packages_reaped_total{reason="lease_expired"}'] == 1
+        assert after['packages_attempt_failures_total{outcome="lease_expired"}'] == 1
+        settled = wait_for(
+            lambda: (lambda m: m if m['packages_queue{state="exhausted"}'] == 0 else None)(
+                scrape(http)
+            )
+        )
+        assert settled['packages_scan_outcomes{outcome="dead_lettered"}'] == 1
+        assert settled['packages_scan_outcomes{outcome="finished"}'] == 1
+        assert settled['packages_scan_outcomes{outcome="failed"}'] == 0
+        assert (
+            settled["performance_snapshot_timestamp_seconds"]
+            > first["performance_snapshot_timestamp_seconds"]
+        )
+        assert any(
+            k.startswith(
+                'mainframe_http_request_duration_seconds_count{method="POST",route="/api/v1/jobs"'
+            )
+            for k in settled
+        )
+    [line] = [e for e in server.log_events() if e["event"] == "scan_dead_lettered"]
+    assert line["level"] == "error" and line["package_name"] == "bad"
+    assert line["package_version"] == "2" and line["attempt_count"] == 2
+    assert line["prior_worker"] == "scanner-1" and line["reason"] == "lease_expired"
+    assert line["leased_at"] and line["endpoint"] == "pypi" and line["queue"] == "default"

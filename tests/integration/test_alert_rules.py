@@ -1,0 +1,72 @@
+"""The shipped Prometheus rules, unit-tested by promtool; the Grafana dashboard parses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("promtool is required in CI (Debian package prometheus)")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return found
+
+
+def test_alert_rules_are_valid() -> None:
+    done = subprocess.run(
+        [_promtool(), "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 rules found" in done.stdout
+
+
+def test_alert_rules_fire_and_stay_silent_as_specified() -> None:
+    done = subprocess.run(
+        [_promtool(), "test", "rules", "alerts_test.yml"],
+        cwd=DEPLOY / "prometheus",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout
+
+
+def test_every_alert_has_a_runbook_section() -> None:
+    rules = (DEPLOY / "prometheus" / "alerts.yml").read_text()
+    runbook = (DEPLOY.parent / "docs" / "runbook.md").read_text().lower()
+    anchors = [
+        line.split("#", 1)[1].strip().strip('"')
+        for line in rules.splitlines()
+        if "runbook_url" in line
+    ]
+    assert len(anchors) == 4
+    for anchor in anchors:
+        assert f"## {anchor}" in runbook, anchor
+
+
+def test_grafana_dashboard_is_valid_json_over_our_metrics() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "mainframe.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    joined = " ".join(exprs)
+    for metric in (
+        "packages_queue",
+        "packages_scan_outcomes",
+        "packages_dead_lettered_total",
+        "performance_snapshot_timestamp_seconds",
+    ):
+        assert metric in joined, metric
+    assert all(p.get("title") for p in dashboard["panels"])
