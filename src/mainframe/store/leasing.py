@@ -241,10 +241,12 @@ def assign_queued(
     """Lease the oldest QUEUED scans of the endpoint, walking only the partial queued index."""
     if limit <= 0:
         return []
+    # Oldest submission first, in ix_scans_queued's order. Ordered by id, PostgreSQL may walk
+    # the primary key through the finished history looking for the first QUEUED row.
     oldest = (
         select(scans.c.id)
         .where(scans.c.endpoint_id == endpoint_id, scans.c.status == Status.QUEUED.value)
-        .order_by(scans.c.id)
+        .order_by(scans.c.created_at, scans.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )

@@ -87,6 +87,7 @@ scans = Table(
     Index(
         "ix_scans_queued",
         "endpoint_id",
+        "created_at",
         "id",
         postgresql_where=text("status = 'QUEUED'"),
         sqlite_where=text("status = 'QUEUED'"),

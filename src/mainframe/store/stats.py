@@ -48,15 +48,17 @@ def _pending(conn: Connection, *, now: int, max_attempts: int) -> dict[QueueStat
 
 
 def _oldest_queued(conn: Connection) -> int | None:
-    # Per endpoint the queued index is ordered by id, so each lookup is one index probe.
+    # One probe of ix_scans_queued per endpoint (see migration 0003 for why not ORDER BY id).
     head = (
         select(scans.c.created_at)
         .where(scans.c.endpoint_id == endpoints.c.id, scans.c.status == Status.QUEUED.value)
-        .order_by(scans.c.id)
+        .order_by(scans.c.created_at, scans.c.id)
         .limit(1)
+        .correlate(endpoints)
         .scalar_subquery()
     )
-    found = [row[0] for row in conn.execute(select(head)) if row[0] is not None]
+    rows = conn.execute(select(head).select_from(endpoints))
+    found = [row[0] for row in rows if row[0] is not None]
     return min(found) if found else None
 
 

@@ -1,5 +1,10 @@
 """Outcome totals kept beside the scans, so reconciling the metrics reads a few rows instead
-of counting a table that only grows; and a partial index for counting quarantined scans.
+of counting a table that only grows; a partial index for counting quarantined scans; and the
+queued index keyed by submission time.
+
+Leasing orders by (created_at, id) rather than id: PostgreSQL can serve ORDER BY id from the
+primary key too, and, assuming QUEUED rows are spread evenly, it walks the key through the
+whole finished history to find the first queued row. No other index orders by created_at.
 
 Revision ID: 0003
 Revises: 0002
@@ -27,6 +32,15 @@ def upgrade() -> None:
         sa.Column("outcome", sa.String(16), primary_key=True),
         sa.Column("shard", sa.Integer, primary_key=True),
         sa.Column("count", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    )
+    queued = sa.text("status = 'QUEUED'")
+    op.drop_index("ix_scans_queued", table_name="scans")
+    op.create_index(
+        "ix_scans_queued",
+        "scans",
+        ["endpoint_id", "created_at", "id"],
+        postgresql_where=queued,
+        sqlite_where=queued,
     )
     quarantined = sa.text("status = 'QUARANTINED'")
     op.create_index(
