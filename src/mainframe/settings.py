@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     # Size of the PostgreSQL connection pool (and of the thread pool that uses it).
     pool_size: int = Field(default=8, ge=1, le=200)
     metrics_refresh_seconds: float = Field(default=60.0, gt=0)
+    # Delivery-stats requests per token: a sustained rate per minute and a burst.
+    stats_rate_per_minute: float = Field(default=60.0, gt=0)
+    stats_burst: int = Field(default=10, ge=1)
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
 

@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
 from mainframe import __version__, effects
-from mainframe.api import errors, jobs, scans
+from mainframe.api import deliveries, errors, jobs, scans
 from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.limits import BodyLimit
 from mainframe.api.responses import JSON
@@ -19,6 +19,7 @@ from mainframe.api.timing import RequestTiming
 from mainframe.clock import Clock
 from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
+from mainframe.ratelimit import TokenBucket
 from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import is_sqlite, open_store
@@ -32,7 +33,12 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     metrics = Metrics()
     store = open_store(settings, clock=clock, publish=effects.wire(metrics))
     run = StoreRunner(inline=is_sqlite(settings.database_url), threads=settings.pool_size)
-    return Runtime(settings=settings, store=store, run=run, metrics=metrics)
+    limiter = TokenBucket(
+        rate_per_s=settings.stats_rate_per_minute / 60.0,
+        burst=settings.stats_burst,
+        clock=store.clock,
+    )
+    return Runtime(settings=settings, store=store, run=run, metrics=metrics, stats_limiter=limiter)
 
 
 def create_app(
@@ -75,6 +81,7 @@ def create_app(
     errors.install(app)
     app.include_router(scans.router)
     app.include_router(jobs.router)
+    app.include_router(deliveries.router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz(rt: RuntimeDep) -> JSON:

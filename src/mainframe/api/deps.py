@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mainframe.metrics import Metrics
+from mainframe.ratelimit import TokenBucket
 from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import Principal, Store, Unauthorized
@@ -25,6 +26,7 @@ class Runtime:
     store: Store
     run: StoreRunner
     metrics: Metrics
+    stats_limiter: TokenBucket
     tokens: dict[str, Principal] = field(default_factory=dict)
     ready: bool = False
 

@@ -154,3 +154,14 @@ scan_totals = Table(
     Column("shard", Integer, primary_key=True),
     Column("count", BigInteger, nullable=False, server_default=text("0")),
 )
+
+# Webhook delivery attempts and failures per endpoint per minute (revision 0004). The hook
+# dispatcher adds to them; the watcher reads closed windows of them through the stats API.
+delivery_counts = Table(
+    "delivery_counts",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("minute_us", BigInteger, primary_key=True),
+    Column("attempts", BigInteger, nullable=False, server_default=text("0")),
+    Column("failures", BigInteger, nullable=False, server_default=text("0")),
+)

@@ -7,7 +7,7 @@ from sqlalchemy import Connection
 
 from mainframe.lifecycle.events import LeasesGranted
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, leasing, queries, stats, submit
+from mainframe.store import accounts, deliveries, leasing, queries, stats, submit
 from mainframe.store.errors import Conflict, Invalid, NotFound, Unauthorized
 from mainframe.store.records import EndpointRecord, Job, Principal, ScanRecord
 from mainframe.store.reporting import Reporting
@@ -201,6 +201,26 @@ class Store(Reporting):
         """Outcome totals and live scans by queue state, as the database sees them now."""
         with self.transaction() as (conn, _):
             return stats.snapshot(conn, now=self.now(), max_attempts=self.budget.max_attempts)
+
+    # Delivery counts ------------------------------------------------------------------------
+
+    def record_deliveries(
+        self, endpoint_id: int, *, at_us: int, attempts: int, failures: int
+    ) -> None:
+        with self.transaction() as (conn, _):
+            deliveries.record(
+                conn, endpoint_id=endpoint_id, at_us=at_us, attempts=attempts, failures=failures
+            )
+
+    def delivery_totals(
+        self, owner_id: int, *, start_us: int, end_us: int
+    ) -> deliveries.DeliveryTotals:
+        """Delivery attempts and failures of the owner's endpoints in [start, end)."""
+        with self.transaction() as (conn, _):
+            owned = list(accounts.owned_endpoints(conn, owner_id))
+            return deliveries.window_totals(
+                conn, endpoint_ids=owned, start_us=start_us, end_us=end_us
+            )
 
 
 def _job(row: object) -> Job:
