@@ -319,6 +319,9 @@ def fresh_database(kind: str, workdir: Path, tag: str) -> Iterator[str]:
     finally:
         if kind == "postgresql":
             bulk.drop_database(PG_ADMIN_URL, name)
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def log(message: str) -> None:
@@ -430,8 +433,10 @@ def cpu_seconds(proc: psutil.Process) -> float:
 
 
 def machine_busy_seconds() -> float:
-    times = psutil.cpu_times()
-    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+    times = psutil.cpu_times()._asdict()
+    # guest time is already inside user; steal and iowait are not this machine's work.
+    idle = ("idle", "iowait", "steal", "guest", "guest_nice")
+    return float(sum(v for k, v in times.items() if k not in idle))
 
 
 @dataclass(frozen=True)
@@ -692,12 +697,11 @@ def create_tokens(url: str, count: int) -> list[str]:
 
 
 def run_configuration(
-    db: str, table_rows: int, args: argparse.Namespace, workdir: Path
-) -> list[RunResult]:
+    db: str, table_rows: int, args: argparse.Namespace, workdir: Path, out: list[RunResult]
+) -> None:
     finished = max(0, table_rows - args.queued)
     rows = args.queued + finished
     log(f"{db}: {rows:,} rows ({args.queued:,} queued, {finished:,} finished)")
-    out: list[RunResult] = []
     with fresh_database(db, workdir, f"{db}_{rows}") as url:
         cli(url, "owner", "create", OWNER)
         cli(url, "endpoint", "create", ENDPOINT, "--owner", OWNER)
@@ -734,7 +738,6 @@ def run_configuration(
                 "the runs (finished scans now precede the queue)",
                 batch=max(args.batch),
             )
-    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -817,15 +820,24 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     results: list[RunResult] = []
+    failures = []
     try:
         for db in dbs:
             for table_rows in args.table_rows:
-                results += run_configuration(db, table_rows, args, workdir)
+                try:
+                    run_configuration(db, table_rows, args, workdir, results)
+                except Exception as exc:  # report it and go on with the next configuration
+                    failures.append(f"{db}, {table_rows:,} rows: {exc.__class__.__name__}: {exc}")
+                    log(f"  FAILED: {failures[-1][-3000:]}")
     finally:
         if args.json is not None:
             args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
         shutil.rmtree(workdir, ignore_errors=True)
     print_tables(results)
+    for failure in failures:
+        print(f"\nFAILED: {failure.splitlines()[0]}")
+    if failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -238,6 +239,20 @@ def worker(
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     typer.echo(f"processed {done} scans")
+
+
+@app.command()
+def watch(
+    config: Annotated[Path, typer.Option("--config", help="The watcher's TOML file.")] = Path(
+        "watch.toml"
+    ),
+    once: Annotated[bool, typer.Option(help="One tick and one relay pass, then exit.")] = False,
+) -> None:
+    """Run the watcher: poll closed delivery windows and raise or resolve alerts."""
+    from mainframe.watch.command import run_watch
+
+    logs.configure()
+    raise typer.Exit(run_watch(config, once=once))
 
 
 def main() -> None:

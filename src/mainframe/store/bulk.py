@@ -286,14 +286,15 @@ def lease_statements(*, endpoint_id: int, batch: int, now_us: int) -> dict[str, 
         fake, endpoint_id=endpoint_id, limit=batch, worker="explain", now=now_us, expires=now_us + 1
     )
     lapsed, assign = capture.statements
-    oldest = (
+    # The reference form of the lease's row choice, for comparison with what leasing.py builds.
+    by_id = (
         select(scans.c.id)
         .where(scans.c.endpoint_id == endpoint_id, scans.c.status == Status.QUEUED.value)
         .order_by(scans.c.id)
         .limit(batch)
         .with_for_update(skip_locked=True)
     )
-    return {"lapsed_pending": lapsed, "assign_queued": assign, "oldest_queued": oldest}
+    return {"lapsed_pending": lapsed, "assign_queued": assign, "oldest_by_id": by_id}
 
 
 def explain_lease(engine: Engine, *, endpoint_id: int, batch: int, now_us: int) -> dict[str, str]:

@@ -44,13 +44,20 @@ class ObserverPolicy:
     max_throttle_exhaustions: int
     max_outbox_age_s: float
 
-    def firing(self, health: ObserverHealth, *, now_us: int) -> dict[str, bool]:
+    def firing(
+        self, health: ObserverHealth, *, now_us: int, watching_since_us: int | None = None
+    ) -> dict[str, bool]:
+        """Each observer condition; with no window completed yet, the checkpoint counts as
+        stale once the watcher has been running longer than the allowed age."""
+
         def older_than(stamp: int | None, limit_s: float) -> bool:
             return stamp is not None and (now_us - stamp) / 1_000_000 > limit_s
 
         newest = health.newest_completed_end_us
+        reference = newest if newest is not None else watching_since_us
+        stale = reference is None or older_than(reference, self.max_checkpoint_age_s)
         return {
-            "stale_checkpoint": newest is None or older_than(newest, self.max_checkpoint_age_s),
+            "stale_checkpoint": stale,
             "throttle_exhaustion": (
                 health.consecutive_throttle_exhaustions >= self.max_throttle_exhaustions
             ),

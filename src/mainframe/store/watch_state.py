@@ -1,0 +1,532 @@
+"""The watcher's state: window leases taken by compare-and-set, the poll log, the atomic
+completion of a window with the alert changes it causes, and the outbox the relay drains.
+
+The only place watcher SQL lives. The same statements run on SQLite (BEGIN IMMEDIATE
+serialises writers) and PostgreSQL (READ COMMITTED: a conditional UPDATE re-checks its WHERE
+after waiting for a competing writer, and alert rows are locked FOR UPDATE before they change).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from mainframe.store.watch_tables import (
+    watch_alerts,
+    watch_outbox,
+    watch_outbox_sinks,
+    watch_polls,
+    watch_windows,
+)
+from mainframe.watch.observations import Counts, Observation, PollClass
+from mainframe.watch.policies import AlertState, ObserverHealth, advance, changed
+from mainframe.watch.ports import AlertMessage
+from mainframe.watch.windows import Window
+
+# Characters of a poll's detail kept in the log, so one odd response cannot bloat a row.
+DETAIL_LIMIT = 500
+FIRING, RESOLVED = "firing", "resolved"
+OUTBOX_KEY = ("alert", "policy_version", "window_key", "state")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertUpdate:
+    """A policy's verdict on one alert at one evaluation, for the store to apply."""
+
+    alert: str
+    policy_version: str
+    firing: bool
+    window_key: str  # the window (or observer instant) whose evaluation produced the verdict
+    as_of_us: int  # orders evaluations: an older one never moves the state
+    at_us: int  # when the condition began (on firing) or ended (on resolve)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A window was completed by this call; `transition` is the alert change it caused."""
+
+    transition: AlertMessage | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRecord:
+    key: str
+    lease_owner: str | None
+    lease_expires_at: int | None
+    polls: int
+    last_class: PollClass | None
+    counts: Counts | None
+    completed_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PollRecord:
+    attempt: int
+    owner: str
+    poll_class: PollClass
+    status: int | None
+    polled_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    id: int
+    message: AlertMessage
+    accepted: frozenset[str]  # sinks that already took it
+    attempt_count: int
+    created_at: int
+    delivered_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """A firing alert claimed for its periodic re-send; `previous_us` restores the claim."""
+
+    message: AlertMessage
+    previous_us: int | None
+
+
+class WatchStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # Windows and leases.
+
+    def take_lease(self, window: Window, *, owner: str, now_us: int, lease_us: int) -> bool:
+        """Lease an incomplete window: it is new, its lease lapsed or is free, or `owner`
+        already holds it (a renewal). False when someone else holds it or it is complete."""
+        expires = now_us + lease_us
+        w = watch_windows.c
+        with self.engine.begin() as conn:
+            row = {
+                "window_key": window.key,
+                "start_us": window.start_us,
+                "length_s": window.length_s,
+                "end_us": window.end_us,
+                "lease_owner": owner,
+                "lease_expires_at": expires,
+                "created_at": now_us,
+                "updated_at": now_us,
+            }
+            if _insert_ignore(conn, watch_windows, row, ("window_key",)):
+                return True
+            taken = conn.execute(
+                update(watch_windows)
+                .where(
+                    w.window_key == window.key,
+                    w.completed_at.is_(None),
+                    or_(
+                        w.lease_owner.is_(None),
+                        w.lease_owner == owner,
+                        w.lease_expires_at <= now_us,
+                    ),
+                )
+                .values(lease_owner=owner, lease_expires_at=expires, updated_at=now_us)
+            )
+            return taken.rowcount == 1
+
+    def release_lease(self, window: Window, *, owner: str) -> None:
+        """Give back an unfinished window so the next tick, here or elsewhere, may retry it."""
+        w = watch_windows.c
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(watch_windows)
+                .where(w.window_key == window.key, w.lease_owner == owner, w.completed_at.is_(None))
+                .values(lease_owner=None, lease_expires_at=None)
+            )
+
+    def record_poll(
+        self, window: Window, observation: Observation, *, owner: str, attempt: int, now_us: int
+    ) -> None:
+        """Log an inconclusive poll under its own class. The window stays incomplete."""
+        w = watch_windows.c
+        with self.engine.begin() as conn:
+            _log_poll(conn, window, observation, owner=owner, attempt=attempt, now_us=now_us)
+            conn.execute(
+                update(watch_windows)
+                .where(w.window_key == window.key, w.completed_at.is_(None))
+                .values(
+                    polls=w.polls + 1,
+                    last_class=observation.poll_class.value,
+                    updated_at=now_us,
+                )
+            )
+
+    def complete_window(
+        self,
+        window: Window,
+        observation: Observation,
+        *,
+        owner: str,
+        attempt: int,
+        now_us: int,
+        alert: AlertUpdate,
+    ) -> Completed | None:
+        """In one transaction: the counts, the completion, the alert state and its outbox row.
+
+        None (and nothing written) when `owner` no longer holds the window: it was taken over
+        after the lease lapsed, or is already complete."""
+        counts = observation.counts
+        if counts is None:
+            raise ValueError("only a complete observation completes a window")
+        w = watch_windows.c
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(watch_windows)
+                .where(w.window_key == window.key, w.completed_at.is_(None), w.lease_owner == owner)
+                .values(
+                    completed_at=now_us,
+                    attempts=counts.attempts,
+                    failures=counts.failures,
+                    polls=w.polls + 1,
+                    last_class=PollClass.COMPLETE.value,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=now_us,
+                )
+            )
+            if done.rowcount != 1:
+                return None
+            _log_poll(conn, window, observation, owner=owner, attempt=attempt, now_us=now_us)
+            return Completed(_apply(conn, alert, now_us=now_us))
+
+    def completed_keys(self, *, since_us: int) -> set[str]:
+        """Keys of completed windows ending after `since_us`."""
+        w = watch_windows.c
+        with self.engine.begin() as conn:
+            rows = conn.scalars(
+                select(w.window_key).where(w.completed_at.is_not(None), w.end_us > since_us)
+            )
+            return set(rows)
+
+    def checkpoint(self) -> int | None:
+        """The end of the newest completed window: how far the watcher can see."""
+        with self.engine.begin() as conn:
+            return _checkpoint(conn)
+
+    def window(self, key: str) -> WindowRecord | None:
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                select(watch_windows).where(watch_windows.c.window_key == key)
+            ).first()
+        if row is None:
+            return None
+        complete = row.completed_at is not None
+        return WindowRecord(
+            row.window_key,
+            row.lease_owner,
+            row.lease_expires_at,
+            row.polls,
+            None if row.last_class is None else PollClass(row.last_class),
+            Counts(row.attempts, row.failures) if complete else None,
+            row.completed_at,
+        )
+
+    def polls(self, key: str) -> list[PollRecord]:
+        p = watch_polls.c
+        with self.engine.begin() as conn:
+            rows = conn.execute(select(watch_polls).where(p.window_key == key).order_by(p.id))
+            return [
+                PollRecord(r.attempt, r.owner, PollClass(r.poll_class), r.status, r.polled_at)
+                for r in rows
+            ]
+
+    def prune(self, *, before_us: int) -> None:
+        """Forget windows (and their poll log) that ended before `before_us`."""
+        old = select(watch_windows.c.window_key).where(watch_windows.c.end_us < before_us)
+        with self.engine.begin() as conn:
+            conn.execute(delete(watch_polls).where(watch_polls.c.window_key.in_(old)))
+            conn.execute(delete(watch_windows).where(watch_windows.c.end_us < before_us))
+
+    # Alerts and observer health.
+
+    def apply_alerts(self, updates: Iterable[AlertUpdate], *, now_us: int) -> list[AlertMessage]:
+        """Apply verdicts in one transaction; the state changes they caused, each in the outbox."""
+        with self.engine.begin() as conn:
+            # A fixed lock order, so two watchers never wait on each other's alert rows.
+            applied = (_apply(conn, u, now_us=now_us) for u in sorted(updates, key=_by_alert))
+            return [message for message in applied if message is not None]
+
+    def alert_state(self, alert: str) -> AlertState | None:
+        with self.engine.begin() as conn:
+            row = conn.execute(select(watch_alerts).where(watch_alerts.c.alert == alert)).first()
+        if row is None or row.as_of_us is None:
+            return None
+        return AlertState(bool(row.firing), row.as_of_us)
+
+    def observer_health(self) -> ObserverHealth:
+        """The checkpoint, throttle exhaustions since the last completion, the oldest backlog."""
+        p = watch_polls.c
+        last_complete = (
+            select(func.coalesce(func.max(p.id), 0))
+            .where(p.poll_class == PollClass.COMPLETE.value)
+            .scalar_subquery()
+        )
+        streak = (
+            select(func.count())
+            .select_from(watch_polls)
+            .where(p.poll_class == PollClass.THROTTLE_EXHAUSTED.value, p.id > last_complete)
+        )
+        with self.engine.begin() as conn:
+            return ObserverHealth(
+                _checkpoint(conn), int(conn.scalar(streak) or 0), _oldest_undelivered(conn)
+            )
+
+    # The outbox, for the relay.
+
+    def claim_outbox(self, *, now_us: int, claim_us: int, limit: int = 100) -> list[OutboxItem]:
+        """Claim undelivered rows, oldest first, that no other relay holds a live claim on."""
+        o = watch_outbox.c
+        with self.engine.begin() as conn:
+            ids = conn.scalars(
+                select(o.id)
+                .where(
+                    o.delivered_at.is_(None),
+                    or_(o.claim_expires_at.is_(None), o.claim_expires_at <= now_us),
+                )
+                .order_by(o.id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            if not ids:
+                return []
+            conn.execute(
+                update(watch_outbox).where(o.id.in_(ids)).values(claim_expires_at=now_us + claim_us)
+            )
+            return _outbox_items(conn, select(watch_outbox).where(o.id.in_(ids)))
+
+    def outbox(self) -> list[OutboxItem]:
+        """Every outbox row, oldest first."""
+        with self.engine.begin() as conn:
+            return _outbox_items(conn, select(watch_outbox))
+
+    def accept(self, outbox_id: int, *, sink: str, now_us: int) -> None:
+        """Record that `sink` took the row, so a retry after a partial failure skips it."""
+        with self.engine.begin() as conn:
+            row = {"outbox_id": outbox_id, "sink": sink, "delivered_at": now_us}
+            _insert_ignore(conn, watch_outbox_sinks, row, ("outbox_id", "sink"))
+
+    def mark_delivered(self, outbox_id: int, *, now_us: int) -> None:
+        o = watch_outbox.c
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(watch_outbox)
+                .where(o.id == outbox_id)
+                .values(
+                    delivered_at=now_us,
+                    attempt_count=o.attempt_count + 1,
+                    claim_expires_at=None,
+                    last_error=None,
+                )
+            )
+
+    def mark_failed(self, outbox_id: int, *, error: str | None) -> None:
+        """Keep the row for the next pass; `error` None means it was held back, not tried."""
+        o = watch_outbox.c
+        values: dict[str, Any] = {"claim_expires_at": None}
+        if error is not None:
+            values |= {"attempt_count": o.attempt_count + 1, "last_error": error[:DETAIL_LIMIT]}
+        with self.engine.begin() as conn:
+            conn.execute(update(watch_outbox).where(o.id == outbox_id).values(**values))
+
+    def oldest_undelivered_us(self) -> int | None:
+        with self.engine.begin() as conn:
+            return _oldest_undelivered(conn)
+
+    def claim_resends(self, *, now_us: int, interval_us: int) -> list[Resend]:
+        """Claim firing alerts not sent for `interval_us` whose transition was delivered."""
+        a, o = watch_alerts.c, watch_outbox.c
+        undelivered = select(o.id).where(o.alert == a.alert, o.delivered_at.is_(None)).exists()
+        last_sent = func.coalesce(a.resent_at, a.changed_at)
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                select(watch_alerts)
+                .where(
+                    a.firing.is_(True),
+                    a.changed_at.is_not(None),
+                    last_sent <= now_us - interval_us,
+                    ~undelivered,
+                )
+                .order_by(a.alert)
+                .with_for_update(skip_locked=True, of=watch_alerts)
+            ).all()
+            if rows:
+                conn.execute(
+                    update(watch_alerts)
+                    .where(a.alert.in_([r.alert for r in rows]))
+                    .values(resent_at=now_us)
+                )
+        return [Resend(_message(r, firing=True), r.resent_at) for r in rows]
+
+    def release_resend(self, alert: str, *, claimed_us: int, previous_us: int | None) -> None:
+        """Undo a resend claim whose delivery failed, so the next pass tries again."""
+        a = watch_alerts.c
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(watch_alerts)
+                .where(a.alert == alert, a.resent_at == claimed_us)
+                .values(resent_at=previous_us)
+            )
+
+
+def _insert_ignore(
+    conn: Connection, table: Table, values: Mapping[str, Any], keys: Sequence[str]
+) -> bool:
+    """INSERT unless a row with the same key exists; True when this call inserted it."""
+    # RETURNING says whether a row went in: rowcount is -1 once a statement returns rows, as
+    # PostgreSQL inserts with an autoincrement key implicitly do.
+    key = table.primary_key.columns
+    if conn.dialect.name == "postgresql":
+        pg = postgresql.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+        return conn.execute(pg.returning(*key)).first() is not None
+    lite = sqlite.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+    return conn.execute(lite.returning(*key)).first() is not None
+
+
+def _log_poll(
+    conn: Connection,
+    window: Window,
+    observation: Observation,
+    *,
+    owner: str,
+    attempt: int,
+    now_us: int,
+) -> None:
+    conn.execute(
+        watch_polls.insert().values(
+            window_key=window.key,
+            attempt=attempt,
+            owner=owner,
+            poll_class=observation.poll_class.value,
+            status=observation.status,
+            detail=observation.detail[:DETAIL_LIMIT] or None,
+            polled_at=now_us,
+        )
+    )
+
+
+def _by_alert(update: AlertUpdate) -> str:
+    return update.alert
+
+
+def _apply(conn: Connection, verdict: AlertUpdate, *, now_us: int) -> AlertMessage | None:
+    """Move one alert's state by `advance`; a transition also becomes an outbox row."""
+    a = watch_alerts.c
+    placeholder = {
+        "alert": verdict.alert,
+        "policy_version": verdict.policy_version,
+        "firing": False,
+        "updated_at": now_us,
+    }
+    # The row must exist before FOR UPDATE can lock it against a concurrent evaluation.
+    _insert_ignore(conn, watch_alerts, placeholder, ("alert",))
+    row = conn.execute(select(watch_alerts).where(a.alert == verdict.alert).with_for_update()).one()
+    current = None if row.as_of_us is None else AlertState(bool(row.firing), row.as_of_us)
+    new = advance(current, firing=verdict.firing, window_end_us=verdict.as_of_us)
+    if new is None:
+        return None
+    values: dict[str, Any] = {
+        "firing": new.firing,
+        "as_of_us": new.as_of_end_us,
+        "updated_at": now_us,
+    }
+    message = None
+    if changed(current, new):
+        began = row.starts_at_us if row.starts_at_us is not None else verdict.at_us
+        message = AlertMessage(
+            alert=verdict.alert,
+            policy_version=verdict.policy_version,
+            firing=new.firing,
+            window_key=verdict.window_key,
+            starts_at_us=verdict.at_us if new.firing else began,
+            ends_at_us=None if new.firing else verdict.at_us,
+            labels=dict(verdict.labels),
+            annotations=dict(verdict.annotations),
+        )
+        values |= {
+            "policy_version": message.policy_version,
+            "window_key": message.window_key,
+            "starts_at_us": message.starts_at_us,
+            "ends_at_us": message.ends_at_us,
+            "labels": _json(message.labels),
+            "annotations": _json(message.annotations),
+            "changed_at": now_us,
+            "resent_at": None,
+        }
+    conn.execute(update(watch_alerts).where(a.alert == verdict.alert).values(**values))
+    if message is None or not _enqueue(conn, message, now_us=now_us):
+        return None
+    return message
+
+
+def _enqueue(conn: Connection, message: AlertMessage, *, now_us: int) -> bool:
+    """Insert the outbox row unless this exact change is already there (a replay)."""
+    row = {
+        "alert": message.alert,
+        "policy_version": message.policy_version,
+        "window_key": message.window_key,
+        "state": FIRING if message.firing else RESOLVED,
+        "starts_at_us": message.starts_at_us,
+        "ends_at_us": message.ends_at_us,
+        "labels": _json(message.labels),
+        "annotations": _json(message.annotations),
+        "created_at": now_us,
+    }
+    return _insert_ignore(conn, watch_outbox, row, OUTBOX_KEY)
+
+
+def _outbox_items(conn: Connection, query: Any) -> list[OutboxItem]:
+    rows = conn.execute(query.order_by(watch_outbox.c.id)).all()
+    s = watch_outbox_sinks.c
+    accepted: dict[int, set[str]] = {}
+    found = conn.execute(select(s.outbox_id, s.sink).where(s.outbox_id.in_([r.id for r in rows])))
+    for outbox_id, sink in found:
+        accepted.setdefault(outbox_id, set()).add(sink)
+    return [
+        OutboxItem(
+            r.id,
+            _message(r, firing=r.state == FIRING),
+            frozenset(accepted.get(r.id, ())),
+            r.attempt_count,
+            r.created_at,
+            r.delivered_at,
+        )
+        for r in rows
+    ]
+
+
+def _message(row: Any, *, firing: bool) -> AlertMessage:
+    """An AlertMessage from an outbox row or an alert state row (same column names)."""
+    return AlertMessage(
+        alert=row.alert,
+        policy_version=row.policy_version,
+        firing=firing,
+        window_key=row.window_key,
+        starts_at_us=row.starts_at_us,
+        ends_at_us=None if firing else row.ends_at_us,
+        labels=json.loads(row.labels),
+        annotations=json.loads(row.annotations),
+    )
+
+
+def _checkpoint(conn: Connection) -> int | None:
+    w = watch_windows.c
+    newest = conn.scalar(select(func.max(w.end_us)).where(w.completed_at.is_not(None)))
+    return None if newest is None else int(newest)
+
+
+def _oldest_undelivered(conn: Connection) -> int | None:
+    o = watch_outbox.c
+    oldest = conn.scalar(select(func.min(o.created_at)).where(o.delivered_at.is_(None)))
+    return None if oldest is None else int(oldest)
+
+
+def _json(mapping: Mapping[str, str]) -> str:
+    return json.dumps(dict(mapping), sort_keys=True)

@@ -1,0 +1,111 @@
+"""The watcher's observer-health rules, unit-tested by promtool, each with a runbook section."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mainframe.watch.observations import PollClass
+from mainframe.watch.telemetry import DELIVERY_OUTCOMES, PrometheusTelemetry
+from mainframe.watch.windows import Window
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "deploy" / "prometheus" / "watcher_alerts.yml"
+ALERTS = 5
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("promtool is required in CI (Debian package prometheus)")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return found
+
+
+def test_watcher_rules_are_valid() -> None:
+    done = subprocess.run(
+        [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{ALERTS} rules found" in done.stdout
+
+
+def test_watcher_rules_fire_and_stay_silent_at_their_boundaries() -> None:
+    done = subprocess.run(
+        [_promtool(), "test", "rules", "watcher_alerts_test.yml"],
+        cwd=RULES.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout
+
+
+def test_every_watcher_alert_has_a_runbook_section_and_a_test() -> None:
+    rules = RULES.read_text()
+    tests = (RULES.parent / "watcher_alerts_test.yml").read_text()
+    doc = (ROOT / "docs" / "watch.md").read_text().lower()
+    names = re.findall(r"- alert: (\w+)", rules)
+    anchors = re.findall(r'runbook_url: "docs/watch\.md#([a-z]+)"', rules)
+    assert len(names) == len(anchors) == ALERTS
+    for name, anchor in zip(names, anchors, strict=True):
+        assert anchor == name.lower()
+        assert f"### {name.lower()}" in doc, name
+        assert f"alertname: {name}" in tests, name
+
+
+def test_watcher_rules_use_only_series_the_watcher_exports() -> None:
+    exported = {
+        m.name for m in PrometheusTelemetry(sources=["mainframe"], sinks=["am"]).registry.collect()
+    }
+    exported |= {f"{name}_total" for name in exported}
+    used = set(re.findall(r"\b(mainframe_watch_\w+)", RULES.read_text()))
+    assert used, "the rules name no watcher series"
+    assert used <= exported, used - exported
+
+
+def test_telemetry_is_served_primed_on_its_own_port_and_stops() -> None:
+    telemetry = PrometheusTelemetry(sources=["prometheus"], sinks=["am", "hook"])
+    server = telemetry.serve("127.0.0.1", 0)
+    try:
+        telemetry.poll("prometheus", PollClass.THROTTLED)
+        telemetry.window_completed(Window.from_key("2026-09-27T10:14:00Z/60s"))
+        telemetry.window_completed(Window.from_key("2026-09-27T10:12:00Z/60s"))  # late, older
+        telemetry.outbox_oldest_age(12.5)
+        telemetry.incomplete_streak(2)
+        telemetry.delivery("am", "failed")
+        body = httpx.get(f"http://127.0.0.1:{server.port}/metrics").text
+    finally:
+        server.stop()
+
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }
+    for poll_class in PollClass:
+        key = (
+            "mainframe_watch_polls_total",
+            (("class", poll_class.value), ("source", "prometheus")),
+        )
+        assert samples[key] == (1.0 if poll_class is PollClass.THROTTLED else 0.0)
+    for sink in ("am", "hook"):
+        for outcome in DELIVERY_OUTCOMES:
+            key = ("mainframe_watch_alert_deliveries_total", (("outcome", outcome), ("sink", sink)))
+            assert samples[key] == (1.0 if (sink, outcome) == ("am", "failed") else 0.0)
+    end = Window.from_key("2026-09-27T10:14:00Z/60s").end_us / 1e6
+    assert samples[("mainframe_watch_newest_completed_window_timestamp_seconds", ())] == end
+    assert samples[("mainframe_watch_outbox_oldest_age_seconds", ())] == 12.5
+    assert samples[("mainframe_watch_incomplete_windows", ())] == 2.0
+    assert "packages_" not in body  # its own registry, not Mainframe's
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=1)
