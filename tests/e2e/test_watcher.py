@@ -1,0 +1,207 @@
+"""The watcher end to end: a real Mainframe serving rate-limited delivery stats, a real
+Alertmanager receiving the alerts, driven through a failure burst, a throttling period in
+which nothing may resolve, and recovery."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mainframe.clock import MICROS, FakeClock
+from mainframe.store.engine import create_store_engine
+from mainframe.store.migrate import upgrade
+from mainframe.store.schema import endpoints
+from mainframe.watch.command import build_watcher
+from mainframe.watch.config import load_config
+from mainframe.watch.observations import PollClass
+from tests.serverproc import ServerProcess, cli, free_port
+
+MINUTE = 60 * MICROS
+ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path) -> Iterator[str]:
+    binary = shutil.which("prometheus-alertmanager") or ALERTMANAGER
+    if not os.path.exists(binary):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("prometheus-alertmanager is required in CI")
+        pytest.skip("prometheus-alertmanager not installed")
+    config = tmp_path / "alertmanager.yml"
+    config.write_text('route: {receiver: "null"}\nreceivers: [{name: "null"}]\n')
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.path={tmp_path / 'am'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("alertmanager did not become ready")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def active(alertmanager: str) -> set[str]:
+    alerts = httpx.get(alertmanager + "/api/v2/alerts", params={"active": "true"}).json()
+    return {a["labels"]["alertname"] for a in alerts if a["status"]["state"] == "active"}
+
+
+def seed(url: str, minute_start: int, attempts: int, failures: int) -> None:
+    from mainframe.store import deliveries
+
+    engine = create_store_engine(url)
+    with engine.begin() as conn:
+        endpoint_id = conn.execute(endpoints.select()).first().id  # type: ignore[union-attr]
+        deliveries.record(
+            conn,
+            endpoint_id=endpoint_id,
+            at_us=minute_start + MICROS,
+            attempts=attempts,
+            failures=failures,
+        )
+    engine.dispose()
+
+
+class Hog:
+    """Spends the watcher's stats quota (same token) until stopped."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(url, token), daemon=True)
+        self._thread.start()
+
+    def _run(self, url: str, token: str) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+            while not self._stop.is_set():
+                http.get(
+                    "/api/v1/deliveries/stats",
+                    params={"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z"},
+                )
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.mark.slow
+def test_burst_throttling_and_recovery(tmp_path: Path, alertmanager: str) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    engine = create_store_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    token = cli(url, "owner", "create", "ops")
+    cli(url, "endpoint", "create", "pypi", "--owner", "ops")
+    now = time.time_ns() // 1000
+    this_minute = now - now % MINUTE
+    minute = {k: this_minute - k * MINUTE for k in range(1, 7)}  # minute[k] starts k minutes ago
+    for k, (attempts, failures) in {
+        6: (100, 1),
+        5: (100, 2),
+        4: (100, 60),
+        3: (100, 55),
+        2: (100, 1),
+        1: (100, 0),
+    }.items():
+        seed(url, minute[k], attempts, failures)
+
+    env = {"MAINFRAME_STATS_RATE_PER_MINUTE": "60", "MAINFRAME_STATS_BURST": "2"}
+    with ServerProcess(url, tmp_path, **env) as server:
+        (tmp_path / "watch.toml").write_text(f"""
+database_url = "sqlite:///{tmp_path / "watch.db"}"
+window_seconds = 60
+settle_seconds = 5
+lookback_seconds = 240
+max_attempts = 5
+owner = "e2e"
+[source]
+type = "mainframe"
+url = "{server.url}"
+token = "{token}"
+[delivery]
+version = "v1"
+ratio = 0.1
+min_attempts = 20
+absolute_failures = 0
+[observer]
+version = "v1"
+max_checkpoint_age_seconds = 600
+max_throttle_exhaustions = 2
+max_outbox_age_seconds = 600
+[[sinks]]
+type = "alertmanager"
+url = "{alertmanager}"
+[telemetry]
+port = 0
+""")
+        # The watcher's clock is set just after the window it should see last has closed.
+        clock = FakeClock(minute[2] + 5 * MICROS + 1)
+        watcher = build_watcher(load_config(tmp_path / "watch.toml"), sleep=time.sleep, clock=clock)
+        try:
+            # Failure burst: four windows, the stats API throttles after two requests.
+            report = watcher.engine.tick()
+            assert len(report.completed) == 4, report
+            polls = [p.poll_class for k in report.completed for p in watcher.store.polls(k)]
+            assert PollClass.THROTTLED in polls, "the tiny rate limit must have been hit"
+            watcher.relay.run_once()
+            assert "MainframeWatchDeliveryFailure" in active(alertmanager)
+            checkpoint = watcher.store.checkpoint()
+            assert checkpoint == minute[3] + MINUTE
+
+            # Throttling period: the quota is gone; nothing may resolve or advance.
+            clock.advance(60)
+            hog = Hog(server.url, token)
+            try:
+                for _ in range(2):
+                    throttled = watcher.engine.tick()
+                    assert throttled.completed == []
+                    clock.advance(1)
+                watcher.relay.run_once()
+            finally:
+                hog.stop()
+            assert watcher.store.checkpoint() == checkpoint
+            assert active(alertmanager) == {
+                "MainframeWatchDeliveryFailure",
+                "MainframeWatchObserverThrottleExhaustion",
+            }
+
+            # Recovery: the quota refills and two healthy windows resolve both alerts.
+            time.sleep(2.5)
+            clock.advance(60)
+            recovered = watcher.engine.tick()
+            assert len(recovered.completed) == 2, recovered
+            watcher.relay.run_once()
+            assert active(alertmanager) == set()
+            assert watcher.store.checkpoint() == minute[1] + MINUTE
+        finally:
+            watcher.close()
+    attempts_of: dict[str, Any] = {}
+    for record in server.log_events():
+        attempts_of.setdefault(record["event"], 0)
+    assert "unhandled_error" not in attempts_of
