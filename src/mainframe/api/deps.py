@@ -47,7 +47,9 @@ class Runtime:
                 del self.tokens[key]
 
 
-def runtime(request: Request) -> Runtime:
+async def runtime(request: Request) -> Runtime:
+    # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop
+    # that cost more than the rest of a request.
     found: Runtime = request.app.state.runtime
     return found
 

@@ -257,10 +257,10 @@ class _Capture:
     """Stands in for a Connection to catch the statement a leasing function would run."""
 
     def __init__(self) -> None:
-        self.statements: list[ClauseElement] = []
+        self.statements: list[tuple[ClauseElement, dict[str, Any]]] = []
 
-    def execute(self, statement: ClauseElement, *_args: object) -> _Capture:
-        self.statements.append(statement)
+    def execute(self, statement: ClauseElement, params: dict[str, Any] | None = None) -> _Capture:
+        self.statements.append((statement, params or {}))
         return self
 
     def all(self) -> list[Any]:
@@ -270,8 +270,11 @@ class _Capture:
         return iter(())
 
 
-def lease_statements(*, endpoint_id: int, batch: int, now_us: int) -> dict[str, ClauseElement]:
-    """The statements a job poll runs against the scans table, built by leasing.py itself."""
+def lease_statements(
+    *, endpoint_id: int, batch: int, now_us: int
+) -> dict[str, tuple[ClauseElement, dict[str, Any]]]:
+    """The statements a job poll runs against the scans table, built by leasing.py itself,
+    with the values it binds."""
     capture = _Capture()
     fake = cast(Connection, capture)
     leasing.lapsed_pending(
@@ -294,7 +297,7 @@ def lease_statements(*, endpoint_id: int, batch: int, now_us: int) -> dict[str, 
         .limit(batch)
         .with_for_update(skip_locked=True)
     )
-    return {"lapsed_pending": lapsed, "assign_queued": assign, "oldest_by_id": by_id}
+    return {"lapsed_pending": lapsed, "assign_queued": assign, "oldest_by_id": (by_id, {})}
 
 
 def explain_lease(engine: Engine, *, endpoint_id: int, batch: int, now_us: int) -> dict[str, str]:
@@ -303,18 +306,22 @@ def explain_lease(engine: Engine, *, endpoint_id: int, batch: int, now_us: int) 
     plans: dict[str, str] = {}
     postgres = engine.dialect.name == "postgresql"
     prefix = "EXPLAIN (ANALYZE, BUFFERS) " if postgres else "EXPLAIN QUERY PLAN "
-    for name, statement in lease_statements(
+    for name, (statement, values) in lease_statements(
         endpoint_id=endpoint_id, batch=batch, now_us=now_us
     ).items():
-        sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+        compiled: Any = statement.compile(dialect=engine.dialect)
+        bound: dict[str, Any] = dict(compiled.construct_params(values) or {})
+        order = compiled.positiontup or ()
+        args: Any = bound if postgres else tuple(bound[k] for k in order)
+        sql = str(compiled)
         with engine.connect() as conn:
             trans = conn.begin()
             try:
-                rows = conn.exec_driver_sql(prefix + sql).all()
+                rows = conn.exec_driver_sql(prefix + sql, args).all()
             finally:
                 trans.rollback()  # EXPLAIN ANALYZE of the UPDATE really leases: undo it
         lines = [row[0] if postgres else _sqlite_plan_line(row) for row in rows]
-        plans[name] = sql + "\n" + "\n".join(lines)
+        plans[name] = f"{sql}\n  -- with {bound}\n" + "\n".join(lines)
     return plans
 
 

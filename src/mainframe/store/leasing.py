@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Connection,
+    Integer,
     String,
     bindparam,
     cast,
@@ -75,18 +77,34 @@ class Lapsed:
         )
 
 
-def _lapsed(endpoint_id: int | None, now: int, spent: bool, max_attempts: int, limit: int) -> Any:
+def _lapsed(*, spent: bool, per_endpoint: bool, limit: str) -> Any:
+    max_attempts = bindparam("b_max", type_=Integer)
     budget = (
         scans.c.attempt_count >= max_attempts if spent else scans.c.attempt_count < max_attempts
     )
     query = (
         select(*LAPSED_COLUMNS, literal(spent).label("spent"))
-        .where(scans.c.status == Status.PENDING.value, scans.c.lease_expires_at < now, budget)
+        .where(
+            scans.c.status == Status.PENDING.value,
+            scans.c.lease_expires_at < bindparam("b_now", type_=BigInteger),
+            budget,
+        )
         .order_by(scans.c.lease_expires_at)
-        .limit(limit)
+        .limit(bindparam(limit, type_=Integer))
         .with_for_update(skip_locked=True)
     )
-    return query if endpoint_id is None else query.where(scans.c.endpoint_id == endpoint_id)
+    if per_endpoint:
+        query = query.where(scans.c.endpoint_id == bindparam("b_endpoint", type_=BigInteger))
+    return query
+
+
+# Built once: SQLAlchemy memoises a statement's cache key on the object, so a prebuilt
+# statement skips both construction and cache-key generation on every job poll.
+_POLL_LAPSED = union_all(
+    select(_lapsed(spent=True, per_endpoint=True, limit="b_spent_limit").cte("spent")),
+    select(_lapsed(spent=False, per_endpoint=True, limit="b_reclaim_limit").cte("reclaim")),
+)
+_SWEEP_LAPSED = _lapsed(spent=True, per_endpoint=False, limit="b_spent_limit")
 
 
 def lapsed_pending(
@@ -100,13 +118,14 @@ def lapsed_pending(
 ) -> tuple[list[Lapsed], list[Lapsed]]:
     """Claim lapsed PENDING scans, oldest lapse first: (budget spent, budget left).
 
-    Both kinds are filtered in SQL, so a crowd of one kind can never hide the other."""
-    spent = _lapsed(endpoint_id, now, True, max_attempts, spent_limit).cte("spent")
-    queries = [select(spent)]
-    if reclaim_limit > 0:
-        reclaim = _lapsed(endpoint_id, now, False, max_attempts, reclaim_limit).cte("reclaim")
-        queries.append(select(reclaim))
-    rows = conn.execute(union_all(*queries) if len(queries) > 1 else queries[0]).all()
+    Both kinds are filtered in SQL, so a crowd of one kind can never hide the other. Without
+    an endpoint (the sweeper) only spent scans are claimed."""
+    params = {"b_now": now, "b_max": max_attempts, "b_spent_limit": spent_limit}
+    if endpoint_id is None:
+        rows = conn.execute(_SWEEP_LAPSED, params).all()
+    else:
+        params |= {"b_endpoint": endpoint_id, "b_reclaim_limit": max(reclaim_limit, 0)}
+        rows = conn.execute(_POLL_LAPSED, params).all()
     found = [Lapsed(row) for row in rows]
     return [x for x in found if x.row.spent], [x for x in found if not x.row.spent]
 
@@ -205,18 +224,49 @@ def endpoint_names_for(conn: Connection, lapsed: Sequence[Lapsed]) -> dict[int, 
     return {row.id: row.name for row in rows}
 
 
-def _assign_values(*, worker: str, now: int, expires: int) -> dict[str, Any]:
-    # One random prefix per poll plus the scan id: distinct per assignment, unguessable.
-    prefix = secrets.token_hex(8) + "-"
+# One random prefix per poll plus the scan id: distinct per assignment, unguessable.
+_ASSIGN_VALUES: dict[str, Any] = {
+    "status": Status.PENDING.value,
+    "attempt_count": scans.c.attempt_count + 1,
+    "assignment_id": bindparam("b_prefix", type_=String) + cast(scans.c.id, String),
+    "worker": bindparam("b_worker", type_=String),
+    "leased_at": bindparam("b_leased", type_=BigInteger),
+    "lease_expires_at": bindparam("b_expires", type_=BigInteger),
+    "wait_reason": None,
+    "updated_at": bindparam("b_leased", type_=BigInteger),
+}
+_ASSIGN_RECLAIMED = (
+    update(scans)
+    .where(scans.c.id.in_(bindparam("b_ids", expanding=True)))
+    .values(**_ASSIGN_VALUES)
+    .returning(*JOB_COLUMNS)
+)
+# Oldest submission first, in ix_scans_queued's order. Ordered by id, PostgreSQL may walk the
+# primary key through the finished history looking for the first QUEUED row.
+_OLDEST_QUEUED = (
+    select(scans.c.id)
+    .where(
+        scans.c.endpoint_id == bindparam("b_endpoint", type_=BigInteger),
+        scans.c.status == Status.QUEUED.value,
+    )
+    .order_by(scans.c.created_at, scans.c.id)
+    .limit(bindparam("b_limit", type_=Integer))
+    .with_for_update(skip_locked=True)
+)
+_ASSIGN_QUEUED = (
+    update(scans)
+    .where(scans.c.id.in_(_OLDEST_QUEUED.scalar_subquery()))
+    .values(**_ASSIGN_VALUES)
+    .returning(*JOB_COLUMNS)
+)
+
+
+def _assign_params(*, worker: str, now: int, expires: int) -> dict[str, Any]:
     return {
-        "status": Status.PENDING.value,
-        "attempt_count": scans.c.attempt_count + 1,
-        "assignment_id": literal(prefix, String) + cast(scans.c.id, String),
-        "worker": worker,
-        "leased_at": now,
-        "lease_expires_at": expires,
-        "wait_reason": None,
-        "updated_at": now,
+        "b_prefix": secrets.token_hex(8) + "-",
+        "b_worker": worker,
+        "b_leased": now,
+        "b_expires": expires,
     }
 
 
@@ -226,13 +276,8 @@ def assign_reclaimed(
     """Give lapsed scans with budget left a new assignment."""
     if not ids:
         return []
-    statement = (
-        update(scans)
-        .where(scans.c.id.in_(ids))
-        .values(**_assign_values(worker=worker, now=now, expires=expires))
-        .returning(*JOB_COLUMNS)
-    )
-    return list(conn.execute(statement))
+    params = _assign_params(worker=worker, now=now, expires=expires) | {"b_ids": list(ids)}
+    return list(conn.execute(_ASSIGN_RECLAIMED, params))
 
 
 def assign_queued(
@@ -241,19 +286,6 @@ def assign_queued(
     """Lease the oldest QUEUED scans of the endpoint, walking only the partial queued index."""
     if limit <= 0:
         return []
-    # Oldest submission first, in ix_scans_queued's order. Ordered by id, PostgreSQL may walk
-    # the primary key through the finished history looking for the first QUEUED row.
-    oldest = (
-        select(scans.c.id)
-        .where(scans.c.endpoint_id == endpoint_id, scans.c.status == Status.QUEUED.value)
-        .order_by(scans.c.created_at, scans.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    statement = (
-        update(scans)
-        .where(scans.c.id.in_(oldest.scalar_subquery()))
-        .values(**_assign_values(worker=worker, now=now, expires=expires))
-        .returning(*JOB_COLUMNS)
-    )
-    return list(conn.execute(statement))
+    params = _assign_params(worker=worker, now=now, expires=expires)
+    params |= {"b_endpoint": endpoint_id, "b_limit": limit}
+    return list(conn.execute(_ASSIGN_QUEUED, params))

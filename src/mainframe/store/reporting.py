@@ -3,10 +3,12 @@ plus the operator's fail and the revocation cascade."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, case, update
+from sqlalchemy import BigInteger, Connection, Text, bindparam, case, update
 
 from mainframe.lifecycle.events import Event, StaleResultRejected
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
@@ -70,16 +72,10 @@ class Reporting(StoreBase):
         now: int,
     ) -> tuple[ScanRecord, list[Event]] | None:
         """Close the attempt `report` names, if `worker` (None: anyone) still holds it."""
-        where = results.holder_condition(
-            scan_id=scan_id,
-            endpoint_id=endpoint_id,
-            worker=worker,
-            attempt=report.attempt,
-            assignment_id=report.assignment_id,
-        )
+        holder = results.Holder(scan_id, endpoint_id, worker, report.attempt, report.assignment_id)
         return results.close_attempt(
             conn,
-            where=where,
+            holder=holder,
             report=report,
             endpoint=endpoint,
             now=now,
@@ -126,10 +122,9 @@ class Reporting(StoreBase):
         assignment_id: str | None,
     ) -> int:
         """Extend the current lease (a wait keeps its own deadline); return the new deadline."""
-        extended = self.now() + self.budget.job_timeout_us
-        deadline = case((scans.c.wait_reason.is_(None), extended), else_=scans.c.lease_expires_at)
+        until = self.now() + self.budget.job_timeout_us
         return self._touch(
-            principal, scan_id, attempt, assignment_id, {"lease_expires_at": deadline}
+            "heartbeat", principal, scan_id, attempt, assignment_id, {"t_until": until}
         )
 
     def wait(
@@ -146,11 +141,12 @@ class Reporting(StoreBase):
         arrives in time."""
         until = self.now() + round(seconds * 1_000_000)
         return self._touch(
+            "wait",
             principal,
             scan_id,
             attempt,
             assignment_id,
-            {"lease_expires_at": until, "wait_reason": reason},
+            {"t_until": until, "t_reason": reason},
         )
 
     def resume(
@@ -163,16 +159,11 @@ class Reporting(StoreBase):
     ) -> int:
         """End a wait: the scan is back under an ordinary lease."""
         until = self.now() + self.budget.job_timeout_us
-        return self._touch(
-            principal,
-            scan_id,
-            attempt,
-            assignment_id,
-            {"lease_expires_at": until, "wait_reason": None},
-        )
+        return self._touch("resume", principal, scan_id, attempt, assignment_id, {"t_until": until})
 
     def _touch(
         self,
+        kind: str,
         principal: Principal,
         scan_id: int,
         attempt: int | None,
@@ -182,20 +173,10 @@ class Reporting(StoreBase):
         endpoint_id, _ = _worker_endpoint(principal)
         error: StoreError | None = None
         with self.transaction() as (conn, events):
-            where = results.holder_condition(
-                scan_id=scan_id,
-                endpoint_id=endpoint_id,
-                worker=principal.name,
-                attempt=attempt,
-                assignment_id=assignment_id,
-            )
-            statement = (
-                update(scans)
-                .where(where)
-                .values(updated_at=self.now(), **values)
-                .returning(scans.c.lease_expires_at)
-            )
-            deadline = conn.execute(statement).scalar()
+            holder = results.Holder(scan_id, endpoint_id, principal.name, attempt, assignment_id)
+            statement = _touch_statement(kind, echoed=attempt is not None)
+            params = holder.params | {"t_now": self.now()} | values
+            deadline = conn.execute(statement, params).scalar()
             if deadline is None:
                 error = self._reject(conn, principal, scan_id, attempt, assignment_id, events)
         if error is not None:
@@ -260,3 +241,27 @@ def _endpoint_id(conn: Connection, scan: ScanRecord) -> int:
     found = accounts.endpoint_by_name(conn, scan.endpoint)
     assert found is not None
     return found.id
+
+
+@functools.cache
+def _touch_statement(kind: str, *, echoed: bool) -> Any:
+    """Heartbeat, wait or resume as one prebuilt compare-and-set on the holder's row."""
+    until = bindparam("t_until", type_=BigInteger)
+    shapes: dict[str, dict[str, Any]] = {
+        # A heartbeat during a wait leaves the wait's own deadline alone.
+        "heartbeat": {
+            "lease_expires_at": case(
+                (scans.c.wait_reason.is_(None), until), else_=scans.c.lease_expires_at
+            )
+        },
+        "wait": {"lease_expires_at": until, "wait_reason": bindparam("t_reason", type_=Text)},
+        "resume": {"lease_expires_at": until, "wait_reason": None},
+    }
+    values = shapes[kind]
+    where = results.holder_where(echoed=echoed, with_worker=True)
+    return (
+        update(scans)
+        .where(where)
+        .values(updated_at=bindparam("t_now", type_=BigInteger), **values)
+        .returning(scans.c.lease_expires_at)
+    )

@@ -4,10 +4,23 @@ assignment, so a stale worker can never change a scan."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    insert,
+    select,
+    update,
+)
 
 from mainframe.lifecycle.events import (
     AttemptFailed,
@@ -51,27 +64,67 @@ class Rejected:
     code: StaleCode | None  # None means not found (or another endpoint's scan)
 
 
-def holder_condition(
-    *,
-    scan_id: int,
-    endpoint_id: int,
-    worker: str | None,
-    attempt: int | None,
-    assignment_id: str | None,
-) -> ColumnElement[bool]:
-    """Rows where the given worker holds the given assignment of a PENDING scan."""
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who claims to hold which assignment of a scan; `worker=None` is the operator."""
+
+    scan_id: int
+    endpoint_id: int
+    worker: str | None
+    attempt: int | None
+    assignment_id: str | None
+
+    @property
+    def where(self) -> ColumnElement[bool]:
+        return holder_where(echoed=self.attempt is not None, with_worker=self.worker is not None)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"h_scan": self.scan_id, "h_endpoint": self.endpoint_id}
+        if self.worker is not None:
+            params["h_worker"] = self.worker
+        if self.attempt is not None:
+            params |= {"h_attempt": self.attempt, "h_assignment": self.assignment_id}
+        return params
+
+
+@functools.cache
+def holder_where(*, echoed: bool, with_worker: bool) -> ColumnElement[bool]:
+    # Built once per shape with bind parameters, so SQLAlchemy's cache key is memoised.
     terms = [
-        scans.c.id == scan_id,
-        scans.c.endpoint_id == endpoint_id,
+        scans.c.id == bindparam("h_scan", type_=BigInteger),
+        scans.c.endpoint_id == bindparam("h_endpoint", type_=BigInteger),
         scans.c.status == Status.PENDING.value,
     ]
-    if worker is not None:
-        terms.append(scans.c.worker == worker)
-    if attempt is None:
-        terms.append(scans.c.attempt_count == 1)  # rollout form: first assignment only
+    if with_worker:
+        terms.append(scans.c.worker == bindparam("h_worker", type_=String))
+    if echoed:
+        terms += [
+            scans.c.attempt_count == bindparam("h_attempt", type_=Integer),
+            scans.c.assignment_id == bindparam("h_assignment", type_=String),
+        ]
     else:
-        terms += [scans.c.attempt_count == attempt, scans.c.assignment_id == assignment_id]
+        terms.append(scans.c.attempt_count == 1)  # rollout form: first assignment only
     return and_(*terms)
+
+
+_SETTLE_VALUES: dict[str, Any] = {
+    "status": bindparam("s_status", type_=String),
+    "updated_at": bindparam("s_now", type_=BigInteger),
+    "lease_expires_at": None,
+    "wait_reason": None,
+    "fail_reason": bindparam("s_fail_reason", type_=String),
+    "finished_at": bindparam("s_finished_at", type_=BigInteger),
+    "dead_lettered_at": bindparam("s_dead_lettered_at", type_=BigInteger),
+    "result": bindparam("s_result", type_=Text),
+}
+_INSERT_ATTEMPT = insert(attempts)
+
+
+@functools.cache
+def _close_statement(*, echoed: bool, with_worker: bool) -> Any:
+    where = holder_where(echoed=echoed, with_worker=with_worker)
+    return update(scans).where(where).values(**_SETTLE_VALUES).returning(*scans.c)
 
 
 def diagnose(
@@ -97,33 +150,30 @@ def diagnose(
     return Rejected(code or StaleCode.STALE_ASSIGNMENT)
 
 
-def _settle_values(settlement: Settlement, report: Report, now: int) -> dict[str, Any]:
+def _settle_params(settlement: Settlement, report: Report, now: int) -> dict[str, Any]:
     terminal = settlement.status in TERMINAL
-    values: dict[str, Any] = {
-        "status": settlement.status.value,
-        "updated_at": now,
-        "lease_expires_at": None,
-        "wait_reason": None,
-        "fail_reason": settlement.fail_reason,
+    dead = settlement.dead_letter_reason is not None
+    return {
+        "s_status": settlement.status.value,
+        "s_now": now,
+        "s_fail_reason": settlement.fail_reason,
+        # A scan that goes round again has neither yet; a terminal one gets both now.
+        "s_finished_at": now if terminal else None,
+        "s_result": report.result if terminal else None,
+        "s_dead_lettered_at": now if dead else None,
     }
-    if terminal:
-        values["finished_at"] = now
-        values["result"] = report.result
-    if settlement.dead_letter_reason is not None:
-        values["dead_lettered_at"] = now
-    return values
 
 
 def close_attempt(
     conn: Connection,
     *,
-    where: ColumnElement[bool],
+    holder: Holder,
     report: Report,
     endpoint: str,
     now: int,
     max_attempts: int,
 ) -> tuple[ScanRecord, list[Event]] | None:
-    """Apply a report to the row matching `where`; None when no row matched."""
+    """Apply a report to the attempt `holder` names; None when it no longer holds it."""
     attempt = report.attempt if report.attempt is not None else 1
     settlement = settle(
         outcome=report.outcome,
@@ -131,30 +181,28 @@ def close_attempt(
         attempt=attempt,
         max_attempts=max_attempts,
     )
-    statement = (
-        update(scans)
-        .where(where)
-        .values(**_settle_values(settlement, report, now))
-        .returning(*scans.c)
+    statement = _close_statement(
+        echoed=holder.attempt is not None, with_worker=holder.worker is not None
     )
-    row = conn.execute(statement).first()
+    row = conn.execute(statement, holder.params | _settle_params(settlement, report, now)).first()
     if row is None:
         return None
     scan = scan_from_row(row, endpoint)
     seq = scan.attempt_base + scan.attempt_count
     conn.execute(
-        insert(attempts).values(
-            scan_id=scan.id,
-            seq=seq,
-            attempt=scan.attempt_count,
-            assignment_id=scan.assignment_id,
-            worker=scan.worker,
-            leased_at=scan.leased_at,
-            closed_at=now,
-            outcome=settlement.attempt_outcome.value,
-            summary=report.summary,
-            artifact=report.artifact,
-        )
+        _INSERT_ATTEMPT,
+        {
+            "scan_id": scan.id,
+            "seq": seq,
+            "attempt": scan.attempt_count,
+            "assignment_id": scan.assignment_id,
+            "worker": scan.worker,
+            "leased_at": scan.leased_at,
+            "closed_at": now,
+            "outcome": settlement.attempt_outcome.value,
+            "summary": report.summary,
+            "artifact": report.artifact,
+        },
     )
     return scan, _settlement_events(scan, settlement, report, now, seq)
 

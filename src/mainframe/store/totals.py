@@ -7,7 +7,17 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Integer,
+    String,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
 
 from mainframe.lifecycle.events import (
     EndpointRevoked,
@@ -22,6 +32,17 @@ OUTCOMES = ("finished", "failed", "dead_lettered")
 # Rows per (endpoint, outcome); writers pick one at random so concurrent commits on
 # PostgreSQL seldom queue on the same row lock. Must match migration 0003.
 SHARDS = 8
+
+
+_BUMP = (
+    update(scan_totals)
+    .where(
+        scan_totals.c.endpoint_id == bindparam("t_endpoint", type_=BigInteger),
+        scan_totals.c.outcome == bindparam("t_outcome", type_=String),
+        scan_totals.c.shard == bindparam("t_shard", type_=Integer),
+    )
+    .values(count=scan_totals.c.count + bindparam("t_n", type_=BigInteger))
+)
 
 
 def create_rows(conn: Connection, endpoint_id: int) -> None:
@@ -60,13 +81,13 @@ def record(conn: Connection, events: Iterable[Event], *, rng: random.Random) -> 
         if n == 0:
             continue
         bumped = conn.execute(
-            update(scan_totals)
-            .where(
-                scan_totals.c.endpoint_id == endpoint_id,
-                scan_totals.c.outcome == outcome,
-                scan_totals.c.shard == rng.randrange(SHARDS),
-            )
-            .values(count=scan_totals.c.count + n)
+            _BUMP,
+            {
+                "t_endpoint": endpoint_id,
+                "t_outcome": outcome,
+                "t_shard": rng.randrange(SHARDS),
+                "t_n": n,
+            },
         )
         if bumped.rowcount == 0:
             raise RuntimeError(f"scan_totals rows missing for endpoint {endpoint_id}")
