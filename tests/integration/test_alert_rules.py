@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.tools import required_binary
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def _promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("promtool is required in CI (Debian package prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
+    return required_binary("promtool", package="prometheus")
 
 
 def test_alert_rules_are_valid() -> None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mainframe.watch.observations import PollClass
 from mainframe.watch.telemetry import DELIVERY_OUTCOMES, PrometheusTelemetry
 from mainframe.watch.windows import Window
+from tests.tools import required_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "watcher_alerts.yml"
@@ -22,12 +21,7 @@ ALERTS = 5
 
 
 def _promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("promtool is required in CI (Debian package prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
+    return required_binary("promtool", package="prometheus")
 
 
 def test_watcher_rules_are_valid() -> None:
