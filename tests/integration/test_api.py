@@ -211,6 +211,27 @@ def test_listing_is_keyset_paged(api: Api) -> None:
     assert api.get("/api/v1/scans?cursor=abc", api.owner).status_code == 422
 
 
+def test_dead_letters_are_listed_for_their_owner_only(api: Api) -> None:
+    plain = api.submit("plain")
+    doomed = api.submit("doomed")
+    jobs = {j["scan_id"]: j for j in api.lease(batch=2)}
+    body = {
+        "outcome": "failed",
+        "retryable": False,
+        "attempt": 1,
+        "assignment_id": jobs[plain["scan_id"]]["assignment_id"],
+    }
+    api.post(f"/api/v1/jobs/{plain['scan_id']}/result", api.worker, body)
+    for _ in range(3):
+        failed = api.post(f"/api/v1/scans/{doomed['scan_id']}/fail", api.owner, {})
+        if failed.json()["status"] == "QUEUED":
+            api.lease()
+    listing = api.get("/api/v1/dead-letters", api.owner).json()
+    assert [s["scan_id"] for s in listing["scans"]] == [doomed["scan_id"]]
+    assert listing["scans"][0]["fail_reason"] == "attempts_exhausted"
+    assert api.get("/api/v1/dead-letters", api.other_owner).json()["scans"] == []
+
+
 def test_bad_input_gets_clear_4xx(api: Api) -> None:
     raw = api.client.post(
         "/api/v1/scans",
