@@ -16,7 +16,8 @@ from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
 
 PG_ADMIN_URL = os.environ.get("MAINFRAME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-PG_TEMPLATE = "mainframe_template"
+# Unique per test session, so two sessions on one server never drop each other's template.
+PG_TEMPLATE = f"mainframe_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
