@@ -41,5 +41,7 @@ def rfc3339(us: int | None) -> str | None:
     """Render stored microseconds as RFC 3339 UTC with microsecond precision."""
     if us is None:
         return None
-    stamp = datetime.fromtimestamp(us / MICROS, tz=UTC).replace(microsecond=us % MICROS)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    seconds, micros = divmod(us, MICROS)
+    stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+    # isoformat pads the year to four digits, which strftime("%Y") does not on Linux.
+    return stamp.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

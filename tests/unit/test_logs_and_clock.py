@@ -34,3 +34,8 @@ def test_rfc3339_keeps_microseconds_in_utc() -> None:
     clock = FakeClock(0)
     clock.advance(1.5)
     assert rfc3339(clock.now_us()) == "1970-01-01T00:00:01.500000Z"
+
+
+def test_rfc3339_pads_early_years_and_handles_times_before_the_epoch() -> None:
+    assert rfc3339(-62135596800 * 1_000_000) == "0001-01-01T00:00:00.000000Z"
+    assert rfc3339(-1) == "1969-12-31T23:59:59.999999Z"
