@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -180,3 +181,24 @@ def test_worker_command_runs_each_scan(tmp_path: Path) -> None:
     assert [v["status"] for v in views] == ["FINISHED", "FAILED", "FINISHED"]
     assert views[0]["attempts"][0]["artifact"] == "scanned pkg0 1"
     assert views[1]["fail_reason"] == "failed"
+
+
+def test_stats_command_prints_the_reconciled_figures(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    tokens = provision(url)
+    with ServerProcess(url, tmp_path) as server, httpx.Client(base_url=server.url) as http:
+        for name in ("a", "b", "c"):
+            http.post(
+                "/api/v1/scans", headers=auth(tokens["source"]), json={"name": name, "version": "1"}
+            )
+        [job] = http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
+        http.post(
+            f"/api/v1/jobs/{job['scan_id']}/result",
+            headers=auth(tokens["worker"]),
+            json={"outcome": "finished", "attempt": 1, "assignment_id": job["assignment_id"]},
+        )
+    figures = json.loads(cli(url, "stats", "--json"))
+    assert figures['packages_scan_outcomes{outcome="finished"}'] == 1
+    assert figures['packages_queue{state="queued"}'] == 2
+    assert figures['packages_queue{state="exhausted"}'] == 0
+    assert figures["packages_oldest_queued_age_seconds"] >= 0

@@ -4,7 +4,9 @@ which nothing may resolve, and recovery."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from mainframe.clock import MICROS, FakeClock
 from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
 from mainframe.store.schema import endpoints
-from mainframe.watch.command import build_watcher
+from mainframe.watch.command import build_watcher, open_watch_store
 from mainframe.watch.config import load_config
 from mainframe.watch.observations import PollClass
 from tests.serverproc import ServerProcess, cli, free_port
@@ -198,3 +200,43 @@ port = 0
         finally:
             watcher.close()
     assert all(record["event"] != "unhandled_error" for record in server.log_events())
+
+
+def test_watch_command_runs_one_pass_from_a_config_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    engine = create_store_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    token = cli(url, "owner", "create", "ops")
+    cli(url, "endpoint", "create", "pypi", "--owner", "ops")
+    with ServerProcess(url, tmp_path) as server:
+        config = tmp_path / "watch.toml"
+        config.write_text(f"""
+database_url = "sqlite:///{tmp_path / "watch.db"}"
+settle_seconds = 1
+lookback_seconds = 180
+[source]
+type = "mainframe"
+url = "{server.url}"
+token_env = "WATCH_TOKEN"
+[[sinks]]
+type = "alertmanager"
+url = "http://127.0.0.1:1"
+[telemetry]
+port = 0
+""")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
+        done = subprocess.run(
+            [sys.executable, "-m", "mainframe", "watch", "--config", str(config), "--once"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env | {"WATCH_TOKEN": token},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    store = open_watch_store(f"sqlite:///{tmp_path / 'watch.db'}")
+    try:
+        assert store.checkpoint() is not None, "closed windows of zeros are complete"
+    finally:
+        store.engine.dispose()
