@@ -1,5 +1,6 @@
 """The watcher's state: window leases taken by compare-and-set, the poll log, the atomic
-completion of a window with the alert changes it causes, and the outbox the relay drains.
+completion of a window with the alert changes it causes (the outbox the relay drains is in
+watch_outbox.py).
 
 The only place watcher SQL lives. The same statements run on SQLite (BEGIN IMMEDIATE
 serialises writers) and PostgreSQL (READ COMMITTED: a conditional UPDATE re-checks its WHERE
@@ -9,17 +10,23 @@ after waiting for a competing writer, and alert rows are locked FOR UPDATE befor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, delete, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, delete, func, or_, select, update
 
+from mainframe.store.watch_outbox import (
+    DETAIL_LIMIT,
+    FIRING,
+    RESOLVED,
+    OutboxStore,
+    insert_ignore,
+    oldest_undelivered,
+)
 from mainframe.store.watch_tables import (
     watch_alerts,
     watch_outbox,
-    watch_outbox_sinks,
     watch_polls,
     watch_windows,
 )
@@ -28,9 +35,6 @@ from mainframe.watch.policies import AlertState, ObserverHealth, advance, change
 from mainframe.watch.ports import AlertMessage
 from mainframe.watch.windows import Window
 
-# Characters of a poll's detail kept in the log, so one odd response cannot bloat a row.
-DETAIL_LIMIT = 500
-FIRING, RESOLVED = "firing", "resolved"
 OUTBOX_KEY = ("alert", "policy_version", "window_key", "state")
 
 
@@ -75,25 +79,9 @@ class PollRecord:
     polled_at: int
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    id: int
-    message: AlertMessage
-    accepted: frozenset[str]  # sinks that already took it
-    attempt_count: int
-    created_at: int
-    delivered_at: int | None
+class WatchStore(OutboxStore):
+    """Windows, leases, the poll log and alert states; the outbox half is OutboxStore."""
 
-
-@dataclass(frozen=True, slots=True)
-class Resend:
-    """A firing alert claimed for its periodic re-send; `previous_us` restores the claim."""
-
-    message: AlertMessage
-    previous_us: int | None
-
-
-class WatchStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
@@ -115,7 +103,7 @@ class WatchStore:
                 "created_at": now_us,
                 "updated_at": now_us,
             }
-            if _insert_ignore(conn, watch_windows, row, ("window_key",)):
+            if insert_ignore(conn, watch_windows, row, ("window_key",)):
                 return True
             taken = conn.execute(
                 update(watch_windows)
@@ -276,118 +264,8 @@ class WatchStore:
         )
         with self.engine.begin() as conn:
             return ObserverHealth(
-                _checkpoint(conn), int(conn.scalar(streak) or 0), _oldest_undelivered(conn)
+                _checkpoint(conn), int(conn.scalar(streak) or 0), oldest_undelivered(conn)
             )
-
-    # The outbox, for the relay.
-
-    def claim_outbox(self, *, now_us: int, claim_us: int, limit: int = 100) -> list[OutboxItem]:
-        """Claim undelivered rows, oldest first, that no other relay holds a live claim on."""
-        o = watch_outbox.c
-        with self.engine.begin() as conn:
-            ids = conn.scalars(
-                select(o.id)
-                .where(
-                    o.delivered_at.is_(None),
-                    or_(o.claim_expires_at.is_(None), o.claim_expires_at <= now_us),
-                )
-                .order_by(o.id)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
-            ).all()
-            if not ids:
-                return []
-            conn.execute(
-                update(watch_outbox).where(o.id.in_(ids)).values(claim_expires_at=now_us + claim_us)
-            )
-            return _outbox_items(conn, select(watch_outbox).where(o.id.in_(ids)))
-
-    def outbox(self) -> list[OutboxItem]:
-        """Every outbox row, oldest first."""
-        with self.engine.begin() as conn:
-            return _outbox_items(conn, select(watch_outbox))
-
-    def accept(self, outbox_id: int, *, sink: str, now_us: int) -> None:
-        """Record that `sink` took the row, so a retry after a partial failure skips it."""
-        with self.engine.begin() as conn:
-            row = {"outbox_id": outbox_id, "sink": sink, "delivered_at": now_us}
-            _insert_ignore(conn, watch_outbox_sinks, row, ("outbox_id", "sink"))
-
-    def mark_delivered(self, outbox_id: int, *, now_us: int) -> None:
-        o = watch_outbox.c
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(watch_outbox)
-                .where(o.id == outbox_id)
-                .values(
-                    delivered_at=now_us,
-                    attempt_count=o.attempt_count + 1,
-                    claim_expires_at=None,
-                    last_error=None,
-                )
-            )
-
-    def mark_failed(self, outbox_id: int, *, error: str | None) -> None:
-        """Keep the row for the next pass; `error` None means it was held back, not tried."""
-        o = watch_outbox.c
-        values: dict[str, Any] = {"claim_expires_at": None}
-        if error is not None:
-            values |= {"attempt_count": o.attempt_count + 1, "last_error": error[:DETAIL_LIMIT]}
-        with self.engine.begin() as conn:
-            conn.execute(update(watch_outbox).where(o.id == outbox_id).values(**values))
-
-    def oldest_undelivered_us(self) -> int | None:
-        with self.engine.begin() as conn:
-            return _oldest_undelivered(conn)
-
-    def claim_resends(self, *, now_us: int, interval_us: int) -> list[Resend]:
-        """Claim firing alerts not sent for `interval_us` whose transition was delivered."""
-        a, o = watch_alerts.c, watch_outbox.c
-        undelivered = select(o.id).where(o.alert == a.alert, o.delivered_at.is_(None)).exists()
-        last_sent = func.coalesce(a.resent_at, a.changed_at)
-        with self.engine.begin() as conn:
-            rows = conn.execute(
-                select(watch_alerts)
-                .where(
-                    a.firing.is_(True),
-                    a.changed_at.is_not(None),
-                    last_sent <= now_us - interval_us,
-                    ~undelivered,
-                )
-                .order_by(a.alert)
-                .with_for_update(skip_locked=True, of=watch_alerts)
-            ).all()
-            if rows:
-                conn.execute(
-                    update(watch_alerts)
-                    .where(a.alert.in_([r.alert for r in rows]))
-                    .values(resent_at=now_us)
-                )
-        return [Resend(_message(r, firing=True), r.resent_at) for r in rows]
-
-    def release_resend(self, alert: str, *, claimed_us: int, previous_us: int | None) -> None:
-        """Undo a resend claim whose delivery failed, so the next pass tries again."""
-        a = watch_alerts.c
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(watch_alerts)
-                .where(a.alert == alert, a.resent_at == claimed_us)
-                .values(resent_at=previous_us)
-            )
-
-
-def _insert_ignore(
-    conn: Connection, table: Table, values: Mapping[str, Any], keys: Sequence[str]
-) -> bool:
-    """INSERT unless a row with the same key exists; True when this call inserted it."""
-    # RETURNING says whether a row went in: rowcount is -1 once a statement returns rows, as
-    # PostgreSQL inserts with an autoincrement key implicitly do.
-    key = table.primary_key.columns
-    if conn.dialect.name == "postgresql":
-        pg = postgresql.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
-        return conn.execute(pg.returning(*key)).first() is not None
-    lite = sqlite.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
-    return conn.execute(lite.returning(*key)).first() is not None
 
 
 def _log_poll(
@@ -426,7 +304,7 @@ def _apply(conn: Connection, verdict: AlertUpdate, *, now_us: int) -> AlertMessa
         "updated_at": now_us,
     }
     # The row must exist before FOR UPDATE can lock it against a concurrent evaluation.
-    _insert_ignore(conn, watch_alerts, placeholder, ("alert",))
+    insert_ignore(conn, watch_alerts, placeholder, ("alert",))
     row = conn.execute(select(watch_alerts).where(a.alert == verdict.alert).with_for_update()).one()
     current = None if row.as_of_us is None else AlertState(bool(row.firing), row.as_of_us)
     new = advance(current, firing=verdict.firing, window_end_us=verdict.as_of_us)
@@ -479,53 +357,13 @@ def _enqueue(conn: Connection, message: AlertMessage, *, now_us: int) -> bool:
         "annotations": _json(message.annotations),
         "created_at": now_us,
     }
-    return _insert_ignore(conn, watch_outbox, row, OUTBOX_KEY)
-
-
-def _outbox_items(conn: Connection, query: Any) -> list[OutboxItem]:
-    rows = conn.execute(query.order_by(watch_outbox.c.id)).all()
-    s = watch_outbox_sinks.c
-    accepted: dict[int, set[str]] = {}
-    found = conn.execute(select(s.outbox_id, s.sink).where(s.outbox_id.in_([r.id for r in rows])))
-    for outbox_id, sink in found:
-        accepted.setdefault(outbox_id, set()).add(sink)
-    return [
-        OutboxItem(
-            r.id,
-            _message(r, firing=r.state == FIRING),
-            frozenset(accepted.get(r.id, ())),
-            r.attempt_count,
-            r.created_at,
-            r.delivered_at,
-        )
-        for r in rows
-    ]
-
-
-def _message(row: Any, *, firing: bool) -> AlertMessage:
-    """An AlertMessage from an outbox row or an alert state row (same column names)."""
-    return AlertMessage(
-        alert=row.alert,
-        policy_version=row.policy_version,
-        firing=firing,
-        window_key=row.window_key,
-        starts_at_us=row.starts_at_us,
-        ends_at_us=None if firing else row.ends_at_us,
-        labels=json.loads(row.labels),
-        annotations=json.loads(row.annotations),
-    )
+    return insert_ignore(conn, watch_outbox, row, OUTBOX_KEY)
 
 
 def _checkpoint(conn: Connection) -> int | None:
     w = watch_windows.c
     newest = conn.scalar(select(func.max(w.end_us)).where(w.completed_at.is_not(None)))
     return None if newest is None else int(newest)
-
-
-def _oldest_undelivered(conn: Connection) -> int | None:
-    o = watch_outbox.c
-    oldest = conn.scalar(select(func.min(o.created_at)).where(o.delivered_at.is_(None)))
-    return None if oldest is None else int(oldest)
 
 
 def _json(mapping: Mapping[str, str]) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mainframe.clock import MICROS, Clock, to_us
-from mainframe.store.watch_state import OutboxItem, Resend, WatchStore
+from mainframe.store.watch_outbox import OutboxItem, Resend
+from mainframe.store.watch_state import WatchStore
 from mainframe.watch.ports import DeliveryError, NoTelemetry, Sink, Telemetry
 
 # How long a claimed batch is this relay's before another may retry it; longer than a pass
