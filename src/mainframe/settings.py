@@ -6,6 +6,14 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./mainframe.db"
+SUPPORTED_URL_PREFIXES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
+
+
+def check_database_url(url: str) -> str:
+    """The URL unchanged if Mainframe can open it; ValueError (for settings) otherwise."""
+    if not url.startswith(SUPPORTED_URL_PREFIXES):
+        raise ValueError("must start with sqlite:// or postgresql://")
+    return url
 
 
 class Settings(BaseSettings):
@@ -36,6 +44,4 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:
-        if not value.startswith(("sqlite://", "postgresql://", "postgresql+psycopg://")):
-            raise ValueError("must start with sqlite:// or postgresql://")
-        return value
+        return check_database_url(value)

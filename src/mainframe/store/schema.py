@@ -3,6 +3,8 @@ so the same SQL compares and orders them on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -19,6 +21,12 @@ from sqlalchemy import (
 )
 
 metadata = MetaData()
+
+
+def partial(where: str) -> dict[str, Any]:
+    """Index options for a partial index with the same predicate on both databases."""
+    return {"postgresql_where": text(where), "sqlite_where": text(where)}
+
 
 # SQLite only aliases the rowid for exactly "INTEGER PRIMARY KEY"; BigInteger keeps 64 bits on PG.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -89,31 +97,27 @@ scans = Table(
         "endpoint_id",
         "created_at",
         "id",
-        postgresql_where=text("status = 'QUEUED'"),
-        sqlite_where=text("status = 'QUEUED'"),
+        **partial("status = 'QUEUED'"),
     ),
     Index(
         "ix_scans_pending_lease",
         "endpoint_id",
         "lease_expires_at",
-        postgresql_where=text("status = 'PENDING'"),
-        sqlite_where=text("status = 'PENDING'"),
+        **partial("status = 'PENDING'"),
     ),
     Index("ix_scans_listing", "endpoint_id", "status", "id"),
     Index(
         "ix_scans_quarantined",
         "endpoint_id",
         "id",
-        postgresql_where=text("status = 'QUARANTINED'"),
-        sqlite_where=text("status = 'QUARANTINED'"),
+        **partial("status = 'QUARANTINED'"),
     ),
     Index(
         "ix_scans_dead_letters",
         "endpoint_id",
         "dead_lettered_at",
         "id",
-        postgresql_where=text("dead_lettered_at IS NOT NULL"),
-        sqlite_where=text("dead_lettered_at IS NOT NULL"),
+        **partial("dead_lettered_at IS NOT NULL"),
     ),
     # Resubmitting a live (endpoint, name, version, kind) returns the existing scan.
     Index(
@@ -123,8 +127,7 @@ scans = Table(
         "version",
         "kind",
         unique=True,
-        postgresql_where=text("status IN ('QUARANTINED', 'QUEUED', 'PENDING')"),
-        sqlite_where=text("status IN ('QUARANTINED', 'QUEUED', 'PENDING')"),
+        **partial("status IN ('QUARANTINED', 'QUEUED', 'PENDING')"),
     ),
 )
 

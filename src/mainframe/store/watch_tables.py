@@ -20,7 +20,7 @@ from sqlalchemy import (
     text,
 )
 
-from mainframe.store.schema import Id, metadata
+from mainframe.store.schema import Id, metadata, partial
 
 # One row per window the watcher has tried: its lease (owner + expiry, taken by compare-and-set)
 # and, once a complete observation arrived, its counts. The checkpoint is the newest end_us of
@@ -103,8 +103,7 @@ watch_outbox = Table(
     Index(
         "ix_watch_outbox_undelivered",
         "id",
-        postgresql_where=text("delivered_at IS NULL"),
-        sqlite_where=text("delivered_at IS NULL"),
+        **partial("delivered_at IS NULL"),
     ),
 )
 

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from mainframe.settings import check_database_url
 from mainframe.watch.policies import DeliveryPolicy, ObserverPolicy
 from mainframe.watch.sinks import check_labels, parse_secrets
 
@@ -207,9 +208,7 @@ class WatchConfig(_Strict):
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:
-        if not value.startswith(("sqlite://", "postgresql://", "postgresql+psycopg://")):
-            raise ValueError("must start with sqlite:// or postgresql://")
-        return value
+        return check_database_url(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
