@@ -46,10 +46,11 @@ class Reporting(StoreBase):
         endpoint_id, endpoint = _worker_endpoint(principal)
         now = self.now()
         out: list[ItemOutcome] = []
+        history: list[dict[str, Any]] = []
         with self.transaction() as (conn, events):
             for scan_id, report in items:
                 closed = self._close(
-                    conn, scan_id, endpoint_id, endpoint, principal.name, report, now
+                    conn, scan_id, endpoint_id, endpoint, principal.name, report, now, history
                 )
                 if closed is not None:
                     events.extend(closed[1])
@@ -59,6 +60,7 @@ class Reporting(StoreBase):
                     conn, principal, scan_id, report.attempt, report.assignment_id, events
                 )
                 out.append(ItemOutcome(scan_id, None, rejected))
+            results.write_history(conn, history)
         return self._revoked_check(principal, out)
 
     def _close(
@@ -70,6 +72,7 @@ class Reporting(StoreBase):
         worker: str | None,
         report: Report,
         now: int,
+        history: list[dict[str, Any]] | None = None,
     ) -> tuple[ScanRecord, list[Event]] | None:
         """Close the attempt `report` names, if `worker` (None: anyone) still holds it."""
         holder = results.Holder(scan_id, endpoint_id, worker, report.attempt, report.assignment_id)
@@ -80,6 +83,7 @@ class Reporting(StoreBase):
             endpoint=endpoint,
             now=now,
             max_attempts=self.budget.max_attempts,
+            history=history,
         )
 
     def _reject(

@@ -172,8 +172,12 @@ def close_attempt(
     endpoint: str,
     now: int,
     max_attempts: int,
+    history: list[dict[str, Any]] | None = None,
 ) -> tuple[ScanRecord, list[Event]] | None:
-    """Apply a report to the attempt `holder` names; None when it no longer holds it."""
+    """Apply a report to the attempt `holder` names; None when it no longer holds it.
+
+    The closed attempt's history row is written at once, or appended to `history` for the
+    caller to write with `write_history` (one statement for a whole batch)."""
     attempt = report.attempt if report.attempt is not None else 1
     settlement = settle(
         outcome=report.outcome,
@@ -189,22 +193,29 @@ def close_attempt(
         return None
     scan = scan_from_row(row, endpoint)
     seq = scan.attempt_base + scan.attempt_count
-    conn.execute(
-        _INSERT_ATTEMPT,
-        {
-            "scan_id": scan.id,
-            "seq": seq,
-            "attempt": scan.attempt_count,
-            "assignment_id": scan.assignment_id,
-            "worker": scan.worker,
-            "leased_at": scan.leased_at,
-            "closed_at": now,
-            "outcome": settlement.attempt_outcome.value,
-            "summary": report.summary,
-            "artifact": report.artifact,
-        },
-    )
+    closed = {
+        "scan_id": scan.id,
+        "seq": seq,
+        "attempt": scan.attempt_count,
+        "assignment_id": scan.assignment_id,
+        "worker": scan.worker,
+        "leased_at": scan.leased_at,
+        "closed_at": now,
+        "outcome": settlement.attempt_outcome.value,
+        "summary": report.summary,
+        "artifact": report.artifact,
+    }
+    if history is None:
+        write_history(conn, [closed])
+    else:
+        history.append(closed)
     return scan, _settlement_events(scan, settlement, report, now, seq)
+
+
+def write_history(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert closed attempts' history rows (executemany for a batch)."""
+    if rows:
+        conn.execute(_INSERT_ATTEMPT, rows)
 
 
 def _settlement_events(
