@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -19,3 +21,11 @@ def required_binary(name: str, *, package: str, path: str | None = None) -> str:
             pytest.fail(f"{name} is required in CI (Debian package {package})")
         pytest.skip(f"{name} not installed (apt-get install {package})")
     return found
+
+
+def promtool(*args: str, cwd: Path | None = None) -> str:
+    """Run promtool (skip/fail as above), assert it succeeded, and return its stdout."""
+    binary = required_binary("promtool", package="prometheus")
+    done = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

@@ -3,39 +3,21 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from tests.tools import required_binary
+from tests.tools import promtool
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
-def _promtool() -> str:
-    return required_binary("promtool", package="prometheus")
-
-
 def test_alert_rules_are_valid() -> None:
-    done = subprocess.run(
-        [_promtool(), "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 rules found" in done.stdout
+    stdout = promtool("check", "rules", str(DEPLOY / "prometheus" / "alerts.yml"))
+    assert "4 rules found" in stdout
 
 
 def test_alert_rules_fire_and_stay_silent_as_specified() -> None:
-    done = subprocess.run(
-        [_promtool(), "test", "rules", "alerts_test.yml"],
-        cwd=DEPLOY / "prometheus",
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS" in done.stdout
+    stdout = promtool("test", "rules", "alerts_test.yml", cwd=DEPLOY / "prometheus")
+    assert "SUCCESS" in stdout
 
 
 def test_every_alert_has_a_runbook_section() -> None:

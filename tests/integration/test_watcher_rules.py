@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -13,35 +12,21 @@ from prometheus_client.parser import text_string_to_metric_families
 from mainframe.watch.observations import PollClass
 from mainframe.watch.telemetry import DELIVERY_OUTCOMES, PrometheusTelemetry
 from mainframe.watch.windows import Window
-from tests.tools import required_binary
+from tests.tools import promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "watcher_alerts.yml"
 ALERTS = 5
 
 
-def _promtool() -> str:
-    return required_binary("promtool", package="prometheus")
-
-
 def test_watcher_rules_are_valid() -> None:
-    done = subprocess.run(
-        [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{ALERTS} rules found" in done.stdout
+    stdout = promtool("check", "rules", str(RULES))
+    assert f"{ALERTS} rules found" in stdout
 
 
 def test_watcher_rules_fire_and_stay_silent_at_their_boundaries() -> None:
-    done = subprocess.run(
-        [_promtool(), "test", "rules", "watcher_alerts_test.yml"],
-        cwd=RULES.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS" in done.stdout
+    stdout = promtool("test", "rules", "watcher_alerts_test.yml", cwd=RULES.parent)
+    assert "SUCCESS" in stdout
 
 
 def test_every_watcher_alert_has_a_runbook_section_and_a_test() -> None:
