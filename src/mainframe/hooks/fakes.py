@@ -1,6 +1,7 @@
-"""Fakes beside the transport's ports, for tests: a scripted resolver, and a network backend
-that refuses to open any socket that is not to loopback, so a test of a refused address
-cannot send a packet off the machine even when the code under test is wrong."""
+"""Fakes beside the dispatcher's ports, for tests: an in-memory hook book, a scripted
+resolver, and a network backend that refuses to open any socket that is not to loopback, so
+a test of a refused address cannot send a packet off the machine even when the code under
+test is wrong."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import httpcore
+
+from mainframe.store.hooks import HookTarget
 
 
 class FakeResolver:
@@ -61,3 +64,43 @@ class LoopbackOnlyNetwork(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)
+
+
+class MemoryHookBook:
+    """The dispatcher's store calls over dicts, with the store's disabling rule."""
+
+    def __init__(self, targets: Sequence[HookTarget]) -> None:
+        self.hooks = {t.hook_id: t for t in targets}
+        self.disabled: dict[int, str] = {}
+        self.failures = dict.fromkeys(self.hooks, 0)
+        self.attempts: list[tuple[int, int, bool]] = []  # (endpoint id, at, failed)
+        self.delivered_at: dict[int, int] = {}
+
+    def targets(self, endpoint_id: int) -> list[HookTarget]:
+        return [
+            t
+            for t in self.hooks.values()
+            if t.endpoint_id == endpoint_id and t.hook_id not in self.disabled
+        ]
+
+    def record_attempt(self, endpoint_id: int, *, at_us: int, failed: bool) -> None:
+        self.attempts.append((endpoint_id, at_us, failed))
+
+    def record_notification(
+        self, hook_id: int, *, delivered: bool, at_us: int, disable_after: int
+    ) -> bool:
+        if delivered:
+            self.failures[hook_id] = 0
+            self.delivered_at[hook_id] = at_us
+            return False
+        self.failures[hook_id] = self.failures.get(hook_id, 0) + 1
+        if self.failures[hook_id] >= disable_after and hook_id not in self.disabled:
+            self.disabled[hook_id] = "consecutive_failures"
+            return True
+        return False
+
+    def disable(self, hook_id: int, *, reason: str) -> bool:
+        if hook_id in self.disabled:
+            return False
+        self.disabled[hook_id] = reason
+        return True

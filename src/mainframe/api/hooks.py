@@ -1,0 +1,122 @@
+"""The owner's hook routes under an endpoint: create, list, delete, rotate, enable."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from mainframe.api.deps import OwnerDep, Runtime, RuntimeDep, owner_id
+from mainframe.api.jobs import REFUSALS
+from mainframe.api.responses import JSON
+from mainframe.api.schemas import Label, Strict
+from mainframe.hooks import manage
+from mainframe.hooks.targets import MAX_URL_LENGTH
+
+router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
+EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
+HookIdPath = Annotated[int, Path(ge=1, le=2**62, description="The hook's id.")]
+
+
+class HookCreate(Strict):
+    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH)]
+    queue: Label | None = Field(default=None, description="Only this queue; null for every one.")
+    rate_per_minute: Annotated[int, Field(ge=1, le=6000)] = 120
+
+
+class HookPublic(BaseModel):
+    hook_id: int
+    endpoint: str
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    enabled: bool
+    disabled_reason: str | None
+    created_at: str
+    consecutive_failures: int
+    last_delivery_at: str | None
+
+
+class HookCreated(BaseModel):
+    hook_id: int
+    endpoint: str
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    enabled: bool
+    disabled_reason: str | None
+    created_at: str
+    secret: str = Field(description="whsec_…: shown only here and in the rotate reply.")
+
+
+class HookList(BaseModel):
+    hooks: list[HookPublic]
+
+
+class HookRotated(BaseModel):
+    hook_id: int
+    secret: str
+    previous_valid_until: str
+
+
+def _changed(rt: Runtime, endpoint_id: int) -> None:
+    # This process sees the change at once; other processes within their cache's second.
+    if rt.dispatcher is not None:
+        rt.dispatcher.forget(endpoint_id)
+
+
+@router.post("", status_code=201, response_model=HookCreated, responses=REFUSALS)
+async def create_hook(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, body: HookCreate
+) -> JSON:
+    """Add a hook to the endpoint (at most five); the reply carries its signing secret."""
+    view, secret = await rt.run(
+        manage.create,
+        rt.store.hooks,
+        rt.settings,
+        owner_id(owner),
+        name,
+        url=body.url,
+        queue=body.queue,
+        rate_per_minute=body.rate_per_minute,
+    )
+    _changed(rt, view.endpoint_id)
+    return JSON(manage.created(view, secret), status_code=201)
+
+
+@router.get("", response_model=HookList, responses=REFUSALS)
+async def list_hooks(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+    """The endpoint's hooks with their failure bookkeeping; never a secret."""
+    views = await rt.run(rt.store.hooks.listing, owner_id(owner), name)
+    return JSON({"hooks": [manage.public(view) for view in views]})
+
+
+@router.delete("/{hook_id}", status_code=204, responses=REFUSALS)
+async def delete_hook(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
+) -> Response:
+    """Remove a hook."""
+    _changed(rt, await rt.run(rt.store.hooks.delete, owner_id(owner), name, hook_id))
+    return Response(status_code=204)
+
+
+@router.post("/{hook_id}/rotate", response_model=HookRotated, responses=REFUSALS)
+async def rotate_hook(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
+) -> JSON:
+    """A new signing secret; the previous one also signs until `previous_valid_until`."""
+    done = await rt.run(manage.rotate, rt.store.hooks, owner_id(owner), name, hook_id)
+    _changed(rt, done.endpoint_id)
+    return JSON(manage.rotation(done))
+
+
+@router.post("/{hook_id}/enable", response_model=HookPublic, responses=REFUSALS)
+async def enable_hook(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
+) -> JSON:
+    """Turn a disabled hook back on, its failure count reset."""
+    view = await rt.run(rt.store.hooks.enable, owner_id(owner), name, hook_id)
+    _changed(rt, view.endpoint_id)
+    return JSON(manage.public(view))
