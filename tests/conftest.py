@@ -14,6 +14,8 @@ from sqlalchemy.exc import OperationalError
 
 from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.watch.database import create_watch_engine
+from mainframe.watch.migrate import upgrade as upgrade_watch
 
 PG_ADMIN_URL = os.environ.get("MAINFRAME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 # Unique per test session, so two sessions on one server never drop each other's template.
@@ -94,5 +96,32 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         return
     request.getfixturevalue("pg_template")  # skips or fails the same way when PG is absent
     name = fresh_pg_database(None)
+    yield _pg_url(name)
+    drop_pg_database(name)
+
+
+@pytest.fixture(scope="session")
+def watch_pg_template(pg_template: str) -> Iterator[str]:
+    """A PostgreSQL database holding only the watcher's tables, at the watcher's head.
+    (It asks for `pg_template` to skip or fail the same way when PostgreSQL is absent.)"""
+    name = fresh_pg_database(None)
+    engine = create_watch_engine(_pg_url(name))
+    upgrade_watch(engine)
+    engine.dispose()
+    yield name
+    drop_pg_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def watch_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A watcher's database at the watcher's head (its own chain, not the server's)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'watch.db'}"
+        engine = create_watch_engine(url)
+        upgrade_watch(engine)
+        engine.dispose()
+        yield url
+        return
+    name = fresh_pg_database(request.getfixturevalue("watch_pg_template"))
     yield _pg_url(name)
     drop_pg_database(name)

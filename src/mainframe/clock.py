@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol, overload
 
 MICROS = 1_000_000
+# How much of the second rfc3339 renders: always six digits, none, or six when not zero.
+Precision = Literal["microseconds", "seconds", "auto"]
 
 
 class Clock(Protocol):
@@ -37,11 +39,19 @@ def to_us(seconds: float) -> int:
     return round(seconds * MICROS)
 
 
-def rfc3339(us: int | None) -> str | None:
-    """Render stored microseconds as RFC 3339 UTC with microsecond precision."""
+@overload
+def rfc3339(us: int, *, precision: Precision = "microseconds") -> str: ...
+@overload
+def rfc3339(us: int | None, *, precision: Precision = "microseconds") -> str | None: ...
+def rfc3339(us: int | None, *, precision: Precision = "microseconds") -> str | None:
+    """Render stored microseconds as RFC 3339 UTC (`2026-09-27T10:14:00.000000Z`), the one
+    formatter of server and watcher. `precision` "seconds" drops the fraction (window keys);
+    "auto" keeps it only when the instant has one (the watcher's query parameters)."""
     if us is None:
         return None
     seconds, micros = divmod(us, MICROS)
-    stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+    stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros, tzinfo=None)
+    if precision == "auto":
+        precision = "microseconds" if micros else "seconds"
     # isoformat pads the year to four digits, which strftime("%Y") does not on Linux.
-    return stamp.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return stamp.isoformat(timespec=precision) + "Z"

@@ -14,14 +14,19 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import inspect
 
 from mainframe.clock import MICROS, FakeClock
 from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
 from mainframe.store.schema import endpoints
-from mainframe.watch.command import build_watcher, open_watch_store
+from mainframe.watch import tables
+from mainframe.watch.command import build_watcher
 from mainframe.watch.config import load_config
+from mainframe.watch.database import create_watch_engine
+from mainframe.watch.migrate import VERSION_TABLE, current_revision, head_revision
 from mainframe.watch.observations import PollClass
+from mainframe.watch.state import WatchStore
 from tests.serverproc import ServerProcess, cli, free_port
 from tests.tools import required_binary
 
@@ -202,7 +207,11 @@ port = 0
     assert all(record["event"] != "unhandled_error" for record in server.log_events())
 
 
-def test_watch_command_runs_one_pass_from_a_config_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("empty_database_url", ["sqlite", "postgresql"], indirect=True)
+def test_watch_command_runs_one_pass_from_a_config_file(
+    tmp_path: Path, empty_database_url: str
+) -> None:
+    # The watcher's database starts empty: `mainframe watch` migrates it with its own chain.
     url = f"sqlite:///{tmp_path / 'mainframe.db'}"
     engine = create_store_engine(url)
     upgrade(engine)
@@ -212,7 +221,7 @@ def test_watch_command_runs_one_pass_from_a_config_file(tmp_path: Path) -> None:
     with ServerProcess(url, tmp_path) as server:
         config = tmp_path / "watch.toml"
         config.write_text(f"""
-database_url = "sqlite:///{tmp_path / "watch.db"}"
+database_url = "{empty_database_url}"
 settle_seconds = 1
 lookback_seconds = 180
 [source]
@@ -235,8 +244,11 @@ port = 0
             check=False,
         )
     assert done.returncode == 0, done.stderr
-    store = open_watch_store(f"sqlite:///{tmp_path / 'watch.db'}")
+    engine = create_watch_engine(empty_database_url)
     try:
-        assert store.checkpoint() is not None, "closed windows of zeros are complete"
+        assert current_revision(engine) == head_revision()
+        found = set(inspect(engine).get_table_names())
+        assert found == set(tables.metadata.tables) | {VERSION_TABLE}, "none of the server's"
+        assert WatchStore(engine).checkpoint() is not None, "closed windows of zeros are complete"
     finally:
-        store.engine.dispose()
+        engine.dispose()

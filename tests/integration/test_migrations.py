@@ -1,16 +1,40 @@
 """The schema history: from empty to head matches the declared tables, and the attempt-tracking
-boundary turns existing PENDING scans into their first tracked assignment."""
+boundary turns existing PENDING scans into their first tracked assignment. The watcher's own
+chain: from empty, and adopting the tables the server's revision 0005 once created."""
 
 from __future__ import annotations
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, column, insert, select, table
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Engine,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    column,
+    insert,
+    inspect,
+    select,
+    table,
+    text,
+)
 
 from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import current_revision, head_revision, upgrade
 from mainframe.store.schema import attempts, metadata, scans
+from mainframe.watch import migrate as watch_migrate
+from mainframe.watch import tables as watch_tables
+from mainframe.watch.database import create_watch_engine
+from mainframe.watch.state import WatchStore
 
 BOTH = pytest.mark.parametrize("empty_database_url", ["sqlite", "postgresql"], indirect=True)
 NOW = 1_790_000_000_000_000
@@ -132,4 +156,171 @@ def test_budget_is_enforced_from_the_boundary(empty_database_url: str) -> None:
     assert store.reap() == 1, "only the migrated scan has spent its budget of 2"
     [again] = store.lease(worker, 10)
     assert (again.name, again.attempt) == ("queued", 2)
+    engine.dispose()
+
+
+# --- the watcher's own chain ---------------------------------------------------------------
+# Its tables live beside the server's or alone, recorded in their own version table.
+
+LEGACY = MetaData()
+# The watcher's tables exactly as the server's revision 0005 created them before the move
+# (frozen here: the declared tables in mainframe.watch.tables may change after it).
+_LEGACY_ID = BigInteger().with_variant(Integer(), "sqlite")
+_UNDELIVERED = text("delivered_at IS NULL")
+Table(
+    "watch_windows",
+    LEGACY,
+    Column("window_key", String(64), primary_key=True),
+    Column("start_us", BigInteger, nullable=False),
+    Column("length_s", Integer, nullable=False),
+    Column("end_us", BigInteger, nullable=False),
+    Column("lease_owner", String(200)),
+    Column("lease_expires_at", BigInteger),
+    Column("polls", Integer, nullable=False, server_default=text("0")),
+    Column("last_class", String(32)),
+    Column("completed_at", BigInteger),
+    Column("attempts", BigInteger),
+    Column("failures", BigInteger),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Index("ix_watch_windows_end", "end_us"),
+)
+Table(
+    "watch_polls",
+    LEGACY,
+    Column("id", _LEGACY_ID, primary_key=True, autoincrement=True),
+    Column("window_key", String(64), ForeignKey("watch_windows.window_key"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("owner", String(200), nullable=False),
+    Column("poll_class", String(32), nullable=False),
+    Column("status", Integer),
+    Column("detail", Text),
+    Column("polled_at", BigInteger, nullable=False),
+    Index("ix_watch_polls_window", "window_key", "id"),
+    Index("ix_watch_polls_class", "poll_class", "id"),
+)
+Table(
+    "watch_alerts",
+    LEGACY,
+    Column("alert", String(100), primary_key=True),
+    Column("policy_version", String(64), nullable=False),
+    Column("firing", Boolean, nullable=False),
+    Column("as_of_us", BigInteger),
+    Column("window_key", String(64)),
+    Column("starts_at_us", BigInteger),
+    Column("ends_at_us", BigInteger),
+    Column("labels", Text, nullable=False, server_default=text("'{}'")),
+    Column("annotations", Text, nullable=False, server_default=text("'{}'")),
+    Column("changed_at", BigInteger),
+    Column("resent_at", BigInteger),
+    Column("updated_at", BigInteger, nullable=False),
+)
+Table(
+    "watch_outbox",
+    LEGACY,
+    Column("id", _LEGACY_ID, primary_key=True, autoincrement=True),
+    Column("alert", String(100), nullable=False),
+    Column("policy_version", String(64), nullable=False),
+    Column("window_key", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("starts_at_us", BigInteger, nullable=False),
+    Column("ends_at_us", BigInteger),
+    Column("labels", Text, nullable=False),
+    Column("annotations", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("delivered_at", BigInteger),
+    Column("attempt_count", Integer, nullable=False, server_default=text("0")),
+    Column("claim_expires_at", BigInteger),
+    Column("last_error", Text),
+    UniqueConstraint("alert", "policy_version", "window_key", "state", name="uq_watch_outbox_key"),
+    Index(
+        "ix_watch_outbox_undelivered",
+        "id",
+        postgresql_where=_UNDELIVERED,
+        sqlite_where=_UNDELIVERED,
+    ),
+)
+Table(
+    "watch_outbox_sinks",
+    LEGACY,
+    Column("outbox_id", _LEGACY_ID, ForeignKey("watch_outbox.id"), primary_key=True),
+    Column("sink", String(100), primary_key=True),
+    Column("delivered_at", BigInteger, nullable=False),
+)
+
+
+def _watch_diff(engine: Engine) -> list[object]:
+    """Autogenerate's diff of the watcher's declared tables against the database, seen the
+    way the watcher's chain sees it: its own version table, none of the server's tables."""
+    with engine.connect() as conn:
+        opts = {
+            "compare_type": True,
+            "version_table": watch_migrate.VERSION_TABLE,
+            "include_name": watch_migrate.is_watch_table,
+        }
+        context = MigrationContext.configure(conn, opts=opts)
+        return list(compare_metadata(context, watch_tables.metadata))
+
+
+@BOTH
+def test_watcher_chain_from_empty_matches_the_watchers_declared_tables(
+    empty_database_url: str,
+) -> None:
+    engine = create_watch_engine(empty_database_url)
+    watch_migrate.upgrade(engine)
+    assert watch_migrate.current_revision(engine) == watch_migrate.head_revision()
+    assert _watch_diff(engine) == []
+    found = set(inspect(engine).get_table_names())
+    assert found == set(watch_tables.metadata.tables) | {watch_migrate.VERSION_TABLE}
+    assert current_revision(engine) is None, "the server's chain is not involved"
+    watch_migrate.upgrade(engine)  # idempotent at head
+    engine.dispose()
+
+
+@BOTH
+def test_watcher_chain_adopts_the_tables_left_by_the_old_server_0005(
+    empty_database_url: str,
+) -> None:
+    server = create_store_engine(empty_database_url)
+    upgrade(server, revision="0005")
+    with server.begin() as conn:
+        LEGACY.create_all(conn)  # what 0005 created before the tables moved
+        windows, outbox = LEGACY.tables["watch_windows"], LEGACY.tables["watch_outbox"]
+        conn.execute(
+            insert(windows).values(
+                window_key="2026-09-27T10:14:00Z/60s",
+                start_us=NOW,
+                length_s=60,
+                end_us=NOW + 60_000_000,
+                completed_at=NOW + 90_000_000,
+                attempts=100,
+                failures=60,
+                polls=1,
+                created_at=NOW,
+                updated_at=NOW,
+            )
+        )
+        conn.execute(
+            insert(outbox).values(
+                alert="delivery_failure",
+                policy_version="d1",
+                window_key="2026-09-27T10:14:00Z/60s",
+                state="firing",
+                starts_at_us=NOW,
+                labels="{}",
+                annotations="{}",
+                created_at=NOW,
+            )
+        )
+    server.dispose()
+
+    engine = create_watch_engine(empty_database_url)
+    watch_migrate.upgrade(engine)
+    assert watch_migrate.current_revision(engine) == watch_migrate.head_revision()
+    assert current_revision(engine) == "0005", "the server's revision is left as it was"
+    assert _watch_diff(engine) == []
+    store = WatchStore(engine)
+    assert store.checkpoint() == NOW + 60_000_000, "the watcher's state survives the move"
+    [item] = store.outbox()
+    assert item.message.alert == "delivery_failure" and item.delivered_at is None
     engine.dispose()

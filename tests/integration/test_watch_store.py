@@ -11,11 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import Engine
 
-from mainframe.store.engine import create_store_engine
-from mainframe.store.watch_state import AlertUpdate, WatchStore
+from mainframe.clock import MICROS
+from mainframe.watch.database import create_watch_engine
 from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import AlertState
-from mainframe.watch.windows import MICROS, Window
+from mainframe.watch.state import AlertUpdate, WatchStore
+from mainframe.watch.windows import Window
 
 T = 1_790_000_040 * MICROS
 LEASE = 30 * MICROS
@@ -23,11 +24,11 @@ W1, W2 = Window(T - 120 * MICROS, 60), Window(T - 60 * MICROS, 60)
 
 
 @pytest.fixture
-def engines(database_url: str) -> Iterator[Callable[[], Engine]]:
+def engines(watch_database_url: str) -> Iterator[Callable[[], Engine]]:
     made: list[Engine] = []
 
     def make() -> Engine:
-        made.append(create_store_engine(database_url))
+        made.append(create_watch_engine(watch_database_url))
         return made[-1]
 
     yield make

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mainframe.clock import MICROS
 from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import (
     AlertState,
@@ -21,7 +22,7 @@ from mainframe.watch.policies import (
     advance,
     changed,
 )
-from mainframe.watch.windows import BACKOFF_CAP_SECONDS, MICROS, Window, closed_windows, retry_delay
+from mainframe.watch.windows import BACKOFF_CAP_SECONDS, Window, closed_windows, retry_delay
 
 T = 1_790_000_040 * MICROS  # a minute boundary
 NOW = datetime.fromtimestamp(T / MICROS, tz=UTC)

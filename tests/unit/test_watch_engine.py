@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from mainframe.clock import FakeClock
-from mainframe.store.engine import create_store_engine
-from mainframe.store.migrate import upgrade
-from mainframe.store.watch_state import AlertUpdate, Completed, WatchStore
+from mainframe.clock import MICROS, FakeClock
+from mainframe.watch.database import create_watch_engine
 from mainframe.watch.engine import DELIVERY_ALERT, Engine
+from mainframe.watch.migrate import upgrade
 from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import AlertState, DeliveryPolicy, ObserverPolicy
 from mainframe.watch.ports import AlertMessage, DeliveryError
 from mainframe.watch.relay import Relay
-from mainframe.watch.windows import MICROS, Window
+from mainframe.watch.state import AlertUpdate, Completed, WatchStore
+from mainframe.watch.windows import Window
 
 T = 1_790_000_040 * MICROS  # a minute boundary
 WINDOW_S, SETTLE_S, LEASE_S = 60, 5.0, 120.0
@@ -156,7 +156,7 @@ class World:
 
     def other_store(self) -> CrashingStore:
         """The same database through its own engine, as a second process would see it."""
-        engine = create_store_engine(self.url)
+        engine = create_watch_engine(self.url)
         self.engines.append(engine)
         return CrashingStore(engine)
 
@@ -202,7 +202,7 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     url = f"sqlite:///{tmp_path / 'watch.db'}"
-    engine = create_store_engine(url)
+    engine = create_watch_engine(url)
     upgrade(engine)
     clock = FakeClock(T + 10 * MICROS)
     found = World(url, clock, CrashingStore(engine), Sleeper(clock), RecordingTelemetry())

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
 import pytest
 
+from mainframe.clock import MICROS, rfc3339
 from mainframe.watch.observations import Counts, Observation, PollClass
-from mainframe.watch.sources import (
-    MAX_RESPONSE_BYTES,
-    MainframeSource,
-    PrometheusSource,
-    rfc3339_seconds,
-)
+from mainframe.watch.sources import MAX_RESPONSE_BYTES, MainframeSource, PrometheusSource
 from mainframe.watch.windows import Window
 
 WINDOW = Window.from_key("2026-09-27T10:14:00Z/60s")
@@ -51,8 +48,28 @@ def answer(status: int, body: Any = None, **kwargs: Any) -> Handler:
 
 
 def test_window_bounds_are_rendered_as_rfc3339() -> None:
-    assert rfc3339_seconds(WINDOW.start_us) == START
-    assert rfc3339_seconds(WINDOW.start_us + 5) == "2026-09-27T10:14:00.000005Z"
+    assert rfc3339(WINDOW.start_us, precision="auto") == START
+    assert rfc3339(WINDOW.start_us + 5, precision="auto") == "2026-09-27T10:14:00.000005Z"
+
+
+def test_years_before_1000_are_padded_in_the_window_key_and_the_query() -> None:
+    # strftime("%Y") renders year 999 as "999" on Linux; RFC 3339 wants four digits.
+    start = datetime(999, 1, 1, tzinfo=UTC)
+    window = Window(int(start.timestamp()) * MICROS, 60)
+    assert window.key == "0999-01-01T00:00:00Z/60s"
+    assert Window.from_key(window.key) == window
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=stats(start=START, end=END))
+
+    mainframe(handle).fetch(window)
+    (request,) = seen
+    assert parse_qs(request.url.query.decode()) == {
+        "start": ["0999-01-01T00:00:00Z"],
+        "end": ["0999-01-01T00:01:00Z"],
+    }
 
 
 def test_mainframe_asks_for_the_window_with_the_owner_token() -> None:

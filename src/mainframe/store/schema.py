@@ -168,5 +168,3 @@ delivery_counts = Table(
     Column("attempts", BigInteger, nullable=False, server_default=text("0")),
     Column("failures", BigInteger, nullable=False, server_default=text("0")),
 )
-
-from mainframe.store import watch_tables  # noqa: E402, F401

@@ -18,9 +18,6 @@ from typing import Any
 
 from mainframe import logs
 from mainframe.clock import Clock, SystemClock
-from mainframe.store.engine import create_store_engine, is_sqlite
-from mainframe.store.migrate import current_revision, head_revision, upgrade
-from mainframe.store.watch_state import WatchStore
 from mainframe.watch.config import (
     AlertmanagerSinkConfig,
     ConfigError,
@@ -28,11 +25,14 @@ from mainframe.watch.config import (
     WatchConfig,
     load_config,
 )
+from mainframe.watch.database import create_watch_engine
 from mainframe.watch.engine import Engine, TickReport
+from mainframe.watch.migrate import upgrade
 from mainframe.watch.ports import Sink, Source
 from mainframe.watch.relay import Relay
 from mainframe.watch.sinks import AlertmanagerSink, WebhookSink
 from mainframe.watch.sources import MainframeSource, PrometheusSource
+from mainframe.watch.state import WatchStore
 from mainframe.watch.telemetry import PrometheusTelemetry
 
 EXIT_OK = 0
@@ -103,20 +103,11 @@ def build_sinks(config: WatchConfig, *, clock: Clock) -> list[AlertmanagerSink |
 
 
 def open_watch_store(url: str) -> WatchStore:
-    """A store at the head revision: SQLite is upgraded in place; PostgreSQL, shared by
-    several watchers, must have been upgraded once with `mainframe db upgrade`."""
-    engine = create_store_engine(url)
+    """A store whose tables are at the watcher's head revision: its own migration chain runs
+    here, on SQLite and PostgreSQL alike (several watchers starting together take turns)."""
+    engine = create_watch_engine(url)
     try:
-        if is_sqlite(url):
-            upgrade(engine)
-        elif current_revision(engine) != head_revision():
-            raise ConfigError(
-                "database_url: the PostgreSQL schema is not at head; run "
-                "`mainframe db upgrade --database-url ...` first"
-            )
-    except ConfigError:
-        engine.dispose()
-        raise
+        upgrade(engine)
     except Exception as exc:  # unreachable or unreadable database
         engine.dispose()
         first = str(exc).splitlines()[0] if str(exc) else ""

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mainframe.clock import MICROS, Clock, rfc3339, to_us
-from mainframe.store.watch_state import AlertUpdate, WatchStore
 from mainframe.watch.observations import RETRYABLE, Observation, PollClass
 from mainframe.watch.policies import DeliveryPolicy, ObserverHealth, ObserverPolicy
 from mainframe.watch.ports import AlertMessage, NoTelemetry, Source, Telemetry
+from mainframe.watch.state import AlertUpdate, WatchStore
 from mainframe.watch.windows import BACKOFF_CAP_SECONDS, Window, closed_windows, retry_delay
 
 DELIVERY_ALERT = "delivery_failure"

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mainframe.clock import MICROS, Clock, to_us
-from mainframe.store.watch_outbox import OutboxItem, Resend
-from mainframe.store.watch_state import WatchStore
+from mainframe.watch.outbox import OutboxItem, Resend
 from mainframe.watch.ports import DeliveryError, NoTelemetry, Sink, Telemetry
+from mainframe.watch.state import WatchStore
 
 # How long a claimed batch is this relay's before another may retry it; longer than a pass
 # over one batch with every sink at its HTTP timeout is expected to take.

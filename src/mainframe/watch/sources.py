@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 
 from mainframe import __version__
+from mainframe.clock import MICROS, rfc3339
 from mainframe.watch.observations import Observation, PollClass
-from mainframe.watch.windows import MICROS, Window
+from mainframe.watch.windows import Window
 
 # Largest response body read; anything bigger is refused unread as MALFORMED. A stats answer
 # is ~150 bytes and an aggregated Prometheus vector a few KiB.
@@ -31,13 +32,6 @@ RETRY_HEADERS = frozenset({"retry-after", "ratelimit", "ratelimit-policy", "rate
 # Longest detail text kept on an observation (it is logged and stored, never a label).
 MAX_DETAIL = 200
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def rfc3339_seconds(us: int) -> str:
-    """`2026-09-27T10:14:00Z`, with a fraction only when the instant has one."""
-    stamp = datetime.fromtimestamp(us // MICROS, tz=UTC).replace(microsecond=us % MICROS)
-    text = stamp.strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{text}.{us % MICROS:06d}Z" if us % MICROS else f"{text}Z"
 
 
 class _Http:
@@ -163,7 +157,10 @@ class MainframeSource:
         self._http = _Http(client, timeout)
 
     def fetch(self, window: Window) -> Observation:
-        params = {"start": rfc3339_seconds(window.start_us), "end": rfc3339_seconds(window.end_us)}
+        params = {
+            "start": rfc3339(window.start_us, precision="auto"),
+            "end": rfc3339(window.end_us, precision="auto"),
+        }
         got = self._http.get(self._url, params, {"Authorization": f"Bearer {self._token}"})
         if isinstance(got, Observation):
             return got

@@ -19,8 +19,9 @@ from prometheus_client import (
     start_http_server,
 )
 
+from mainframe.clock import MICROS
 from mainframe.watch.observations import PollClass
-from mainframe.watch.windows import MICROS, Window
+from mainframe.watch.windows import Window
 
 # What the relay reports per attempt to deliver one alert to one sink: an outbox row
 # (delivered | failed) or the periodic re-send of a firing alert (resent | resend_failed).

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-MICROS = 1_000_000
+from mainframe.clock import MICROS, rfc3339
+
 # Ceiling of the full-jitter exponential backoff between refused polls (seed 002).
 BACKOFF_CAP_SECONDS = 60.0
 
@@ -29,8 +30,7 @@ class Window:
 
     @property
     def key(self) -> str:
-        stamp = datetime.fromtimestamp(self.start_us / MICROS, tz=UTC)
-        return f"{stamp.strftime('%Y-%m-%dT%H:%M:%SZ')}/{self.length_s}s"
+        return f"{rfc3339(self.start_us, precision='seconds')}/{self.length_s}s"
 
     @classmethod
     def containing(cls, instant_us: int, length_s: int) -> Window:

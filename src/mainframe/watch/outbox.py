@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from mainframe.store.watch_tables import watch_alerts, watch_outbox, watch_outbox_sinks
 from mainframe.watch.ports import AlertMessage
+from mainframe.watch.tables import watch_alerts, watch_outbox, watch_outbox_sinks
 
 FIRING, RESOLVED = "firing", "resolved"
 # Characters of a poll's detail kept in the log, so one odd response cannot bloat a row.

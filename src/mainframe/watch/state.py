@@ -1,6 +1,6 @@
 """The watcher's state: window leases taken by compare-and-set, the poll log, the atomic
 completion of a window with the alert changes it causes (the outbox the relay drains is in
-watch_outbox.py).
+outbox.py, the tables in tables.py).
 
 The only place watcher SQL lives. The same statements run on SQLite (BEGIN IMMEDIATE
 serialises writers) and PostgreSQL (READ COMMITTED: a conditional UPDATE re-checks its WHERE
@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, or_, select, update
 
-from mainframe.store.watch_outbox import (
+from mainframe.watch.observations import Counts, Observation, PollClass
+from mainframe.watch.outbox import (
     DETAIL_LIMIT,
     FIRING,
     RESOLVED,
@@ -24,15 +25,9 @@ from mainframe.store.watch_outbox import (
     insert_ignore,
     oldest_undelivered,
 )
-from mainframe.store.watch_tables import (
-    watch_alerts,
-    watch_outbox,
-    watch_polls,
-    watch_windows,
-)
-from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import AlertState, ObserverHealth, advance, changed
 from mainframe.watch.ports import AlertMessage
+from mainframe.watch.tables import watch_alerts, watch_outbox, watch_polls, watch_windows
 from mainframe.watch.windows import Window
 
 OUTBOX_KEY = ("alert", "policy_version", "window_key", "state")

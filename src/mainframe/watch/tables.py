@@ -1,5 +1,6 @@
-"""The watcher's tables (revision 0005): window leases and completions, the poll log, alert
-states and the alert outbox. Times are integer microseconds since the epoch, UTC.
+"""The watcher's tables, declared at the head of its own migration chain (watch/migrations):
+window leases and completions, the poll log, alert states and the alert outbox. Times are
+integer microseconds since the epoch, UTC. The server's schema knows nothing of them.
 
 One database serves one watched source: several watcher processes of the same configuration
 share it, and window keys, alert names and the outbox are not namespaced by source."""
@@ -13,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    MetaData,
     String,
     Table,
     Text,
@@ -20,7 +22,12 @@ from sqlalchemy import (
     text,
 )
 
-from mainframe.store.schema import Id, metadata, partial
+metadata = MetaData()
+
+# SQLite only aliases the rowid for exactly "INTEGER PRIMARY KEY"; BigInteger keeps 64 bits on PG.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+# The outbox's partial index, with the same predicate on both databases.
+UNDELIVERED = text("delivered_at IS NULL")
 
 # One row per window the watcher has tried: its lease (owner + expiry, taken by compare-and-set)
 # and, once a complete observation arrived, its counts. The checkpoint is the newest end_us of
@@ -103,7 +110,8 @@ watch_outbox = Table(
     Index(
         "ix_watch_outbox_undelivered",
         "id",
-        **partial("delivered_at IS NULL"),
+        postgresql_where=UNDELIVERED,
+        sqlite_where=UNDELIVERED,
     ),
 )
 
