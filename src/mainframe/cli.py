@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
+import httpx
 import typer
 from pydantic import ValidationError
 
 from mainframe import logs
 from mainframe.settings import Settings
-from mainframe.store import Store, open_store
+from mainframe.store import Store, StoreError, open_store
 from mainframe.store.accounts import NameTaken, UnknownName
 from mainframe.store.engine import create_store_engine, is_sqlite
 from mainframe.store.migrate import current_revision, head_revision, upgrade
 from mainframe.store.stats import Snapshot
 
+T = TypeVar("T")
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -27,10 +30,12 @@ db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
 owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
 endpoint_app = typer.Typer(no_args_is_help=True, help="Scanner fleets' lanes of work.")
 token_app = typer.Typer(no_args_is_help=True, help="Worker and source credentials.")
+hook_app = typer.Typer(no_args_is_help=True, help="Outbound webhooks of an endpoint.")
 app.add_typer(db_app, name="db")
 app.add_typer(owner_app, name="owner")
 app.add_typer(endpoint_app, name="endpoint")
 app.add_typer(token_app, name="token")
+app.add_typer(hook_app, name="hook")
 
 BOOTSTRAP_OWNER = "admin"
 
@@ -86,7 +91,7 @@ def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
     """Create an owner; prints its token on the last line."""
     store = ready_store(load_settings(database_url=database_url))
     try:
-        secret = store.create_owner(name)
+        secret = store.accounts.create_owner(name)
     except NameTaken as exc:
         fail(str(exc))
     typer.echo(f"owner {name!r} created; its token (shown once):")
@@ -106,7 +111,7 @@ def endpoint_create(
     """Create an endpoint owned by OWNER."""
     store = ready_store(load_settings(database_url=database_url))
     try:
-        record = store.create_endpoint(name, owner=owner, open_intake=open_intake)
+        record = store.accounts.create_endpoint(name, owner=owner, open_intake=open_intake)
     except (NameTaken, UnknownName) as exc:
         fail(str(exc))
     typer.echo(f"endpoint {record.name!r} created for owner {owner!r}")
@@ -127,7 +132,7 @@ def token_create(
     assert principal is not None
     store = ready_store(load_settings(database_url=database_url))
     try:
-        secret = store.create_token(endpoint=endpoint, role=role, principal=principal)
+        secret = store.accounts.create_token(endpoint=endpoint, role=role, principal=principal)
     except (NameTaken, UnknownName) as exc:
         fail(str(exc))
     typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
@@ -141,7 +146,7 @@ def stats(
 ) -> None:
     """Print the reconciled figures (outcomes, live scans by state) from the database."""
     settings = load_settings(database_url=database_url)
-    snapshot = ready_store(settings).snapshot()
+    snapshot = ready_store(settings).listings.snapshot()
     figures = stats_figures(snapshot)
     if as_json:
         typer.echo(json.dumps(figures))
@@ -157,7 +162,7 @@ def stats_figures(snapshot: Snapshot) -> dict[str, float | int]:
         figures[f'packages_scan_outcomes{{outcome="{outcome}"}}'] = count
     for state, count in snapshot.queue.items():
         figures[f'packages_queue{{state="{state.value}"}}'] = count
-    oldest = snapshot.oldest_queued_created_at
+    oldest = snapshot.oldest_due_at
     age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
     figures["packages_oldest_queued_age_seconds"] = round(age, 3)
     return figures
@@ -181,11 +186,11 @@ def serve(
     )
     logs.configure(fmt=settings.log_format, level=settings.log_level)
     store = ready_store(settings)
-    if not store.has_owners():
-        secret = store.create_owner(BOOTSTRAP_OWNER)
+    if not store.accounts.has_owners():
+        secret = store.accounts.create_owner(BOOTSTRAP_OWNER)
         typer.echo(f"bootstrap owner {BOOTSTRAP_OWNER!r} created; its token (shown once):")
         typer.echo(secret)
-    store.engine.dispose()
+    store.dispose()
     sys.stdout.flush()
     logs.get_logger().info(
         "server_starting",
@@ -205,6 +210,44 @@ def serve(
         http="httptools",
         lifespan="on",
     )
+
+
+@app.command()
+def submit(
+    file: Annotated[Path, typer.Argument(help="JSON Lines: one {name, version, ...} per line.")],
+    url: Annotated[str, typer.Option(help="The Mainframe server's base URL.")] = (
+        "http://127.0.0.1:8000"
+    ),
+    token: Annotated[
+        str, typer.Option(help="A source or owner token.", envvar="MAINFRAME_TOKEN")
+    ] = "",
+    endpoint: Annotated[
+        str | None, typer.Option(help="The endpoint (required with an owner token).")
+    ] = None,
+) -> None:
+    """Submit every scan in FILE through the bulk route, 1,000 per request."""
+    from mainframe.client.progress import progress_bar
+    from mainframe.client.submit import SubmitError, count_lines, submit_file
+
+    if not token:
+        fail("give --token (or MAINFRAME_TOKEN): a source or owner token")
+    if not file.is_file():
+        fail(f"no such file: {file}")
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        with (
+            httpx.Client(base_url=url, headers=headers) as client,
+            progress_bar("submitting", total=count_lines(file)) as advance,
+        ):
+            tally = submit_file(client, file, endpoint=endpoint, progress=advance)
+    except (SubmitError, httpx.HTTPError) as exc:
+        fail(f"the server refused the submission: {exc}", code=1)
+    for number, detail in tally.refused[:20]:
+        typer.echo(f"line {number}: {detail}", err=True)
+    counts = ", ".join(f"{n} x {status}" for status, n in sorted(tally.statuses.items()))
+    typer.echo(f"{tally.total} lines: {counts}")
+    if tally.refused:
+        raise typer.Exit(1)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -253,6 +296,85 @@ def watch(
 
     logs.configure()
     raise typer.Exit(run_watch(config, once=once))
+
+
+HookEndpointOpt = Annotated[str, typer.Option("--endpoint", help="The endpoint's name.")]
+
+
+def _hook_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Run a hook operation, turning its refusal into one clear line."""
+    try:
+        return fn(*args, **kwargs)
+    except StoreError as exc:
+        fail(exc.detail)
+        raise AssertionError from exc  # unreachable: fail() exits
+
+
+@hook_app.command("create")
+def hook_create(
+    url: str,
+    endpoint: HookEndpointOpt,
+    queue: Annotated[str | None, typer.Option(help="Only this queue (default: every one).")] = None,
+    rate: Annotated[int, typer.Option(min=1, max=6000, help="Notifications per minute.")] = 120,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Add a hook to ENDPOINT; prints its signing secret on the last line."""
+    from mainframe.hooks import manage
+
+    settings = load_settings(database_url=database_url)
+    store = ready_store(settings)
+    view, secret = _hook_call(
+        manage.create, store.hooks, settings, None, endpoint,
+        url=url, queue=queue, rate_per_minute=rate,
+    )  # fmt: skip
+    typer.echo(f"hook {view.hook_id} on endpoint {endpoint!r} for {view.url}; secret (shown once):")
+    typer.echo(secret)
+
+
+@hook_app.command("list")
+def hook_list(endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
+    """The hooks of ENDPOINT, one row each."""
+    from mainframe.hooks import manage
+
+    store = ready_store(load_settings(database_url=database_url))
+    rows = [manage.public(v) for v in _hook_call(store.hooks.listing, None, endpoint)]
+    typer.echo(f"{'ID':>6}  {'ENABLED':<28} {'QUEUE':<12} {'RATE':>5} {'FAILS':>5}  URL")
+    for row in rows:
+        state = "yes" if row["enabled"] else f"no ({row['disabled_reason']})"
+        typer.echo(
+            f"{row['hook_id']:>6}  {state:<28} {row['queue'] or '*':<12} "
+            f"{row['rate_per_minute']:>5} {row['consecutive_failures']:>5}  {row['url']}"
+        )
+
+
+@hook_app.command("delete")
+def hook_delete(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
+    """Remove a hook."""
+    store = ready_store(load_settings(database_url=database_url))
+    _hook_call(store.hooks.delete, None, endpoint, hook_id)
+    typer.echo(f"hook {hook_id} deleted")
+
+
+@hook_app.command("rotate")
+def hook_rotate(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
+    """A new signing secret (last line); the old one signs too until the grace ends."""
+    from mainframe.clock import rfc3339
+    from mainframe.hooks import manage
+
+    store = ready_store(load_settings(database_url=database_url))
+    done = _hook_call(manage.rotate, store.hooks, None, endpoint, hook_id)
+    typer.echo(
+        f"hook {hook_id}: the previous secret signs until {rfc3339(done.previous_valid_until)}"
+    )
+    typer.echo(done.secret)
+
+
+@hook_app.command("enable")
+def hook_enable(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
+    """Turn a disabled hook back on."""
+    store = ready_store(load_settings(database_url=database_url))
+    _hook_call(store.hooks.enable, None, endpoint, hook_id)
+    typer.echo(f"hook {hook_id} enabled")
 
 
 def main() -> None:

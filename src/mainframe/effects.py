@@ -1,5 +1,5 @@
-"""The one place where committed transitions become effects: counters and log lines now,
-hook announcements once the dispatcher exists."""
+"""The one place where committed transitions become effects: counters, log lines, and hook
+announcements (handed to the dispatcher, which never blocks the caller)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mainframe.clock import rfc3339
+from mainframe.hooks import Dispatcher
 from mainframe.lifecycle.events import (
     AttemptFailed,
     EndpointRevoked,
@@ -19,16 +20,18 @@ from mainframe.lifecycle.events import (
 )
 from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
-from mainframe.store.base import Publish
+from mainframe.store.uow import Publish
 
 
-def wire(metrics: Metrics, log: Any | None = None) -> Publish:
+def wire(metrics: Metrics, log: Any | None = None, dispatcher: Dispatcher | None = None) -> Publish:
     """Build the store's after-commit publisher."""
     logger = log or get_logger()
 
     def publish(events: Sequence[Event]) -> None:
         for event in events:
             _apply(event, metrics, logger)
+        if dispatcher is not None:
+            dispatcher.offer(events)
 
     return publish
 

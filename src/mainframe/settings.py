@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./mainframe.db"
@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     max_wait_seconds: float = Field(default=86400.0, gt=0)
     # Dead letters reaped at most per job poll, so reaping never delays the lease.
     reap_per_poll: int = Field(default=100, ge=1, le=10_000)
+    # Retries wait: base seconds doubling per attempt up to the max, full jitter; 0 turns it off.
+    retry_base_seconds: float = Field(default=10.0, ge=0, le=86400)
+    retry_max_seconds: float = Field(default=600.0, ge=0, le=7 * 86400)
+    # How long a request waits for a locked SQLite file (off the event loop) before a 503.
+    busy_wait_seconds: float = Field(default=5.0, gt=0, le=60)
     # Request bodies above this are refused with 413 before they are parsed.
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     # Size of the PostgreSQL connection pool (and of the thread pool that uses it).
@@ -40,8 +45,52 @@ class Settings(BaseSettings):
     stats_burst: int = Field(default=10, ge=1)
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
+    # Hooks (docs/hooks.md). The global kill switch for every outbound announcement.
+    notify_hooks_enabled: bool = True
+    # Accept plain http:// hook URLs (development only).
+    hooks_allow_http: bool = False
+    # Comma-separated CIDRs exempt from the refused address ranges (development and tests).
+    hooks_allow_cidrs: str = ""
+    # Seconds before the second and the third attempt of a notification, each jittered ±25%.
+    hooks_backoff_seconds: str = "1,5"
+    # Events waiting for delivery in this process at most; more are dropped and counted.
+    hooks_queue_size: int = Field(default=10_000, ge=1, le=1_000_000)
+    # How long the previous secret still signs after a rotation.
+    hooks_rotation_grace_seconds: float = Field(default=86400.0, ge=0, le=30 * 86400)
+    # Fernet key(s) that encrypt hook secrets at rest, comma-separated: the first encrypts.
+    secret_key: SecretStr | None = None
 
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:
         return check_database_url(value)
+
+    # The parsers are imported when a value is checked, not at import: the store and the
+    # hooks package import this module.
+    @field_validator("hooks_allow_cidrs")
+    @classmethod
+    def _cidrs(cls, value: str) -> str:
+        from mainframe.hooks.addresses import parse_cidrs
+
+        parse_cidrs(value)
+        return value
+
+    @field_validator("hooks_backoff_seconds")
+    @classmethod
+    def _backoff(cls, value: str) -> str:
+        from mainframe.hooks.policy import parse_backoff
+
+        parse_backoff(value)
+        return value
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        from mainframe.store.hook_secrets import parse_keys
+
+        if value is not None:
+            try:
+                parse_keys(value.get_secret_value())
+            except ValueError:
+                raise ValueError("must be Fernet keys (32 url-safe base64 bytes each)") from None
+        return value

@@ -17,7 +17,7 @@ async def sweep_once(store: Store, run: StoreRunner) -> int:
     """Reap until nothing is left; return how many scans were dead-lettered."""
     total = 0
     while True:
-        reaped = await run(store.reap, limit=SWEEP_BATCH)
+        reaped = await run(store.leasing.sweep, limit=SWEEP_BATCH)
         total += reaped
         if reaped < SWEEP_BATCH:
             return total

@@ -285,7 +285,7 @@ def create_accounts(database_url: str, workers: int) -> tuple[str, str, list[str
     store = open_store(Settings(database_url=database_url))
     try:
         tokens = [
-            store.create_token(endpoint="fleet", role="worker", principal=f"w{i:02d}")
+            store.accounts.create_token(endpoint="fleet", role="worker", principal=f"w{i:02d}")
             for i in range(workers)
         ]
     finally:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
+from mainframe.api.app import create_app
 from mainframe.clock import FakeClock
+from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import Event
-from mainframe.store import Budget, Principal, Store
+from mainframe.settings import Settings
+from mainframe.store import Budget, Principal, ScanRecord, ScanSpec, Store
 from mainframe.store.engine import create_store_engine
 
 JOB_TIMEOUT = 30.0
@@ -38,7 +44,8 @@ class World:
     other_worker: Principal
 
     def submit(self, name: str = "pkg", version: str = "1.0", **kw: object) -> int:
-        scan, _ = self.store.submit(
+        scan, _ = submit_scan(
+            self.store,
             self.source,
             endpoint=None,
             queue=str(kw.get("queue", "default")),
@@ -50,27 +57,46 @@ class World:
         return scan.id
 
 
+def submit_scan(
+    store: Store,
+    principal: Principal | None,
+    *,
+    endpoint: str | None,
+    queue: str,
+    name: str,
+    version: str,
+    kind: str,
+    payload: str | None,
+) -> tuple[ScanRecord, bool]:
+    """One submission through the intake role, spelled with keywords for readable tests."""
+    spec = ScanSpec(name, version, queue, kind, payload)
+    return store.intake.submit(principal, endpoint=endpoint, spec=spec)
+
+
 @pytest.fixture
 def world(database_url: str) -> Iterator[World]:
     clock = FakeClock()
     recorder = Recorder()
     engine = create_store_engine(database_url)
-    store = Store(
+    store = Store.build(
         engine,
         Budget.of(job_timeout=JOB_TIMEOUT, max_attempts=MAX_ATTEMPTS),
+        # Store tests see retries due at once unless they ask for a backoff (test_retry_wait).
+        retry=RetryPolicy(base=0),
         clock=clock,
         publish=recorder,
+        rng=random.Random(7),
     )
-    store.create_owner("alice")
-    store.create_endpoint("pypi", owner="alice", open_intake=True)
-    owner = store.authenticate(store.create_owner("bob"))
-    store.create_endpoint("npm", owner="bob", open_intake=False)
+    store.accounts.create_owner("alice")
+    store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
+    owner = store.accounts.authenticate(store.accounts.create_owner("bob"))
+    store.accounts.create_endpoint("npm", owner="bob", open_intake=False)
     tokens = {
-        "source": store.create_token(endpoint="npm", role="source", principal="feed"),
-        "worker": store.create_token(endpoint="npm", role="worker", principal="w1"),
-        "other": store.create_token(endpoint="npm", role="worker", principal="w2"),
+        "source": store.accounts.create_token(endpoint="npm", role="source", principal="feed"),
+        "worker": store.accounts.create_token(endpoint="npm", role="worker", principal="w1"),
+        "other": store.accounts.create_token(endpoint="npm", role="worker", principal="w2"),
     }
-    found = {key: store.authenticate(secret) for key, secret in tokens.items()}
+    found = {key: store.accounts.authenticate(secret) for key, secret in tokens.items()}
     assert owner is not None and all(found.values())
     yield World(
         store,
@@ -81,4 +107,51 @@ def world(database_url: str) -> Iterator[World]:
         found["worker"],  # type: ignore[arg-type]
         found["other"],
     )  # type: ignore[arg-type]
-    engine.dispose()
+    store.dispose()
+
+
+# The HTTP contract, in process (fastapi.testclient), for test_api.py and its siblings.
+@dataclass
+class Api:
+    client: TestClient
+    owner: str
+    other_owner: str
+    source: str
+    worker: str
+    other_worker: str
+
+    def post(self, path: str, token: str | None, body: Any = None, **kw: Any) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return self.client.post(path, json=body, headers=headers, **kw)
+
+    def get(self, path: str, token: str | None) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return self.client.get(path, headers=headers)
+
+    def submit(self, name: str = "pkg", **extra: Any) -> dict[str, Any]:
+        response = self.post("/api/v1/scans", self.source, {"name": name, "version": "1", **extra})
+        assert response.status_code == 201, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def lease(self, token: str | None = None, batch: int = 1) -> list[dict[str, Any]]:
+        response = self.post(f"/api/v1/jobs?batch={batch}", token or self.worker)
+        assert response.status_code == 200, response.text
+        jobs: list[dict[str, Any]] = response.json()
+        return jobs
+
+
+@pytest.fixture
+def api(database_url: str) -> Iterator[Api]:
+    settings = Settings(database_url=database_url, job_timeout=60, retry_base_seconds=0)
+    app = create_app(settings, sweeper=False)
+    store = app.state.runtime.store
+    owner = store.accounts.create_owner("alice")
+    other_owner = store.accounts.create_owner("mallory")
+    store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
+    store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
+    source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
+    worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
+    other_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
+    with TestClient(app) as client:
+        yield Api(client, owner, other_owner, source, worker, other_worker)

@@ -2,62 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mainframe.api.app import create_app
-from mainframe.settings import Settings
-
-
-@dataclass
-class Api:
-    client: TestClient
-    owner: str
-    other_owner: str
-    source: str
-    worker: str
-    other_worker: str
-
-    def post(self, path: str, token: str | None, body: Any = None, **kw: Any) -> Any:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.client.post(path, json=body, headers=headers, **kw)
-
-    def get(self, path: str, token: str | None) -> Any:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.client.get(path, headers=headers)
-
-    def submit(self, name: str = "pkg", **extra: Any) -> dict[str, Any]:
-        response = self.post("/api/v1/scans", self.source, {"name": name, "version": "1", **extra})
-        assert response.status_code == 201, response.text
-        body: dict[str, Any] = response.json()
-        return body
-
-    def lease(self, token: str | None = None, batch: int = 1) -> list[dict[str, Any]]:
-        response = self.post(f"/api/v1/jobs?batch={batch}", token or self.worker)
-        assert response.status_code == 200, response.text
-        jobs: list[dict[str, Any]] = response.json()
-        return jobs
-
-
-@pytest.fixture
-def api(database_url: str) -> Iterator[Api]:
-    app = create_app(Settings(database_url=database_url, job_timeout=60), sweeper=False)
-    store = app.state.runtime.store
-    owner = store.create_owner("alice")
-    other_owner = store.create_owner("mallory")
-    store.create_endpoint("pypi", owner="alice", open_intake=True)
-    store.create_endpoint("evil", owner="mallory", open_intake=False)
-    source = store.create_token(endpoint="pypi", role="source", principal="feed")
-    worker = store.create_token(endpoint="pypi", role="worker", principal="w1")
-    other_worker = store.create_token(endpoint="evil", role="worker", principal="w9")
-    with TestClient(app) as client:
-        yield Api(client, owner, other_owner, source, worker, other_worker)
+from tests.integration.conftest import Api
 
 
 def test_submit_lease_result_round_trip(api: Api) -> None:

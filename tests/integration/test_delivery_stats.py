@@ -20,13 +20,16 @@ def stats_api(database_url: str) -> Iterator[tuple[TestClient, FakeClock, dict[s
     settings = Settings(database_url=database_url, stats_rate_per_minute=60, stats_burst=3)
     runtime = build_runtime(settings, clock=clock)
     store = runtime.store
-    tokens = {"alice": store.create_owner("alice"), "bob": store.create_owner("bob")}
-    a = store.create_endpoint("a", owner="alice", open_intake=False)
-    b = store.create_endpoint("b", owner="bob", open_intake=False)
-    store.record_deliveries(a.id, at_us=START + 5 * MICROS, attempts=10, failures=3)
-    store.record_deliveries(a.id, at_us=START + 50 * MICROS, attempts=5, failures=0)
-    store.record_deliveries(a.id, at_us=START + 61 * MICROS, attempts=7, failures=7)
-    store.record_deliveries(b.id, at_us=START + 5 * MICROS, attempts=100, failures=100)
+    tokens = {
+        "alice": store.accounts.create_owner("alice"),
+        "bob": store.accounts.create_owner("bob"),
+    }
+    a = store.accounts.create_endpoint("a", owner="alice", open_intake=False)
+    b = store.accounts.create_endpoint("b", owner="bob", open_intake=False)
+    store.deliveries.record(a.id, at_us=START + 5 * MICROS, attempts=10, failures=3)
+    store.deliveries.record(a.id, at_us=START + 50 * MICROS, attempts=5, failures=0)
+    store.deliveries.record(a.id, at_us=START + 61 * MICROS, attempts=7, failures=7)
+    store.deliveries.record(b.id, at_us=START + 5 * MICROS, attempts=100, failures=100)
     with TestClient(create_app(settings, runtime=runtime, sweeper=False)) as client:
         yield client, clock, tokens
 

@@ -7,7 +7,7 @@ import pytest
 from mainframe.lifecycle.events import LeasesGranted, ScanDeadLettered
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Report, Stale, Unauthorized
-from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World
+from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 
 def finished(job: object) -> Report:
@@ -16,21 +16,21 @@ def finished(job: object) -> Report:
 
 def test_first_assignment_is_attempt_one(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 5)
+    [job] = world.store.leasing.lease(world.worker, 5)
     assert (job.scan_id, job.attempt) == (scan_id, 1)
     assert job.lease_expires_at == world.clock.now_us() + int(JOB_TIMEOUT * 1_000_000)
-    assert world.store.lease(world.other_worker, 5) == []
+    assert world.store.leasing.lease(world.other_worker, 5) == []
 
 
 def test_lapsed_lease_below_cap_is_reassigned_with_new_assignment(world: World) -> None:
     scan_id = world.submit()
-    [first] = world.store.lease(world.worker, 1)
+    [first] = world.store.leasing.lease(world.worker, 1)
     world.clock.advance(JOB_TIMEOUT + 0.001)
-    [second] = world.store.lease(world.other_worker, 1)
+    [second] = world.store.leasing.lease(world.other_worker, 1)
     assert second.scan_id == scan_id
     assert second.attempt == 2
     assert second.assignment_id != first.assignment_id
-    scan = world.store.get_scan(world.owner.owner_id, scan_id)  # type: ignore[arg-type]
+    scan = world.store.listings.get_scan(world.owner.owner_id, scan_id)  # type: ignore[arg-type]
     assert [(a.seq, a.worker, a.outcome) for a in scan.attempts] == [
         (1, "w1", "lease_expired"),
         (2, "w2", None),
@@ -40,11 +40,11 @@ def test_lapsed_lease_below_cap_is_reassigned_with_new_assignment(world: World) 
 def test_final_lease_lapse_dead_letters_on_next_poll(world: World) -> None:
     scan_id = world.submit()
     for _ in range(MAX_ATTEMPTS):
-        [job] = world.store.lease(world.worker, 1)
+        [job] = world.store.leasing.lease(world.worker, 1)
         world.clock.advance(JOB_TIMEOUT + 1)
     assert job.attempt == MAX_ATTEMPTS
-    assert world.store.lease(world.worker, 1) == []
-    scan = world.store.get_scan(world.owner.owner_id, scan_id)  # type: ignore[arg-type]
+    assert world.store.leasing.lease(world.worker, 1) == []
+    scan = world.store.listings.get_scan(world.owner.owner_id, scan_id)  # type: ignore[arg-type]
     assert scan.status is Status.FAILED
     assert scan.fail_reason == "lease_expired"
     assert scan.dead_lettered_at == world.clock.now_us()
@@ -52,110 +52,140 @@ def test_final_lease_lapse_dead_letters_on_next_poll(world: World) -> None:
     [event] = world.published.of(ScanDeadLettered)
     assert event.reason == "lease_expired" and event.attempt_count == MAX_ATTEMPTS  # type: ignore[attr-defined]
     world.clock.advance(JOB_TIMEOUT * 10)
-    assert world.store.lease(world.worker, 10) == []
+    assert world.store.leasing.lease(world.worker, 10) == []
 
 
 def test_dead_lettering_never_blocks_healthy_work_in_the_same_poll(world: World) -> None:
     doomed = [world.submit(name=f"doomed{i}") for i in range(3)]
     for _ in range(MAX_ATTEMPTS):
-        assert len(world.store.lease(world.worker, 3)) == 3
+        assert len(world.store.leasing.lease(world.worker, 3)) == 3
         world.clock.advance(JOB_TIMEOUT + 1)
     healthy = world.submit(name="healthy")
-    jobs = world.store.lease(world.worker, 1)
+    jobs = world.store.leasing.lease(world.worker, 1)
     assert [job.scan_id for job in jobs] == [healthy]
     assert len(world.published.of(ScanDeadLettered)) == len(doomed)
 
 
 def test_workers_never_see_another_endpoints_scans(world: World) -> None:
-    world.store.submit(
-        None, endpoint="pypi", queue="default", name="anon", version="1", kind="scan", payload=None
+    submit_scan(
+        world.store,
+        None,
+        endpoint="pypi",
+        queue="default",
+        name="anon",
+        version="1",
+        kind="scan",
+        payload=None,
     )
-    pypi_worker = world.store.authenticate(
-        world.store.create_token(endpoint="pypi", role="worker", principal="pw")
+    pypi_worker = world.store.accounts.authenticate(
+        world.store.accounts.create_token(endpoint="pypi", role="worker", principal="pw")
     )
     assert pypi_worker is not None
     world.submit()
-    jobs = world.store.lease(pypi_worker, 10)
+    jobs = world.store.leasing.lease(pypi_worker, 10)
     assert jobs == []  # the only pypi scan is quarantined; the npm scan is not theirs
-    assert len(world.store.lease(world.worker, 10)) == 1
+    assert len(world.store.leasing.lease(world.worker, 10)) == 1
 
 
 def test_quarantined_scans_are_never_leased_until_released(world: World) -> None:
-    scan, created = world.store.submit(
-        None, endpoint="pypi", queue="default", name="anon", version="1", kind="scan", payload=None
+    scan, created = submit_scan(
+        world.store,
+        None,
+        endpoint="pypi",
+        queue="default",
+        name="anon",
+        version="1",
+        kind="scan",
+        payload=None,
     )
     assert created and scan.status is Status.QUARANTINED and not scan.verified
-    worker = world.store.authenticate(
-        world.store.create_token(endpoint="pypi", role="worker", principal="pw")
+    worker = world.store.accounts.authenticate(
+        world.store.accounts.create_token(endpoint="pypi", role="worker", principal="pw")
     )
     assert worker is not None
     world.clock.advance(3600)
-    assert world.store.lease(worker, 10) == []
-    alice = world.store.authenticate(
-        world.store.create_token(endpoint="pypi", role="source", principal="feed")
+    assert world.store.leasing.lease(worker, 10) == []
+    alice = world.store.accounts.authenticate(
+        world.store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
     )
     assert alice is not None
     owner_id = alice.owner_id
     assert owner_id is not None
-    released = world.store.release(owner_id, scan.id)
+    released = world.store.intake.release(owner_id, scan.id)
     assert released.status is Status.QUEUED and not released.verified
-    assert [job.scan_id for job in world.store.lease(worker, 10)] == [scan.id]
+    assert [job.scan_id for job in world.store.leasing.lease(worker, 10)] == [scan.id]
 
 
 def test_revoked_endpoint_refuses_its_worker(world: World) -> None:
     world.submit()
-    [job] = world.store.lease(world.worker, 1)
+    [job] = world.store.leasing.lease(world.worker, 1)
     world.submit(name="other")
     assert world.owner.owner_id is not None
-    assert world.store.revoke(world.owner.owner_id, "npm") == 2
+    assert world.store.accounts.revoke(world.owner.owner_id, "npm") == 2
     with pytest.raises(Unauthorized):
-        world.store.lease(world.worker, 1)
+        world.store.leasing.lease(world.worker, 1)
     with pytest.raises(Unauthorized):
-        world.store.report(world.worker, job.scan_id, finished(job))
+        world.store.results.report(world.worker, job.scan_id, finished(job))
 
 
 def test_lease_grants_are_published_after_commit(world: World) -> None:
     for i in range(4):
         world.submit(name=f"p{i}")
-    world.store.lease(world.worker, 3)
+    world.store.leasing.lease(world.worker, 3)
     [grant] = world.published.of(LeasesGranted)
     assert grant.count == 3 and grant.reassigned == 0  # type: ignore[attr-defined]
 
 
 def test_batch_lease_returns_oldest_first(world: World) -> None:
     ids = [world.submit(name=f"p{i}") for i in range(5)]
-    jobs = world.store.lease(world.worker, 3)
+    jobs = world.store.leasing.lease(world.worker, 3)
     assert [job.scan_id for job in jobs] == ids[:3]
     assert len({job.assignment_id for job in jobs}) == 3
 
 
 def test_stale_worker_cannot_touch_reassigned_scan(world: World) -> None:
     world.submit()
-    [old] = world.store.lease(world.worker, 1)
+    [old] = world.store.leasing.lease(world.worker, 1)
     world.clock.advance(JOB_TIMEOUT + 1)
-    [new] = world.store.lease(world.worker, 1)
+    [new] = world.store.leasing.lease(world.worker, 1)
     with pytest.raises(Stale) as refused:
-        world.store.report(world.worker, old.scan_id, finished(old))
+        world.store.results.report(world.worker, old.scan_id, finished(old))
     assert refused.value.code == "stale_assignment"
-    assert world.store.report(world.worker, new.scan_id, finished(new)).status is Status.FINISHED
+    assert (
+        world.store.results.report(world.worker, new.scan_id, finished(new)).status
+        is Status.FINISHED
+    )
 
 
-def test_sweeper_finds_spent_scans_behind_a_crowd_of_lapsed_ones(world: World) -> None:
+def test_sweeper_clears_a_crowd_of_lapsed_leases_and_the_spent_one_behind_it(
+    world: World,
+) -> None:
     crowd = [world.submit(name=f"crowd{i}") for i in range(30)]
-    world.store.lease(world.worker, len(crowd))
+    world.store.leasing.lease(world.worker, len(crowd))
     world.clock.advance(1)
     doomed = world.submit(name="doomed")
     for _ in range(MAX_ATTEMPTS - 1):
-        [job] = world.store.lease(world.other_worker, 1)
-        world.store.report(
+        [job] = world.store.leasing.lease(world.other_worker, 1)
+        world.store.results.report(
             world.other_worker,
             doomed,
             Report("failed", True, job.attempt, job.assignment_id, None, None, None),
         )
-    [job] = world.store.lease(world.other_worker, 1)
+    [job] = world.store.leasing.lease(world.other_worker, 1)
     assert (job.scan_id, job.attempt) == (doomed, MAX_ATTEMPTS)
     world.clock.advance(JOB_TIMEOUT + 1)
-    # The crowd lapsed first and still has budget; it must not hide the spent scan.
-    assert world.store.reap(limit=5) == 1
+    # The crowd lapsed first and still has budget: the sweeper requeues it, batch after
+    # batch, and reaches the spent scan behind it in the same sweep.
+    swept = [world.store.leasing.sweep(limit=5) for _ in range(8)]
+    assert swept == [5, 5, 5, 5, 5, 5, 1, 0]
     [dead] = world.published.of(ScanDeadLettered)
     assert dead.scan.scan_id == doomed  # type: ignore[attr-defined]
+    requeued = world.store.listings.list_scans(
+        world.owner.owner_id,  # type: ignore[arg-type]
+        status=Status.QUEUED,
+        queue=None,
+        endpoint=None,
+        before_id=None,
+        limit=100,
+    )
+    assert sorted(scan.id for scan in requeued) == sorted(crowd)

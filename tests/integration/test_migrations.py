@@ -138,6 +138,7 @@ def test_boundary_records_pending_scans_as_first_assignment(empty_database_url: 
 @BOTH
 def test_budget_is_enforced_from_the_boundary(empty_database_url: str) -> None:
     from mainframe.clock import FakeClock
+    from mainframe.lifecycle.backoff import RetryPolicy
     from mainframe.store import Budget, Store
 
     engine = create_store_engine(empty_database_url)
@@ -145,17 +146,45 @@ def test_budget_is_enforced_from_the_boundary(empty_database_url: str) -> None:
     _baseline_rows(engine)
     upgrade(engine, job_timeout=TIMEOUT)
     clock = FakeClock(NOW)
-    store = Store(engine, Budget.of(job_timeout=TIMEOUT, max_attempts=2), clock=clock)
-    worker = store.authenticate(store.create_token(endpoint="e", role="worker", principal="w"))
+    budget = Budget.of(job_timeout=TIMEOUT, max_attempts=2)
+    store = Store.build(engine, budget, retry=RetryPolicy(base=0), clock=clock)
+    worker = store.accounts.authenticate(
+        store.accounts.create_token(endpoint="e", role="worker", principal="w")
+    )
     assert worker is not None
     clock.advance(TIMEOUT + 1)
-    jobs = {job.name: job for job in store.lease(worker, 10)}
+    jobs = {job.name: job for job in store.leasing.lease(worker, 10)}
     assert jobs["pending"].attempt == 2, "the migrated lease counts as attempt 1"
     assert jobs["queued"].attempt == 1
     clock.advance(TIMEOUT + 1)
-    assert store.reap() == 1, "only the migrated scan has spent its budget of 2"
-    [again] = store.lease(worker, 10)
+    assert store.leasing.sweep() == 2, "one spent (dead letter), one requeued"
+    [again] = store.leasing.lease(worker, 10)
     assert (again.name, again.attempt) == ("queued", 2)
+    dead = store.listings.list_scans(
+        1,
+        status=None,
+        queue=None,
+        endpoint=None,
+        before_id=None,
+        limit=10,
+        dead_letters_only=True,
+    )
+    assert [scan.name for scan in dead] == ["pending"], "the migrated scan spent its budget of 2"
+    engine.dispose()
+
+
+@BOTH
+def test_queued_scans_are_due_at_once_after_the_retry_revision(empty_database_url: str) -> None:
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision="0001")
+    _baseline_rows(engine)
+    upgrade(engine, revision="0005", job_timeout=TIMEOUT)
+    upgrade(engine)
+    with engine.connect() as conn:
+        rows = {r.status: r for r in conn.execute(select(scans))}
+    assert rows["QUEUED"].available_at == rows["QUEUED"].created_at
+    assert rows["PENDING"].available_at is None and rows["FINISHED"].available_at is None
+    assert _diff(engine) == []
     engine.dispose()
 
 

@@ -15,7 +15,7 @@ from mainframe.lifecycle.events import (
 )
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Job, NotFound, Report, Stale
-from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World
+from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 
 def report(
@@ -32,13 +32,13 @@ def report(
 
 def owner_view(world: World, scan_id: int):  # type: ignore[no-untyped-def]
     assert world.owner.owner_id is not None
-    return world.store.get_scan(world.owner.owner_id, scan_id)
+    return world.store.listings.get_scan(world.owner.owner_id, scan_id)
 
 
 def stale_code(world: World, worker, scan_id: int, rep: Report) -> str:  # type: ignore[no-untyped-def]
     before = owner_view(world, scan_id)
     with pytest.raises(Stale) as refused:
-        world.store.report(worker, scan_id, rep)
+        world.store.results.report(worker, scan_id, rep)
     after = owner_view(world, scan_id)
     assert after == before, "a stale result must change nothing"
     return refused.value.code
@@ -46,9 +46,10 @@ def stale_code(world: World, worker, scan_id: int, rep: Report) -> str:  # type:
 
 def test_finished_result_closes_the_attempt(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
-    scan = world.store.report(world.worker, scan_id, report(job, summary="clean"))
-    assert scan.status is Status.FINISHED and scan.result == '{"ok":1}'
+    [job] = world.store.leasing.lease(world.worker, 1)
+    closed = world.store.results.report(world.worker, scan_id, report(job, summary="clean"))
+    assert closed.status is Status.FINISHED and closed.finished_at == world.clock.now_us()
+    assert owner_view(world, scan_id).result == '{"ok":1}'
     [attempt] = owner_view(world, scan_id).attempts
     assert (attempt.outcome, attempt.summary, attempt.artifact) == ("finished", "clean", "s3://a")
     assert world.published.of(ScanFinished)
@@ -57,21 +58,23 @@ def test_finished_result_closes_the_attempt(world: World) -> None:
 def test_retryable_failure_requeues_until_the_cap_then_dead_letters(world: World) -> None:
     scan_id = world.submit()
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        [job] = world.store.lease(world.worker, 1)
+        [job] = world.store.leasing.lease(world.worker, 1)
         assert job.attempt == attempt
-        scan = world.store.report(world.worker, scan_id, report(job, "failed", summary="boom"))
+        scan = world.store.results.report(
+            world.worker, scan_id, report(job, "failed", summary="boom")
+        )
     assert scan.status is Status.FAILED
     assert scan.fail_reason == "attempts_exhausted" and scan.dead_lettered_at is not None
     assert len(world.published.of(AttemptFailed)) == MAX_ATTEMPTS - 1
     [dead] = world.published.of(ScanDeadLettered)
     assert dead.final_attempt.summary == "boom"  # type: ignore[attr-defined]
-    assert world.store.lease(world.worker, 1) == []
+    assert world.store.leasing.lease(world.worker, 1) == []
 
 
 def test_non_retryable_failure_is_a_plain_failure(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
-    scan = world.store.report(world.worker, scan_id, report(job, "failed", retryable=False))
+    [job] = world.store.leasing.lease(world.worker, 1)
+    scan = world.store.results.report(world.worker, scan_id, report(job, "failed", retryable=False))
     assert scan.status is Status.FAILED and scan.dead_lettered_at is None
     assert scan.fail_reason == "failed"
     assert world.published.of(ScanFailed) and not world.published.of(ScanDeadLettered)
@@ -79,11 +82,11 @@ def test_non_retryable_failure_is_a_plain_failure(world: World) -> None:
 
 def test_stale_codes(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
+    [job] = world.store.leasing.lease(world.worker, 1)
     assert stale_code(world, world.other_worker, scan_id, report(job)) == "not_lease_holder"
     wrong = Report("finished", True, job.attempt, "nope", None, None, None)
     assert stale_code(world, world.worker, scan_id, wrong) == "stale_assignment"
-    world.store.report(world.worker, scan_id, report(job))
+    world.store.results.report(world.worker, scan_id, report(job))
     assert stale_code(world, world.worker, scan_id, report(job)) == "already_terminal"
     codes = [e.code for e in world.published.of(StaleResultRejected)]  # type: ignore[attr-defined]
     assert codes == ["not_lease_holder", "stale_assignment", "already_terminal"]
@@ -92,78 +95,85 @@ def test_stale_codes(world: World) -> None:
 def test_result_for_dead_lettered_scan_is_refused(world: World) -> None:
     scan_id = world.submit()
     for _ in range(MAX_ATTEMPTS):
-        [job] = world.store.lease(world.worker, 1)
+        [job] = world.store.leasing.lease(world.worker, 1)
         world.clock.advance(JOB_TIMEOUT + 1)
-    assert world.store.reap() == 1
+    assert world.store.leasing.sweep() == 1
     assert stale_code(world, world.worker, scan_id, report(job)) == "already_terminal"
 
 
 def test_late_result_on_lapsed_unreassigned_lease_is_accepted(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
+    [job] = world.store.leasing.lease(world.worker, 1)
     world.clock.advance(JOB_TIMEOUT * 5)
-    assert world.store.report(world.worker, scan_id, report(job)).status is Status.FINISHED
+    assert world.store.results.report(world.worker, scan_id, report(job)).status is Status.FINISHED
 
 
 def test_late_result_at_the_cap_before_reaping_is_accepted(world: World) -> None:
     scan_id = world.submit()
     for _ in range(MAX_ATTEMPTS):
-        [job] = world.store.lease(world.worker, 1)
+        [job] = world.store.leasing.lease(world.worker, 1)
         world.clock.advance(JOB_TIMEOUT + 1)
-    assert world.store.report(world.worker, scan_id, report(job)).status is Status.FINISHED
-    assert world.store.reap() == 0
+    assert world.store.results.report(world.worker, scan_id, report(job)).status is Status.FINISHED
+    assert world.store.leasing.sweep() == 0
 
 
 def test_rollout_form_is_accepted_only_on_attempt_one(world: World) -> None:
     first = world.submit(name="a")
-    [job] = world.store.lease(world.worker, 1)
-    assert world.store.report(world.worker, first, report(None)).status is Status.FINISHED
+    [job] = world.store.leasing.lease(world.worker, 1)
+    assert world.store.results.report(world.worker, first, report(None)).status is Status.FINISHED
     second = world.submit(name="b")
-    world.store.lease(world.worker, 1)
+    world.store.leasing.lease(world.worker, 1)
     world.clock.advance(JOB_TIMEOUT + 1)
-    [job] = world.store.lease(world.worker, 1)
+    [job] = world.store.leasing.lease(world.worker, 1)
     assert job.attempt == 2
     assert stale_code(world, world.worker, second, report(None)) == "stale_assignment"
 
 
 def test_unknown_or_foreign_scan_is_not_found(world: World) -> None:
     with pytest.raises(NotFound):
-        world.store.report(world.worker, 10**9, report(None))
-    anon, _ = world.store.submit(
-        None, endpoint="pypi", queue="default", name="x", version="1", kind="scan", payload=None
+        world.store.results.report(world.worker, 10**9, report(None))
+    anon, _ = submit_scan(
+        world.store,
+        None,
+        endpoint="pypi",
+        queue="default",
+        name="x",
+        version="1",
+        kind="scan",
+        payload=None,
     )
     with pytest.raises(NotFound):
-        world.store.report(world.worker, anon.id, report(None))
+        world.store.results.report(world.worker, anon.id, report(None))
     with pytest.raises(NotFound):
-        world.store.get_scan(world.owner.owner_id, anon.id)  # type: ignore[arg-type]
+        world.store.listings.get_scan(world.owner.owner_id, anon.id)  # type: ignore[arg-type]
 
 
 def test_batch_items_are_independent(world: World) -> None:
     a, b = world.submit(name="a"), world.submit(name="b")
-    jobs = world.store.lease(world.worker, 2)
+    jobs = world.store.leasing.lease(world.worker, 2)
     items = [
         (a, report(jobs[0])),
         (b, Report("finished", True, 9, "x", None, None, None)),
         (10**9, report(None)),
     ]
-    out = world.store.report_many(world.worker, items)
-    assert out[0].scan is not None and out[0].scan.status is Status.FINISHED
+    out = world.store.results.report_many(world.worker, items)
+    assert out[0].closed is not None and out[0].closed.status is Status.FINISHED
     assert isinstance(out[1].error, Stale) and isinstance(out[2].error, NotFound)
     assert owner_view(world, b).status is Status.PENDING
 
 
 def test_heartbeat_extends_the_lease(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
+    [job] = world.store.leasing.lease(world.worker, 1)
     world.clock.advance(JOB_TIMEOUT - 1)
-    until = world.store.heartbeat(
+    until = world.store.results.heartbeat(
         world.worker, scan_id, attempt=job.attempt, assignment_id=job.assignment_id
     )
     assert until == world.clock.now_us() + int(JOB_TIMEOUT * 1_000_000)
     world.clock.advance(JOB_TIMEOUT - 1)
-    assert world.store.lease(world.other_worker, 1) == []
+    assert world.store.leasing.lease(world.other_worker, 1) == []
     with pytest.raises(Stale):
-        world.store.heartbeat(
+        world.store.results.heartbeat(
             world.other_worker, scan_id, attempt=job.attempt, assignment_id=job.assignment_id
         )
 
@@ -171,10 +181,10 @@ def test_heartbeat_extends_the_lease(world: World) -> None:
 def test_wait_that_lapses_at_the_cap_dead_letters_as_interrupt_expired(world: World) -> None:
     scan_id = world.submit()
     for _ in range(MAX_ATTEMPTS - 1):
-        world.store.lease(world.worker, 1)
+        world.store.leasing.lease(world.worker, 1)
         world.clock.advance(JOB_TIMEOUT + 1)
-    [job] = world.store.lease(world.worker, 1)
-    world.store.wait(
+    [job] = world.store.leasing.lease(world.worker, 1)
+    world.store.results.wait(
         world.worker,
         scan_id,
         attempt=job.attempt,
@@ -183,9 +193,9 @@ def test_wait_that_lapses_at_the_cap_dead_letters_as_interrupt_expired(world: Wo
         reason="sandbox run",
     )
     world.clock.advance(JOB_TIMEOUT * 2)
-    assert world.store.reap() == 0, "a live wait outlasts the job timeout"
+    assert world.store.leasing.sweep() == 0, "a live wait outlasts the job timeout"
     world.clock.advance(JOB_TIMEOUT * 2 + 1)
-    assert world.store.reap() == 1
+    assert world.store.leasing.sweep() == 1
     scan = owner_view(world, scan_id)
     assert scan.fail_reason == "interrupt_expired"
     assert scan.attempts[-1].outcome == "interrupt_expired"
@@ -195,8 +205,8 @@ def test_wait_that_lapses_at_the_cap_dead_letters_as_interrupt_expired(world: Wo
 
 def test_resume_returns_to_an_ordinary_lease(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
-    world.store.wait(
+    [job] = world.store.leasing.lease(world.worker, 1)
+    world.store.results.wait(
         world.worker,
         scan_id,
         attempt=1,
@@ -204,15 +214,17 @@ def test_resume_returns_to_an_ordinary_lease(world: World) -> None:
         seconds=5,
         reason="review",
     )
-    until = world.store.resume(world.worker, scan_id, attempt=1, assignment_id=job.assignment_id)
+    until = world.store.results.resume(
+        world.worker, scan_id, attempt=1, assignment_id=job.assignment_id
+    )
     assert until == world.clock.now_us() + int(JOB_TIMEOUT * 1_000_000)
     assert owner_view(world, scan_id).wait_reason is None
 
 
 def test_lapsed_wait_below_cap_is_reclaimed(world: World) -> None:
     scan_id = world.submit()
-    [job] = world.store.lease(world.worker, 1)
-    world.store.wait(
+    [job] = world.store.leasing.lease(world.worker, 1)
+    world.store.results.wait(
         world.worker,
         scan_id,
         attempt=1,
@@ -221,7 +233,7 @@ def test_lapsed_wait_below_cap_is_reclaimed(world: World) -> None:
         reason="review",
     )
     world.clock.advance(2)
-    [again] = world.store.lease(world.other_worker, 1)
+    [again] = world.store.leasing.lease(world.other_worker, 1)
     assert again.attempt == 2
     assert owner_view(world, scan_id).attempts[0].outcome == "interrupt_expired"
 
@@ -230,22 +242,24 @@ def test_operator_fail_behaves_like_the_worker(world: World) -> None:
     assert world.owner.owner_id is not None
     scan_id = world.submit()
     for _ in range(MAX_ATTEMPTS):
-        world.store.lease(world.worker, 1)
-        scan = world.store.operator_fail(
+        world.store.leasing.lease(world.worker, 1)
+        scan = world.store.results.operator_fail(
             world.owner.owner_id, scan_id, retryable=True, summary="operator"
         )
     assert scan.status is Status.FAILED and scan.fail_reason == "attempts_exhausted"
     with pytest.raises(Stale):
-        world.store.operator_fail(world.owner.owner_id, scan_id, retryable=True, summary=None)
+        world.store.results.operator_fail(
+            world.owner.owner_id, scan_id, retryable=True, summary=None
+        )
 
 
 def test_revocation_cascade_is_silent_and_total(world: World) -> None:
     assert world.owner.owner_id is not None
     leased = world.submit(name="leased")
     world.submit(name="queued")
-    world.store.lease(world.worker, 1)
+    world.store.leasing.lease(world.worker, 1)
     world.published.events.clear()
-    assert world.store.revoke(world.owner.owner_id, "npm") == 2
+    assert world.store.accounts.revoke(world.owner.owner_id, "npm") == 2
     assert [type(e) for e in world.published.events] == [EndpointRevoked]
     scan = owner_view(world, leased)
     assert scan.fail_reason == "endpoint_revoked" and scan.dead_lettered_at is not None
@@ -253,7 +267,8 @@ def test_revocation_cascade_is_silent_and_total(world: World) -> None:
 
 
 def test_resubmission_returns_the_live_scan_and_promotes_quarantine(world: World) -> None:
-    first, created = world.store.submit(
+    first, created = submit_scan(
+        world.store,
         world.source,
         endpoint=None,
         queue="default",
@@ -262,7 +277,8 @@ def test_resubmission_returns_the_live_scan_and_promotes_quarantine(world: World
         kind="scan",
         payload=None,
     )
-    again, created_again = world.store.submit(
+    again, created_again = submit_scan(
+        world.store,
         world.source,
         endpoint=None,
         queue="default",
@@ -272,15 +288,29 @@ def test_resubmission_returns_the_live_scan_and_promotes_quarantine(world: World
         payload=None,
     )
     assert created and not created_again and again.id == first.id
-    anon, _ = world.store.submit(
-        None, endpoint="pypi", queue="q", name="p", version="1", kind="scan", payload=None
+    anon, _ = submit_scan(
+        world.store,
+        None,
+        endpoint="pypi",
+        queue="q",
+        name="p",
+        version="1",
+        kind="scan",
+        payload=None,
     )
-    source = world.store.authenticate(
-        world.store.create_token(endpoint="pypi", role="source", principal="reg")
+    source = world.store.accounts.authenticate(
+        world.store.accounts.create_token(endpoint="pypi", role="source", principal="reg")
     )
     world.published.events.clear()
-    promoted, created = world.store.submit(
-        source, endpoint=None, queue="q", name="p", version="1", kind="scan", payload=None
+    promoted, created = submit_scan(
+        world.store,
+        source,
+        endpoint=None,
+        queue="q",
+        name="p",
+        version="1",
+        kind="scan",
+        payload=None,
     )
     assert not created and promoted.id == anon.id
     assert promoted.status is Status.QUEUED and promoted.verified

@@ -84,23 +84,31 @@ def test_lapse_reasons_name_the_kind_of_lease() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "expires", "count", "expected"),
+    ("status", "expires", "available", "count", "expected"),
     [
-        (Status.QUEUED, None, 0, QueueState.QUEUED),
-        (Status.QUARANTINED, None, 0, QueueState.QUARANTINED),
-        (Status.PENDING, 101, 3, QueueState.PENDING),
-        (Status.PENDING, 100, 2, QueueState.PENDING),
-        (Status.PENDING, 99, 2, QueueState.RETRYABLE),
-        (Status.PENDING, 99, 3, QueueState.EXHAUSTED),
-        (Status.FINISHED, None, 1, None),
+        (Status.QUEUED, None, 100, 0, QueueState.QUEUED),
+        (Status.QUEUED, None, 101, 1, QueueState.SCHEDULED),
+        (Status.QUARANTINED, None, None, 0, QueueState.QUARANTINED),
+        (Status.PENDING, 101, None, 3, QueueState.PENDING),
+        (Status.PENDING, 100, None, 2, QueueState.PENDING),
+        (Status.PENDING, 99, None, 2, QueueState.RETRYABLE),
+        (Status.PENDING, 99, None, 3, QueueState.EXHAUSTED),
+        (Status.FINISHED, None, None, 1, None),
     ],
 )
 def test_queue_state(
-    status: Status, expires: int | None, count: int, expected: QueueState | None
+    status: Status,
+    expires: int | None,
+    available: int | None,
+    count: int,
+    expected: QueueState | None,
 ) -> None:
-    assert (
-        queue_state(
-            status=status, lease_expires_at=expires, attempt_count=count, now=100, max_attempts=3
-        )
-        == expected
+    state = queue_state(
+        status=status,
+        lease_expires_at=expires,
+        available_at=available,
+        attempt_count=count,
+        now=100,
+        max_attempts=3,
     )
+    assert state == expected

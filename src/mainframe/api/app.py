@@ -11,18 +11,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
 from mainframe import __version__, effects
-from mainframe.api import deliveries, errors, jobs, scans
+from mainframe.api import deliveries, errors, hooks, jobs, scans
 from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.limits import BodyLimit
 from mainframe.api.responses import JSON
 from mainframe.api.timing import RequestTiming
 from mainframe.clock import Clock
+from mainframe.hooks import build_dispatcher, log_hook_settings
 from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
 from mainframe.ratelimit import TokenBucket
 from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import is_sqlite, open_store
+from mainframe.store.engine import SERVER_BUSY_MS
 from mainframe.sweeper import sweep_forever, sweep_once
 
 # Attempts, a second apart, at the start-up reconciliation before the server reports healthy.
@@ -31,14 +33,31 @@ STARTUP_RECONCILE_TRIES = 30
 
 def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     metrics = Metrics()
-    store = open_store(settings, clock=clock, publish=effects.wire(metrics))
-    run = StoreRunner(inline=is_sqlite(settings.database_url), threads=settings.pool_size)
+    store = open_store(settings, clock=clock, busy_timeout_ms=SERVER_BUSY_MS)
+    run = StoreRunner(
+        inline=is_sqlite(settings.database_url),
+        threads=settings.pool_size,
+        busy_wait=settings.busy_wait_seconds,
+    )
+    dispatcher = build_dispatcher(
+        settings, store.hooks, metrics=metrics.hooks, clock=store.clock, run=run
+    )
+    # The dispatcher reads hooks through the store whose events it announces, so the
+    # publisher is attached once both exist.
+    store.uow.publish = effects.wire(metrics, dispatcher=dispatcher)
     limiter = TokenBucket(
         rate_per_s=settings.stats_rate_per_minute / 60.0,
         burst=settings.stats_burst,
         clock=store.clock,
     )
-    return Runtime(settings=settings, store=store, run=run, metrics=metrics, stats_limiter=limiter)
+    return Runtime(
+        settings=settings,
+        store=store,
+        run=run,
+        metrics=metrics,
+        stats_limiter=limiter,
+        dispatcher=dispatcher,
+    )
 
 
 def create_app(
@@ -48,6 +67,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if rt.dispatcher is not None:
+            await rt.dispatcher.start()
+            log_hook_settings(settings, keyed=rt.store.hooks.box is not None)
         await sweep_once(rt.store, rt.run)
         await _first_reconciliation(rt)
         tasks = [
@@ -69,7 +91,9 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            rt.store.engine.dispose()
+            if rt.dispatcher is not None:
+                await rt.dispatcher.stop()
+            rt.store.dispose()
 
     app = FastAPI(
         title="Mainframe",
@@ -82,6 +106,7 @@ def create_app(
     app.include_router(scans.router)
     app.include_router(jobs.router)
     app.include_router(deliveries.router)
+    app.include_router(hooks.router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz(rt: RuntimeDep) -> JSON:

@@ -62,7 +62,7 @@ async def delivery_stats(
     if not 0 < end_us - start_us <= MAX_SPAN_US:
         raise Invalid("query.end", "end must be after start, at most 24 hours later")
     totals = await rt.run(
-        rt.store.delivery_totals, owner_id(owner), start_us=start_us, end_us=end_us
+        rt.store.deliveries.totals, owner_id(owner), start_us=start_us, end_us=end_us
     )
     body = {
         "start": rfc3339(start_us),

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from mainframe.hooks import Dispatcher
 from mainframe.metrics import Metrics
 from mainframe.ratelimit import TokenBucket
 from mainframe.runner import StoreRunner
@@ -27,6 +28,7 @@ class Runtime:
     run: StoreRunner
     metrics: Metrics
     stats_limiter: TokenBucket
+    dispatcher: Dispatcher | None = None
     tokens: dict[str, Principal] = field(default_factory=dict)
     ready: bool = False
 
@@ -34,7 +36,7 @@ class Runtime:
         key = digest(secret)
         found = self.tokens.get(key)
         if found is None:
-            found = await self.run(self.store.authenticate, secret)
+            found = await self.run(self.store.accounts.authenticate, secret)
             if found is not None:
                 if len(self.tokens) >= TOKEN_CACHE_SIZE:
                     self.tokens.clear()

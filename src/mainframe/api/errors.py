@@ -9,15 +9,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
+from mainframe.api.fastpath import BadJson, BodyInvalid
 from mainframe.api.responses import JSON, error
 from mainframe.logs import get_logger
-from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized
+from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized, Unavailable
 
 STATUS_OF: dict[type[StoreError], int] = {
     NotFound: 404,
     Unauthorized: 401,
     Conflict: 409,
     Invalid: 422,
+    Unavailable: 503,
 }
 
 
@@ -38,6 +40,8 @@ async def _store_error(_request: Request, exc: Exception) -> JSON:
     assert isinstance(exc, StoreError)
     status, code, detail = store_error_body(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, Unavailable):
+        headers = {"Retry-After": str(exc.retry_after)}
     return error(status, code, detail, headers)
 
 
@@ -69,7 +73,18 @@ async def _unexpected(request: Request, exc: Exception) -> JSON:
     return error(500, "internal_error", "unexpected server error; it has been logged")
 
 
+async def _bad_json(_request: Request, _exc: Exception) -> JSON:
+    return error(400, "invalid_json", "the request body is not valid JSON")
+
+
+async def _body_invalid(_request: Request, exc: Exception) -> JSON:
+    assert isinstance(exc, BodyInvalid)
+    return error(422, "invalid_request", exc.detail)
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(BadJson, _bad_json)
+    app.add_exception_handler(BodyInvalid, _body_invalid)
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)

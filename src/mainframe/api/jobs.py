@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
 from mainframe.api import shapes
 from mainframe.api.deps import RuntimeDep, WorkerDep
 from mainframe.api.errors import store_error_body
+from mainframe.api.fastpath import body_doc, json_body, worker_of
 from mainframe.api.responses import JSON
 from mainframe.api.schemas import (
     MAX_RESULT_BYTES,
@@ -20,7 +21,7 @@ from mainframe.api.schemas import (
     JobPublic,
     LeaseDeadline,
     ResultBody,
-    ScanPublic,
+    ResultPublic,
     WaitBody,
 )
 from mainframe.clock import rfc3339
@@ -32,16 +33,19 @@ ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id.")]
 REFUSALS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
 }
+# Routes that read the token themselves still declare the bearer scheme in the document.
+BEARER: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 
 
-@router.post("", response_model=list[JobPublic], responses=REFUSALS)
+@router.post("", response_model=list[JobPublic], responses=REFUSALS, openapi_extra=BEARER)
 async def lease_jobs(
-    rt: RuntimeDep,
-    worker: WorkerDep,
+    request: Request,
     batch: Annotated[int, Query(ge=1, le=100, description="Scans to lease at most.")] = 1,
 ) -> JSON:
-    """The job poll: reaps this endpoint's spent leases, then leases up to `batch` scans."""
-    jobs = await rt.run(rt.store.lease, worker, batch)
+    """The job poll: reaps this endpoint's lapsed leases when one may be due, then leases up
+    to `batch` due scans, oldest first."""
+    rt, worker = await worker_of(request)
+    jobs = await rt.run(rt.store.leasing.lease, worker, batch)
     return JSON([shapes.job(job) for job in jobs])
 
 
@@ -58,6 +62,7 @@ def _report(body: ResultBody) -> Report:
         body.summary,
         body.artifact,
         result,
+        body.retry_after_seconds,
     )
 
 
@@ -72,26 +77,31 @@ async def report_results(rt: RuntimeDep, worker: WorkerDep, body: BatchResults) 
             statuses.append(None)
         except Invalid as exc:
             statuses.append(_item_status(ItemOutcome(item.scan_id, None, exc)))
-    applied = iter(await rt.run(rt.store.report_many, worker, valid))
+    applied = iter(await rt.run(rt.store.results.report_many, worker, valid))
     merged = [status or _item_status(next(applied)) for status in statuses]
     return JSON({"results": merged})
 
 
 def _item_status(outcome: ItemOutcome) -> dict[str, Any]:
     if outcome.error is None:
-        assert outcome.scan is not None
-        return {"scan_id": outcome.scan_id, "status": 200, "scan": shapes.scan(outcome.scan)}
+        assert outcome.closed is not None
+        return {"scan_id": outcome.scan_id, "status": 200, "scan": shapes.closed(outcome.closed)}
     status, code, detail = store_error_body(outcome.error)
     return {"scan_id": outcome.scan_id, "status": status, "error": code, "detail": detail}
 
 
-@router.post("/{scan_id}/result", response_model=ScanPublic, responses=REFUSALS)
-async def report_result(
-    rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: ResultBody
-) -> JSON:
+@router.post(
+    "/{scan_id}/result",
+    response_model=ResultPublic,
+    responses=REFUSALS,
+    openapi_extra=BEARER | body_doc(ResultBody),
+)
+async def report_result(request: Request, scan_id: ScanIdPath) -> JSON:
     """Close the current attempt. Stale results are refused with 409 and change nothing."""
-    scan = await rt.run(rt.store.report, worker, scan_id, _report(body))
-    return JSON(shapes.scan(scan))
+    rt, worker = await worker_of(request)
+    body = await json_body(request, ResultBody)
+    closed = await rt.run(rt.store.results.report, worker, scan_id, _report(body))
+    return JSON(shapes.closed(closed))
 
 
 def _echo(body: Echo) -> tuple[int | None, str | None]:
@@ -108,12 +118,18 @@ def _deadline(scan_id: int, until: int) -> JSON:
     return JSON({"scan_id": scan_id, "lease_expires_at": rfc3339(until)})
 
 
-@router.post("/{scan_id}/heartbeat", response_model=LeaseDeadline, responses=REFUSALS)
-async def heartbeat(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: Echo) -> JSON:
+@router.post(
+    "/{scan_id}/heartbeat",
+    response_model=LeaseDeadline,
+    responses=REFUSALS,
+    openapi_extra=BEARER | body_doc(Echo),
+)
+async def heartbeat(request: Request, scan_id: ScanIdPath) -> JSON:
     """Extend the lease of the current assignment by the job timeout."""
-    attempt, assignment = _echo(body)
+    rt, worker = await worker_of(request)
+    attempt, assignment = _echo(await json_body(request, Echo))
     until = await rt.run(
-        rt.store.heartbeat, worker, scan_id, attempt=attempt, assignment_id=assignment
+        rt.store.results.heartbeat, worker, scan_id, attempt=attempt, assignment_id=assignment
     )
     return _deadline(scan_id, until)
 
@@ -127,7 +143,7 @@ async def wait(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: Wai
             "body.seconds", f"a wait lasts at most {rt.settings.max_wait_seconds} seconds"
         )
     until = await rt.run(
-        rt.store.wait,
+        rt.store.results.wait,
         worker,
         scan_id,
         attempt=attempt,
@@ -143,6 +159,6 @@ async def resume(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: E
     """End a wait; the scan is back under an ordinary lease."""
     attempt, assignment = _echo(body)
     until = await rt.run(
-        rt.store.resume, worker, scan_id, attempt=attempt, assignment_id=assignment
+        rt.store.results.resume, worker, scan_id, attempt=attempt, assignment_id=assignment
     )
     return _deadline(scan_id, until)

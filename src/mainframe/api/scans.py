@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Path, Query
+from pydantic import TypeAdapter, ValidationError
 
 from mainframe.api import shapes
 from mainframe.api.deps import OptionalPrincipalDep, OwnerDep, RuntimeDep, owner_id
+from mainframe.api.errors import store_error_body
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
-from mainframe.api.schemas import MAX_PAYLOAD_BYTES, FailBody, ScanCreate, ScanPage, ScanPublic
+from mainframe.api.schemas import (
+    MAX_PAYLOAD_BYTES,
+    BatchSubmitted,
+    FailBody,
+    ScanBatch,
+    ScanCreate,
+    ScanItem,
+    ScanPage,
+    ScanPublic,
+)
 from mainframe.lifecycle.rules import Status
-from mainframe.store import Invalid, Unauthorized
+from mainframe.store import Invalid, Principal, ScanSpec, Submitted, Unauthorized
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
 ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id.")]
@@ -30,28 +41,77 @@ ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id.")]
 )
 async def submit_scan(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanCreate) -> JSON:
     """Submit a scan: 201 when created, 200 with the live scan of the same key."""
+    _may_submit(who)
+    scan, created = await rt.run(
+        rt.store.intake.submit, who, endpoint=body.endpoint, spec=_spec(body)
+    )
+    return JSON(shapes.scan(scan), status_code=201 if created else 200)
+
+
+@router.post(
+    "/scans/batch",
+    response_model=BatchSubmitted,
+    responses={**REFUSALS, 200: {"description": "one status per item, in request order"}},
+)
+async def submit_batch(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanBatch) -> JSON:
+    """Submit up to 1,000 scans under one authorization; each item gets the status the single
+    route would give it (201 created, 200 live key, 422 invalid), in request order."""
+    _may_submit(who)
+    statuses: list[dict[str, Any] | None] = []
+    specs: list[ScanSpec] = []
+    for index, raw in enumerate(body.scans):
+        try:
+            specs.append(_spec(_ITEM.validate_python(raw)))
+            statuses.append(None)
+        except ValidationError as exc:
+            statuses.append(_invalid_item(index, exc))
+        except Invalid as exc:
+            statuses.append(_refused(exc))
+    done = iter(await rt.run(rt.store.intake.submit_many, who, endpoint=body.endpoint, specs=specs))
+    merged = [status or _submitted(next(done)) for status in statuses]
+    return JSON({"results": merged})
+
+
+_ITEM: TypeAdapter[ScanItem] = TypeAdapter(ScanItem)
+
+
+def _may_submit(who: Principal | None) -> None:
     if who is not None and who.role == "worker":
         raise Unauthorized("workers cannot submit scans; use a source or owner token")
+
+
+def _spec(body: ScanItem) -> ScanSpec:
     payload = None if body.payload is None else orjson.dumps(body.payload).decode()
     if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
         raise Invalid("body.payload", f"payload JSON is limited to {MAX_PAYLOAD_BYTES} bytes")
-    scan, created = await rt.run(
-        rt.store.submit,
-        who,
-        endpoint=body.endpoint,
-        queue=body.queue,
-        name=body.name,
-        version=body.version,
-        kind=body.kind,
-        payload=payload,
-    )
-    return JSON(shapes.scan(scan), status_code=201 if created else 200)
+    return ScanSpec(body.name, body.version, body.queue, body.kind, payload)
+
+
+def _submitted(item: Submitted) -> dict[str, Any]:
+    assert item.scan is not None
+    return {"status": 201 if item.created else 200, "scan_id": item.scan.id}
+
+
+def _refused(exc: Invalid) -> dict[str, Any]:
+    status, code, detail = store_error_body(exc)
+    return {"status": status, "error": code, "detail": detail}
+
+
+def _invalid_item(index: int, exc: ValidationError) -> dict[str, Any]:
+    detail = [
+        {
+            "field": ".".join(str(p) for p in ("body", "scans", index, *e["loc"])),
+            "message": e["msg"],
+        }
+        for e in exc.errors()
+    ]
+    return {"status": 422, "error": "invalid_request", "detail": detail}
 
 
 @router.get("/scans/{scan_id}", response_model=ScanPublic, responses=REFUSALS)
 async def get_scan(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
     """One scan with its attempt history."""
-    scan = await rt.run(rt.store.get_scan, owner_id(owner), scan_id)
+    scan = await rt.run(rt.store.listings.get_scan, owner_id(owner), scan_id)
     return JSON(shapes.scan(scan, with_attempts=True))
 
 
@@ -75,7 +135,7 @@ async def list_scans(
 ) -> JSON:
     """Scans across the owner's endpoints, newest first, keyset-paged by `next_cursor`."""
     rows = await rt.run(
-        rt.store.list_scans,
+        rt.store.listings.list_scans,
         owner_id(owner),
         status=status,
         queue=queue,
@@ -99,7 +159,7 @@ async def list_dead_letters(
     """Dead letters across every endpoint the owner has, revocation cascades included, newest
     first: scans in FAILED that will never be retried."""
     rows = await rt.run(
-        rt.store.list_scans,
+        rt.store.listings.list_scans,
         owner_id(owner),
         status=Status.FAILED,
         queue=queue,
@@ -119,7 +179,7 @@ async def fail_scan(
     """Fail the current attempt the way its worker would (dead letter at the cap)."""
     body = body or FailBody()
     scan = await rt.run(
-        rt.store.operator_fail,
+        rt.store.results.operator_fail,
         owner_id(owner),
         scan_id,
         retryable=body.retryable,
@@ -131,7 +191,7 @@ async def fail_scan(
 @router.post("/quarantine/{scan_id}/release", response_model=ScanPublic, responses=REFUSALS)
 async def release(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
     """Let a quarantined (unauthenticated) submission into the queue."""
-    scan = await rt.run(rt.store.release, owner_id(owner), scan_id)
+    scan = await rt.run(rt.store.intake.release, owner_id(owner), scan_id)
     return JSON(shapes.scan(scan))
 
 
@@ -141,6 +201,6 @@ async def revoke(
 ) -> JSON:
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
-    count = await rt.run(rt.store.revoke, owner_id(owner), name)
+    count = await rt.run(rt.store.accounts.revoke, owner_id(owner), name)
     rt.forget_endpoint(name)
     return JSON({"endpoint": name, "revoked": True, "dead_lettered": count})

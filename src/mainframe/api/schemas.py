@@ -25,17 +25,44 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class ScanCreate(Strict):
+MAX_BATCH_SCANS = 1000
+EndpointName = Annotated[
+    Label | None,
+    Field(
+        description="Required for owners and "
+        "anonymous (open-intake) submissions; implied for sources.",
+    ),
+]
+
+
+class ScanItem(Strict):
     name: PackageName
     version: PackageVersion
     queue: Label = "default"
     kind: Label = "scan"
     payload: Any = None
-    endpoint: Label | None = Field(
-        default=None,
-        description="Required for owners and "
-        "anonymous (open-intake) submissions; implied for sources.",
-    )
+
+
+class ScanCreate(ScanItem):
+    endpoint: EndpointName = None
+
+
+class ScanBatch(Strict):
+    """Items are validated one by one, so one bad item does not refuse the others."""
+
+    endpoint: EndpointName = None
+    scans: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH_SCANS)
+
+
+class SubmitStatus(BaseModel):
+    status: int
+    scan_id: int | None = None
+    error: str | None = None
+    detail: Any = None
+
+
+class BatchSubmitted(BaseModel):
+    results: list[SubmitStatus]
 
 
 class Echo(Strict):
@@ -49,6 +76,26 @@ class ResultBody(Echo):
     summary: Summary | None = None
     artifact: Artifact | None = None
     result: Any = None
+    retry_after_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="For a retryable failure: wait this long before the next attempt, "
+        "instead of the server's backoff.",
+    )
+
+
+class ResultPublic(BaseModel):
+    """What a worker needs back after closing an attempt."""
+
+    scan_id: int
+    status: str
+    attempt_count: int
+    available_at: str | None
+    finished_at: str | None
+    dead_lettered_at: str | None
+    fail_reason: str | None
 
 
 class BatchItem(ResultBody):
@@ -113,6 +160,7 @@ class ScanPublic(BaseModel):
     finished_at: str | None
     dead_lettered_at: str | None
     fail_reason: str | None
+    available_at: str | None
     result: Any
     attempts: list[AttemptPublic] | None = None
 
@@ -127,7 +175,7 @@ class ItemStatus(BaseModel):
     status: int
     error: str | None = None
     detail: Any = None
-    scan: ScanPublic | None = None
+    scan: ResultPublic | None = None
 
 
 class BatchStatuses(BaseModel):

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from mainframe.clock import rfc3339
-from mainframe.store import Job, ScanRecord
+from mainframe.store import Closed, Job, ScanRecord
 
 
 def _json(text: str | None) -> Any:
@@ -50,6 +50,7 @@ def scan(record: ScanRecord, *, with_attempts: bool = False) -> dict[str, Any]:
         "finished_at": rfc3339(record.finished_at),
         "dead_lettered_at": rfc3339(record.dead_lettered_at),
         "fail_reason": record.fail_reason,
+        "available_at": rfc3339(record.available_at),
         "result": _json(record.result),
     }
     if with_attempts:
@@ -67,3 +68,15 @@ def scan(record: ScanRecord, *, with_attempts: bool = False) -> dict[str, Any]:
             for a in record.attempts
         ]
     return body
+
+
+def closed(record: Closed) -> dict[str, Any]:
+    return {
+        "scan_id": record.scan_id,
+        "status": record.status.value,
+        "attempt_count": record.attempt,
+        "available_at": rfc3339(record.available_at),
+        "finished_at": rfc3339(record.finished_at),
+        "dead_lettered_at": rfc3339(record.dead_lettered_at),
+        "fail_reason": record.fail_reason,
+    }

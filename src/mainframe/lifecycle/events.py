@@ -19,11 +19,17 @@ class ScanRef:
     version: str
     kind: str
     verified: bool
+    source: str | None
+    created_at: int
 
 
 @dataclass(frozen=True, slots=True)
 class ScanReady:
+    """A scan became claimable (now, or at `available_at` when a retry waits out its backoff)."""
+
     scan: ScanRef
+    attempt_count: int
+    available_at: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,6 +130,7 @@ STALE_DETAIL = {
 
 class QueueState(StrEnum):
     QUEUED = "queued"
+    SCHEDULED = "scheduled"
     PENDING = "pending"
     RETRYABLE = "retryable"
     EXHAUSTED = "exhausted"
@@ -137,11 +138,20 @@ class QueueState(StrEnum):
 
 
 def queue_state(
-    *, status: Status, lease_expires_at: int | None, attempt_count: int, now: int, max_attempts: int
+    *,
+    status: Status,
+    lease_expires_at: int | None,
+    available_at: int | None,
+    attempt_count: int,
+    now: int,
+    max_attempts: int,
 ) -> QueueState | None:
-    """The `packages_queue{state}` a live scan counts under; None for a terminal scan."""
+    """The `packages_queue{state}` a live scan counts under; None for a terminal scan.
+
+    The store counts the same states in SQL (`store/stats.py`); a test holds the two equal."""
     if status is Status.QUEUED:
-        return QueueState.QUEUED
+        due = available_at is None or available_at <= now
+        return QueueState.QUEUED if due else QueueState.SCHEDULED
     if status is Status.QUARANTINED:
         return QueueState.QUARANTINED
     if status is not Status.PENDING:

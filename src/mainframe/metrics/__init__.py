@@ -13,6 +13,7 @@ from prometheus_client import (
 )
 
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason, StaleCode
+from mainframe.metrics.hooks import HookMetrics
 
 # The *_created series double every counter and no rule of ours reads them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -86,7 +87,8 @@ class Metrics:
         )
         self.oldest_queued_age = Gauge(
             "packages_oldest_queued_age_seconds",
-            "Age of the oldest QUEUED scan at the last reconciliation (0 when none).",
+            "How long the longest-waiting due QUEUED scan has waited (0 when none); "
+            "a retry waiting out its backoff is not waiting.",
             registry=r,
         )
         self.snapshot_timestamp = Gauge(
@@ -111,6 +113,7 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
             registry=r,
         )
+        self.hooks = HookMetrics(r)
         self._prime()
 
     def _prime(self) -> None:

@@ -21,7 +21,7 @@ def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:
         metrics.outcomes.labels(outcome).set(count)
     for state in QueueState:
         metrics.queue.labels(state.value).set(snapshot.queue.get(state, 0))
-    oldest = snapshot.oldest_queued_created_at
+    oldest = snapshot.oldest_due_at
     age = 0.0 if oldest is None else max(0.0, (snapshot.taken_at - oldest) / MICROS)
     metrics.oldest_queued_age.set(age)
     metrics.reconcile_duration.set(took)
@@ -32,7 +32,7 @@ async def reconcile_once(store: Store, run: StoreRunner, metrics: Metrics) -> bo
     """One reconciliation; a failure is counted and logged, and leaves the gauges alone."""
     started = time.perf_counter()
     try:
-        snapshot = await run(store.snapshot)
+        snapshot = await run(store.listings.snapshot)
     except Exception as exc:  # the database may be down; the staleness alert will say so
         metrics.reconcile_failures.inc()
         get_logger().error("reconciliation_failed", error=f"{type(exc).__name__}: {exc}")

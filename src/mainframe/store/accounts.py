@@ -5,11 +5,15 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select
 
 from mainframe.store import totals
+from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.records import EndpointRecord, Principal
+from mainframe.store.revoke import revoke_endpoint
 from mainframe.store.schema import endpoints, owners, tokens
+from mainframe.store.sql import Sql
+from mainframe.store.uow import Tx, UnitOfWork
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
 
@@ -148,10 +152,69 @@ def authenticate(conn: Connection, secret: str) -> Principal | None:
     return Principal(row.role, row.principal, row.owner_id, row.endpoint_id, row.endpoint)
 
 
-def endpoint_is_revoked(conn: Connection, endpoint_id: int) -> bool:
-    revoked = conn.scalar(select(endpoints.c.revoked_at).where(endpoints.c.id == endpoint_id))
-    return revoked is not None
+ENDPOINT_BY_ID = Sql(
+    "endpoint_by_id",
+    "SELECT id, name, owner_id, open_intake, revoked_at FROM endpoints WHERE id = :id",
+)
 
 
-def mark_revoked(conn: Connection, *, endpoint_id: int, now: int) -> None:
-    conn.execute(update(endpoints).where(endpoints.c.id == endpoint_id).values(revoked_at=now))
+def endpoint_by_id_fast(tx: Tx, endpoint_id: int) -> EndpointRecord | None:
+    """endpoint_by_id through the driver, for intake and the job poll."""
+    row = tx.first(ENDPOINT_BY_ID, {"id": endpoint_id})
+    if row is None:
+        return None
+    return EndpointRecord(row[0], row[1], row[2], bool(row[3]), row[4])
+
+
+def endpoint_is_revoked(tx: Tx, endpoint_id: int) -> bool:
+    found = endpoint_by_id_fast(tx, endpoint_id)
+    return found is None or found.revoked_at is not None
+
+
+class Accounts:
+    """Owners, endpoints, credentials and the revocation cascade."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+
+    def create_owner(self, name: str) -> str:
+        with self.uow.write() as tx:
+            return create_owner(tx.conn, name=name, now=self.uow.now())[1]
+
+    def has_owners(self) -> bool:
+        with self.uow.read() as tx:
+            return count_owners(tx.conn) > 0
+
+    def create_endpoint(self, name: str, *, owner: str, open_intake: bool) -> EndpointRecord:
+        with self.uow.write() as tx:
+            return create_endpoint(
+                tx.conn, name=name, owner=owner, open_intake=open_intake, now=self.uow.now()
+            )
+
+    def create_token(self, *, endpoint: str, role: str, principal: str) -> str:
+        with self.uow.write() as tx:
+            return create_endpoint_token(
+                tx.conn, endpoint=endpoint, role=role, principal=principal, now=self.uow.now()
+            )
+
+    def authenticate(self, secret: str) -> Principal | None:
+        with self.uow.read() as tx:
+            return authenticate(tx.conn, secret)
+
+    def owned_endpoints(self, owner_id: int) -> dict[int, str]:
+        with self.uow.read() as tx:
+            return owned_endpoints(tx.conn, owner_id)
+
+    def revoke(self, owner_id: int, endpoint: str) -> int:
+        """The silent cascade; returns how many scans it dead-lettered."""
+        with self.uow.write() as tx:
+            found = endpoint_by_name(tx.conn, endpoint)
+            if found is None or found.owner_id != owner_id:
+                raise NotFound(f"no endpoint named {endpoint!r}")
+            if found.revoked_at is not None:
+                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
+            now = self.uow.now()
+            event = revoke_endpoint(tx.conn, endpoint_id=found.id, endpoint=endpoint, now=now)
+            tx.events.append(event)
+            totals.record(tx, [event], rng=self.uow.rng)
+        return event.dead_lettered

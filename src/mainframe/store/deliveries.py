@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, insert, select, update
 
+from mainframe.store import accounts
 from mainframe.store.schema import delivery_counts
+from mainframe.store.uow import UnitOfWork
 
 MINUTE_US = 60_000_000
 
@@ -55,3 +57,22 @@ def window_totals(
         )
     ).one()
     return DeliveryTotals(int(row[0] or 0), int(row[1] or 0))
+
+
+class Deliveries:
+    """Webhook delivery counts: added by the dispatcher, summed for the stats API."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+
+    def record(self, endpoint_id: int, *, at_us: int, attempts: int, failures: int) -> None:
+        with self.uow.write() as tx:
+            record(
+                tx.conn, endpoint_id=endpoint_id, at_us=at_us, attempts=attempts, failures=failures
+            )
+
+    def totals(self, owner_id: int, *, start_us: int, end_us: int) -> DeliveryTotals:
+        """Delivery attempts and failures of the owner's endpoints in [start, end)."""
+        with self.uow.read() as tx:
+            owned = list(accounts.owned_endpoints(tx.conn, owner_id))
+            return window_totals(tx.conn, endpoint_ids=owned, start_us=start_us, end_us=end_us)

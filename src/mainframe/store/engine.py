@@ -13,7 +13,6 @@ SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-    "PRAGMA busy_timeout=10000",
     "PRAGMA cache_size=-65536",
     "PRAGMA temp_store=MEMORY",
 )
@@ -30,11 +29,20 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def create_store_engine(url: str, *, pool_size: int = 8) -> Engine:
+# How long one SQLite statement blocks on a locked file. Commands (CLI, migrations) wait
+# long; the server waits briefly and retries off the event loop (runner.py), so a lock held
+# by another process never freezes every request.
+COMMAND_BUSY_MS = 10_000
+SERVER_BUSY_MS = 50
+
+
+def create_store_engine(
+    url: str, *, pool_size: int = 8, busy_timeout_ms: int = COMMAND_BUSY_MS
+) -> Engine:
     """An engine with the pragmas and transaction mode each database needs."""
     target = sqlalchemy_url(url)
     if is_sqlite(target):
-        return _sqlite_engine(target)
+        return _sqlite_engine(target, busy_timeout_ms)
     return create_engine(
         target,
         pool_size=pool_size,
@@ -45,7 +53,7 @@ def create_store_engine(url: str, *, pool_size: int = 8) -> Engine:
     )
 
 
-def _sqlite_engine(target: str) -> Engine:
+def _sqlite_engine(target: str, busy_timeout_ms: int) -> Engine:
     engine = create_engine(target, connect_args={"check_same_thread": False})
 
     @event.listens_for(engine, "connect")
@@ -55,13 +63,15 @@ def _sqlite_engine(target: str) -> Engine:
         cursor = dbapi_conn.cursor()
         for pragma in SQLITE_PRAGMAS:
             cursor.execute(pragma)
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # Taking the write lock up front means busy_timeout applies, instead of a deadlock
-        # error when two readers both try to upgrade.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writes take the write lock up front (BEGIN IMMEDIATE), so busy_timeout applies
+        # instead of a deadlock error when two readers both try to upgrade; the unit of work
+        # asks for a deferred BEGIN for reads (uow.py).
+        conn.exec_driver_sql(conn.info.pop("begin", "BEGIN IMMEDIATE"))
 
     return engine
 

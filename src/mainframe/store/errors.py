@@ -39,3 +39,12 @@ class Invalid(StoreError):
     def __init__(self, field: str, detail: str) -> None:
         super().__init__(detail)
         self.field = field
+
+
+class Unavailable(StoreError):
+    """The database cannot serve the call now (locked, or unreachable); try again shortly."""
+
+    def __init__(self, code: str, detail: str, *, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.retry_after = retry_after

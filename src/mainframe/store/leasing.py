@@ -1,291 +1,270 @@
-"""The job poll: reap lapsed scans whose budget is spent, reclaim lapsed ones that still have
-budget, then lease the oldest QUEUED scans. Rows are claimed with FOR UPDATE SKIP LOCKED on
-PostgreSQL (ignored by SQLite, where BEGIN IMMEDIATE already serialises writers)."""
+"""The job poll and the sweeper. A poll is one statement: lease the endpoint's oldest due
+QUEUED scans. Only when a lapse may be due (a known lease ran out, or a second has passed
+since the last look, for leases granted by other processes) does it first reap the
+endpoint's lapsed leases: budget spent → dead letter; budget left → back to QUEUED after a
+retry backoff. The sweeper reaps every endpoint the same way, so nothing waits for a poll.
+
+Rows are claimed with FOR UPDATE SKIP LOCKED on PostgreSQL; on SQLite BEGIN IMMEDIATE
+already serialises writers."""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Connection,
-    Integer,
-    String,
-    bindparam,
-    cast,
-    insert,
-    literal,
-    select,
-    union_all,
-    update,
-)
-
+from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
 from mainframe.lifecycle.events import (
     AttemptFailed,
+    Event,
     FinalAttempt,
+    LeasesGranted,
     ScanDeadLettered,
+    ScanReady,
     ScanRef,
 )
-from mainframe.lifecycle.rules import Status, lapse_dead_letter_reason, lapse_outcome
-from mainframe.store.schema import attempts, endpoints, scans
+from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
+from mainframe.store import accounts, totals
+from mainframe.store.budget import Budget
+from mainframe.store.errors import Unauthorized
+from mainframe.store.records import Job, Principal
+from mainframe.store.sql import Sql
+from mainframe.store.uow import Tx, UnitOfWork
 
-JOB_COLUMNS = (
-    scans.c.id,
-    scans.c.name,
-    scans.c.version,
-    scans.c.kind,
-    scans.c.queue,
-    scans.c.payload,
-    scans.c.attempt_count,
-    scans.c.assignment_id,
-    scans.c.lease_expires_at,
+# How long a process trusts that no lease of an endpoint has lapsed without looking: leases
+# granted by other server processes are only seen by looking.
+PROBE_INTERVAL_US = 1_000_000
+
+_ASSIGN = (
+    "status = 'PENDING', attempt_count = attempt_count + 1, "
+    "assignment_id = :prefix || CAST(scans.id AS TEXT), worker = :worker, leased_at = :now, "
+    "lease_expires_at = :expires, wait_reason = NULL, updated_at = :now"
 )
-LAPSED_COLUMNS = (
-    scans.c.id,
-    scans.c.endpoint_id,
-    scans.c.queue,
-    scans.c.name,
-    scans.c.version,
-    scans.c.kind,
-    scans.c.verified,
-    scans.c.worker,
-    scans.c.leased_at,
-    scans.c.attempt_count,
-    scans.c.assignment_id,
-    scans.c.wait_reason,
-    scans.c.attempt_base,
+_JOB = (
+    "scans.id, scans.name, scans.version, scans.kind, scans.queue, scans.payload, "
+    "scans.attempt_count, scans.assignment_id, scans.lease_expires_at"
 )
+# Walks ix_scans_queued (endpoint_id, available_at, id) WHERE status = 'QUEUED' in due order
+# and stops after :limit rows; the literal status is what lets both planners use it.
+_DUE = (
+    "SELECT id FROM scans WHERE endpoint_id = :endpoint AND status = 'QUEUED' "
+    "AND available_at <= :now ORDER BY available_at, id LIMIT :limit"
+)
+LEASE_DUE = Sql(
+    "lease_due",
+    f"UPDATE scans SET {_ASSIGN} WHERE id IN ({_DUE}) RETURNING {_JOB}",
+    f"WITH due AS ({_DUE} FOR UPDATE SKIP LOCKED) "
+    f"UPDATE scans SET {_ASSIGN} FROM due WHERE scans.id = due.id RETURNING {_JOB}",
+)
+_LAPSED_COLUMNS = (
+    "id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker, "
+    "leased_at, attempt_count, assignment_id, wait_reason, attempt_base"
+)
+# ix_scans_pending_lease (endpoint_id, lease_expires_at) and ix_scans_lease_due
+# (lease_expires_at), both WHERE status = 'PENDING'.
+_LAPSED = (
+    f"SELECT {_LAPSED_COLUMNS} FROM scans WHERE status = 'PENDING' "
+    "AND lease_expires_at < :now {endpoint} ORDER BY lease_expires_at LIMIT :limit"
+)
+LAPSED_OF_ENDPOINT = Sql(
+    "lapsed_of_endpoint",
+    _LAPSED.format(endpoint="AND endpoint_id = :endpoint"),
+    _LAPSED.format(endpoint="AND endpoint_id = :endpoint") + " FOR UPDATE SKIP LOCKED",
+)
+LAPSED_ANYWHERE = Sql(
+    "lapsed_anywhere",
+    _LAPSED.format(endpoint=""),
+    _LAPSED.format(endpoint="") + " FOR UPDATE SKIP LOCKED",
+)
+CLOSE_LAPSED = Sql(
+    "close_lapsed_attempt",
+    "INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, "
+    "closed_at, outcome, summary, artifact) VALUES (:scan, :seq, :attempt, :assignment, "
+    ":worker, :leased_at, :now, :outcome, :summary, NULL)",
+)
+DEAD_LETTER_LAPSED = Sql(
+    "dead_letter_lapsed",
+    "UPDATE scans SET status = 'FAILED', dead_lettered_at = :now, finished_at = :now, "
+    "updated_at = :now, fail_reason = :reason, lease_expires_at = NULL, wait_reason = NULL "
+    "WHERE id = :scan AND status = 'PENDING'",
+)
+REQUEUE_LAPSED = Sql(
+    "requeue_lapsed",
+    "UPDATE scans SET status = 'QUEUED', available_at = :available, updated_at = :now, "
+    "lease_expires_at = NULL, wait_reason = NULL WHERE id = :scan AND status = 'PENDING'",
+)
+ENDPOINT_NAMES = Sql("endpoint_names", "SELECT id, name FROM endpoints")
 
 
 @dataclass(frozen=True, slots=True)
 class Lapsed:
-    """A PENDING scan whose lease or wait ran out, as it was before we touched it."""
+    """A PENDING scan whose lease (or wait) ran out, as it was before we touched it."""
 
-    row: Any
+    id: int
+    endpoint_id: int
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+    source: str | None
+    created_at: int
+    worker: str | None
+    leased_at: int | None
+    attempt_count: int
+    assignment_id: str
+    wait_reason: str | None
+    attempt_base: int
 
     @property
-    def waiting(self) -> bool:
-        return self.row.wait_reason is not None
+    def seq(self) -> int:
+        return self.attempt_base + self.attempt_count
 
     def ref(self, endpoint: str) -> ScanRef:
-        r = self.row
         return ScanRef(
-            r.id, r.endpoint_id, endpoint, r.queue, r.name, r.version, r.kind, bool(r.verified)
+            self.id,
+            self.endpoint_id,
+            endpoint,
+            self.queue,
+            self.name,
+            self.version,
+            self.kind,
+            bool(self.verified),
+            self.source,
+            self.created_at,
         )
 
 
-def _lapsed(*, spent: bool, per_endpoint: bool, limit: str) -> Any:
-    max_attempts = bindparam("b_max", type_=Integer)
-    budget = (
-        scans.c.attempt_count >= max_attempts if spent else scans.c.attempt_count < max_attempts
-    )
-    query = (
-        select(*LAPSED_COLUMNS, literal(spent).label("spent"))
-        .where(
-            scans.c.status == Status.PENDING.value,
-            scans.c.lease_expires_at < bindparam("b_now", type_=BigInteger),
-            budget,
-        )
-        .order_by(scans.c.lease_expires_at)
-        .limit(bindparam(limit, type_=Integer))
-        .with_for_update(skip_locked=True)
-    )
-    if per_endpoint:
-        query = query.where(scans.c.endpoint_id == bindparam("b_endpoint", type_=BigInteger))
-    return query
+class LapseWatch:
+    """When each endpoint's next lapse may be due, as far as this process knows."""
+
+    def __init__(self) -> None:
+        self._due: dict[int, int] = {}
+
+    def due(self, endpoint_id: int, now: int) -> bool:
+        return self._due.get(endpoint_id, 0) <= now
+
+    def note(self, endpoint_id: int, deadline: int) -> None:
+        """A lease or wait of this endpoint ends at `deadline`."""
+        self._due[endpoint_id] = min(self._due.get(endpoint_id, deadline), deadline)
+
+    def looked(self, endpoint_id: int, now: int, *, more: bool) -> None:
+        self._due[endpoint_id] = now if more else now + PROBE_INTERVAL_US
 
 
-# Built once: SQLAlchemy memoises a statement's cache key on the object, so a prebuilt
-# statement skips both construction and cache-key generation on every job poll.
-_POLL_LAPSED = union_all(
-    select(_lapsed(spent=True, per_endpoint=True, limit="b_spent_limit").cte("spent")),
-    select(_lapsed(spent=False, per_endpoint=True, limit="b_reclaim_limit").cte("reclaim")),
-)
-_SWEEP_LAPSED = _lapsed(spent=True, per_endpoint=False, limit="b_spent_limit")
+class Leasing:
+    def __init__(
+        self, uow: UnitOfWork, budget: Budget, retry: RetryPolicy, lapses: LapseWatch
+    ) -> None:
+        self.uow = uow
+        self.budget = budget
+        self.retry = retry
+        self.lapses = lapses
 
-
-def lapsed_pending(
-    conn: Connection,
-    *,
-    endpoint_id: int | None,
-    now: int,
-    max_attempts: int,
-    spent_limit: int,
-    reclaim_limit: int,
-) -> tuple[list[Lapsed], list[Lapsed]]:
-    """Claim lapsed PENDING scans, oldest lapse first: (budget spent, budget left).
-
-    Both kinds are filtered in SQL, so a crowd of one kind can never hide the other. Without
-    an endpoint (the sweeper) only spent scans are claimed."""
-    params = {"b_now": now, "b_max": max_attempts, "b_spent_limit": spent_limit}
-    if endpoint_id is None:
-        rows = conn.execute(_SWEEP_LAPSED, params).all()
-    else:
-        params |= {"b_endpoint": endpoint_id, "b_reclaim_limit": max(reclaim_limit, 0)}
-        rows = conn.execute(_POLL_LAPSED, params).all()
-    found = [Lapsed(row) for row in rows]
-    return [x for x in found if x.row.spent], [x for x in found if not x.row.spent]
-
-
-def lapse_events(lapsed: Sequence[Lapsed], endpoint: str) -> list[AttemptFailed]:
-    """Reclaimed assignments are attempt failures: the scan goes round again."""
-    return [
-        AttemptFailed(
-            x.ref(endpoint),
-            x.row.attempt_count,
-            lapse_outcome(waiting=x.waiting).value,
-        )
-        for x in lapsed
-    ]
-
-
-def close_lapsed_attempts(conn: Connection, lapsed: Sequence[Lapsed], *, now: int) -> None:
-    """Write the attempt-history rows of lapsed assignments."""
-    if not lapsed:
-        return
-    conn.execute(
-        insert(attempts),
-        [
-            {
-                "scan_id": item.row.id,
-                "seq": item.row.attempt_base + item.row.attempt_count,
-                "attempt": item.row.attempt_count,
-                "assignment_id": item.row.assignment_id,
-                "worker": item.row.worker,
-                "leased_at": item.row.leased_at,
-                "closed_at": now,
-                "outcome": lapse_outcome(waiting=item.waiting).value,
-                "summary": item.row.wait_reason,
-                "artifact": None,
+    def lease(self, principal: Principal, batch: int) -> list[Job]:
+        """The job poll: reap this endpoint's lapsed leases if one may be due, then lease up
+        to `batch` due scans, oldest first."""
+        assert principal.endpoint_id is not None and principal.endpoint is not None
+        endpoint_id, now = principal.endpoint_id, self.uow.now()
+        expires = now + self.budget.job_timeout_us
+        with self.uow.write() as tx:
+            if self.lapses.due(endpoint_id, now):
+                found = self._reap(tx, LAPSED_OF_ENDPOINT, {"endpoint": endpoint_id}, now)
+                self.lapses.looked(endpoint_id, now, more=found >= self.budget.reap_per_poll)
+            params = {
+                "prefix": secrets.token_hex(8) + "-",
+                "worker": principal.name,
+                "now": now,
+                "expires": expires,
+                "endpoint": endpoint_id,
+                "limit": batch,
             }
-            for item in lapsed
-        ],
-    )
+            rows = tx.rows(LEASE_DUE, params)
+            if rows:
+                retries = sum(1 for row in rows if row[6] > 1)
+                tx.events.append(LeasesGranted(principal.endpoint, len(rows), retries))
+            elif accounts.endpoint_is_revoked(tx, endpoint_id):
+                raise Unauthorized("this worker's endpoint is revoked")
+        if rows:
+            self.lapses.note(endpoint_id, expires)
+        return sorted((Job(*row) for row in rows), key=lambda job: job.scan_id)
+
+    def sweep(self, *, limit: int = 500) -> int:
+        """Reap lapsed leases of every endpoint, oldest lapse first; return how many."""
+        now = self.uow.now()
+        with self.uow.write() as tx:
+            return self._reap(tx, LAPSED_ANYWHERE, {}, now, limit=limit)
+
+    def _reap(
+        self, tx: Tx, sql: Sql, params: dict[str, int], now: int, *, limit: int | None = None
+    ) -> int:
+        rows = tx.rows(sql, params | {"now": now, "limit": limit or self.budget.reap_per_poll})
+        lapsed = [Lapsed(*row) for row in rows]
+        if not lapsed:
+            return 0
+        names = {row[0]: row[1] for row in tx.rows(ENDPOINT_NAMES, {})}
+        spent = [x for x in lapsed if x.attempt_count >= self.budget.max_attempts]
+        again = [x for x in lapsed if x.attempt_count < self.budget.max_attempts]
+        tx.many(CLOSE_LAPSED, [_closed_attempt(x, now) for x in lapsed])
+        dead = self._dead_letter(tx, spent, now, names)
+        totals.record(tx, dead, rng=self.uow.rng)
+        tx.events.extend(dead)
+        tx.events.extend(self._requeue(tx, again, now, names))
+        return len(lapsed)
+
+    def _dead_letter(
+        self, tx: Tx, spent: Sequence[Lapsed], now: int, names: dict[int, str]
+    ) -> list[Event]:
+        events: list[Event] = []
+        updates = []
+        for x in spent:
+            waiting = x.wait_reason is not None
+            reason = lapse_dead_letter_reason(waiting=waiting)
+            updates.append({"scan": x.id, "now": now, "reason": reason.value})
+            final = FinalAttempt(
+                x.seq, lapse_outcome(waiting=waiting).value, x.wait_reason, None, now
+            )
+            events.append(
+                ScanDeadLettered(
+                    x.ref(names[x.endpoint_id]),
+                    reason,
+                    x.attempt_count,
+                    x.worker,
+                    x.leased_at,
+                    now,
+                    final,
+                )
+            )
+        tx.many(DEAD_LETTER_LAPSED, updates)
+        return events
+
+    def _requeue(
+        self, tx: Tx, again: Sequence[Lapsed], now: int, names: dict[int, str]
+    ) -> list[Event]:
+        events: list[Event] = []
+        updates = []
+        for x in again:
+            delay = retry_delay_us(self.retry, attempt=x.attempt_count, draw=self.uow.rng.random())
+            updates.append({"scan": x.id, "now": now, "available": now + delay})
+            ref = x.ref(names[x.endpoint_id])
+            outcome = lapse_outcome(waiting=x.wait_reason is not None).value
+            events += [
+                AttemptFailed(ref, x.attempt_count, outcome),
+                ScanReady(ref, x.attempt_count, now + delay),
+            ]
+        tx.many(REQUEUE_LAPSED, updates)
+        return events
 
 
-_dead_letter = (
-    update(scans)
-    .where(scans.c.id == bindparam("b_id"), scans.c.status == Status.PENDING.value)
-    .values(
-        status=Status.FAILED.value,
-        dead_lettered_at=bindparam("b_now"),
-        finished_at=bindparam("b_now"),
-        updated_at=bindparam("b_now"),
-        fail_reason=bindparam("b_reason"),
-        lease_expires_at=None,
-    )
-)
-
-
-def dead_letter_lapsed(
-    conn: Connection, lapsed: Sequence[Lapsed], *, now: int, endpoint_names: dict[int, str]
-) -> list[ScanDeadLettered]:
-    """Move lapsed, budget-spent scans to FAILED as dead letters; return their events."""
-    if not lapsed:
-        return []
-    close_lapsed_attempts(conn, lapsed, now=now)
-    reasons = [lapse_dead_letter_reason(waiting=item.waiting) for item in lapsed]
-    conn.execute(
-        _dead_letter,
-        [
-            {"b_id": item.row.id, "b_now": now, "b_reason": reason.value}
-            for item, reason in zip(lapsed, reasons, strict=True)
-        ],
-    )
-    return [
-        _dead_letter_event(item, reason, now, endpoint_names)
-        for item, reason in zip(lapsed, reasons, strict=True)
-    ]
-
-
-def _dead_letter_event(
-    item: Lapsed, reason: Any, now: int, endpoint_names: dict[int, str]
-) -> ScanDeadLettered:
-    row = item.row
-    ref = item.ref(endpoint_names[row.endpoint_id])
-    final = FinalAttempt(
-        seq=row.attempt_base + row.attempt_count,
-        outcome=lapse_outcome(waiting=item.waiting).value,
-        summary=row.wait_reason,
-        artifact=None,
-        at=now,
-    )
-    return ScanDeadLettered(ref, reason, row.attempt_count, row.worker, row.leased_at, now, final)
-
-
-def endpoint_names_for(conn: Connection, lapsed: Sequence[Lapsed]) -> dict[int, str]:
-    ids = {item.row.endpoint_id for item in lapsed}
-    if not ids:
-        return {}
-    rows = conn.execute(select(endpoints.c.id, endpoints.c.name).where(endpoints.c.id.in_(ids)))
-    return {row.id: row.name for row in rows}
-
-
-# One random prefix per poll plus the scan id: distinct per assignment, unguessable.
-_ASSIGN_VALUES: dict[str, Any] = {
-    "status": Status.PENDING.value,
-    "attempt_count": scans.c.attempt_count + 1,
-    "assignment_id": bindparam("b_prefix", type_=String) + cast(scans.c.id, String),
-    "worker": bindparam("b_worker", type_=String),
-    "leased_at": bindparam("b_leased", type_=BigInteger),
-    "lease_expires_at": bindparam("b_expires", type_=BigInteger),
-    "wait_reason": None,
-    "updated_at": bindparam("b_leased", type_=BigInteger),
-}
-_ASSIGN_RECLAIMED = (
-    update(scans)
-    .where(scans.c.id.in_(bindparam("b_ids", expanding=True)))
-    .values(**_ASSIGN_VALUES)
-    .returning(*JOB_COLUMNS)
-)
-# Oldest submission first, in ix_scans_queued's order. Ordered by id, PostgreSQL may walk the
-# primary key through the finished history looking for the first QUEUED row.
-_OLDEST_QUEUED = (
-    select(scans.c.id)
-    .where(
-        scans.c.endpoint_id == bindparam("b_endpoint", type_=BigInteger),
-        scans.c.status == Status.QUEUED.value,
-    )
-    .order_by(scans.c.created_at, scans.c.id)
-    .limit(bindparam("b_limit", type_=Integer))
-    .with_for_update(skip_locked=True)
-)
-_ASSIGN_QUEUED = (
-    update(scans)
-    .where(scans.c.id.in_(_OLDEST_QUEUED.scalar_subquery()))
-    .values(**_ASSIGN_VALUES)
-    .returning(*JOB_COLUMNS)
-)
-
-
-def _assign_params(*, worker: str, now: int, expires: int) -> dict[str, Any]:
+def _closed_attempt(x: Lapsed, now: int) -> dict[str, object]:
     return {
-        "b_prefix": secrets.token_hex(8) + "-",
-        "b_worker": worker,
-        "b_leased": now,
-        "b_expires": expires,
+        "scan": x.id,
+        "seq": x.seq,
+        "attempt": x.attempt_count,
+        "assignment": x.assignment_id,
+        "worker": x.worker,
+        "leased_at": x.leased_at,
+        "now": now,
+        "outcome": lapse_outcome(waiting=x.wait_reason is not None).value,
+        "summary": x.wait_reason,
     }
-
-
-def assign_reclaimed(
-    conn: Connection, ids: Sequence[int], *, worker: str, now: int, expires: int
-) -> list[Any]:
-    """Give lapsed scans with budget left a new assignment."""
-    if not ids:
-        return []
-    params = _assign_params(worker=worker, now=now, expires=expires) | {"b_ids": list(ids)}
-    return list(conn.execute(_ASSIGN_RECLAIMED, params))
-
-
-def assign_queued(
-    conn: Connection, *, endpoint_id: int, limit: int, worker: str, now: int, expires: int
-) -> list[Any]:
-    """Lease the oldest QUEUED scans of the endpoint, walking only the partial queued index."""
-    if limit <= 0:
-        return []
-    params = _assign_params(worker=worker, now=now, expires=expires)
-    params |= {"b_endpoint": endpoint_id, "b_limit": limit}
-    return list(conn.execute(_ASSIGN_QUEUED, params))

@@ -8,8 +8,18 @@ from dataclasses import replace
 from sqlalchemy import Connection, select
 
 from mainframe.lifecycle.rules import Status
+from mainframe.store import accounts
+from mainframe.store.errors import NotFound
 from mainframe.store.records import AttemptRecord, ScanRecord, scan_from_row
 from mainframe.store.schema import attempts, scans
+
+
+def owned_scan(conn: Connection, owner_id: int, scan_id: int) -> ScanRecord:
+    """The scan with its history if one of the owner's endpoints holds it; NotFound if not."""
+    found = scan_by_id(conn, scan_id, endpoints=accounts.owned_endpoints(conn, owner_id))
+    if found is None:
+        raise NotFound(f"no scan {scan_id}")
+    return found
 
 
 def scan_by_id(conn: Connection, scan_id: int, *, endpoints: dict[int, str]) -> ScanRecord | None:

@@ -67,6 +67,7 @@ class ScanRecord:
     fail_reason: str | None
     result: str | None
     attempt_base: int
+    available_at: int | None
     attempts: tuple[AttemptRecord, ...] = ()
 
     def ref(self) -> ScanRef:
@@ -79,6 +80,8 @@ class ScanRecord:
             self.version,
             self.kind,
             self.verified,
+            self.source,
+            self.created_at,
         )
 
 
@@ -97,9 +100,47 @@ class Job:
     lease_expires_at: int
 
 
+# Every column of `scans`, in the order fixed SQL selects them (`SELECT {SCAN_SELECT}`).
+SCAN_COLUMNS = (
+    "id",
+    "endpoint_id",
+    "queue",
+    "name",
+    "version",
+    "kind",
+    "payload",
+    "status",
+    "verified",
+    "source",
+    "worker",
+    "attempt_count",
+    "assignment_id",
+    "leased_at",
+    "lease_expires_at",
+    "wait_reason",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "dead_lettered_at",
+    "fail_reason",
+    "result",
+    "attempt_base",
+    "available_at",
+)
+SCAN_SELECT = ", ".join(SCAN_COLUMNS)
+
+
+def scan_from_values(values: tuple[Any, ...], endpoint: str) -> ScanRecord:
+    """Build a ScanRecord from a driver row of SCAN_COLUMNS."""
+    return scan_from_mapping(dict(zip(SCAN_COLUMNS, values, strict=True)), endpoint)
+
+
 def scan_from_row(row: Any, endpoint: str) -> ScanRecord:
-    """Build a ScanRecord from a row carrying every column of `scans`."""
-    m = row._mapping
+    """Build a ScanRecord from a SQLAlchemy row carrying every column of `scans`."""
+    return scan_from_mapping(row._mapping, endpoint)
+
+
+def scan_from_mapping(m: Any, endpoint: str) -> ScanRecord:
     return ScanRecord(
         id=m["id"],
         endpoint_id=m["endpoint_id"],
@@ -125,4 +166,5 @@ def scan_from_row(row: Any, endpoint: str) -> ScanRecord:
         fail_reason=m["fail_reason"],
         result=m["result"],
         attempt_base=m["attempt_base"],
+        available_at=m["available_at"],
     )

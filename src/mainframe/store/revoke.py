@@ -6,15 +6,14 @@ from sqlalchemy import Connection, insert, select, update
 
 from mainframe.lifecycle.events import EndpointRevoked
 from mainframe.lifecycle.rules import LIVE, AttemptOutcome, DeadLetterReason, Status
-from mainframe.store.accounts import mark_revoked
-from mainframe.store.schema import attempts, scans
+from mainframe.store.schema import attempts, endpoints, scans
 
 
 def revoke_endpoint(
     conn: Connection, *, endpoint_id: int, endpoint: str, now: int
 ) -> EndpointRevoked:
     """Dead-letter every live scan of the endpoint and refuse its credentials, atomically."""
-    mark_revoked(conn, endpoint_id=endpoint_id, now=now)
+    conn.execute(update(endpoints).where(endpoints.c.id == endpoint_id).values(revoked_at=now))
     held = conn.execute(
         select(
             scans.c.id,

@@ -91,14 +91,17 @@ scans = Table(
     Column("dead_lettered_at", BigInteger),
     # Attempts closed before the last redrive, so attempt history seq stays unique.
     Column("attempt_base", Integer, nullable=False, server_default=text("0")),
+    # When a QUEUED scan is due; later than now while a retry waits out its backoff (0006).
+    Column("available_at", BigInteger),
     # Leasing walks only eligible rows: a partial index per eligible status, never (status, id).
     Index(
         "ix_scans_queued",
         "endpoint_id",
-        "created_at",
+        "available_at",
         "id",
         **partial("status = 'QUEUED'"),
     ),
+    Index("ix_scans_lease_due", "lease_expires_at", **partial("status = 'PENDING'")),
     Index(
         "ix_scans_pending_lease",
         "endpoint_id",
@@ -167,4 +170,26 @@ delivery_counts = Table(
     Column("minute_us", BigInteger, primary_key=True),
     Column("attempts", BigInteger, nullable=False, server_default=text("0")),
     Column("failures", BigInteger, nullable=False, server_default=text("0")),
+)
+
+# Outbound webhooks of an endpoint (revision 0007). Secrets are Fernet tokens under a key the
+# database does not hold (store/hook_secrets.py); `previous_secret` signs too until
+# `previous_valid_until` after a rotation.
+hooks = Table(
+    "hooks",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("queue", String(100)),  # NULL admits every queue
+    Column("rate_per_minute", Integer, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", String(40)),
+    Column("secret", Text, nullable=False),
+    Column("previous_secret", Text),
+    Column("previous_valid_until", BigInteger),
+    Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
+    Column("last_delivery_at", BigInteger),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_hooks_endpoint", "endpoint_id"),
 )

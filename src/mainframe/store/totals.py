@@ -7,17 +7,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 
-from sqlalchemy import (
-    BigInteger,
-    Connection,
-    Integer,
-    String,
-    bindparam,
-    func,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import Connection, func, insert, select
 
 from mainframe.lifecycle.events import (
     EndpointRevoked,
@@ -27,6 +17,8 @@ from mainframe.lifecycle.events import (
     ScanFinished,
 )
 from mainframe.store.schema import scan_totals
+from mainframe.store.sql import Sql
+from mainframe.store.uow import Tx
 
 OUTCOMES = ("finished", "failed", "dead_lettered")
 # Rows per (endpoint, outcome); writers pick one at random so concurrent commits on
@@ -34,14 +26,10 @@ OUTCOMES = ("finished", "failed", "dead_lettered")
 SHARDS = 8
 
 
-_BUMP = (
-    update(scan_totals)
-    .where(
-        scan_totals.c.endpoint_id == bindparam("t_endpoint", type_=BigInteger),
-        scan_totals.c.outcome == bindparam("t_outcome", type_=String),
-        scan_totals.c.shard == bindparam("t_shard", type_=Integer),
-    )
-    .values(count=scan_totals.c.count + bindparam("t_n", type_=BigInteger))
+BUMP = Sql(
+    "bump_totals",
+    "UPDATE scan_totals SET count = count + :n "
+    "WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard",
 )
 
 
@@ -75,22 +63,15 @@ def tally(events: Iterable[Event]) -> Counter[tuple[int, str]]:
     return counts
 
 
-def record(conn: Connection, events: Iterable[Event], *, rng: random.Random) -> None:
-    """Add the outcomes of this transaction's events to the totals."""
-    for (endpoint_id, outcome), n in sorted(tally(events).items()):
-        if n == 0:
-            continue
-        bumped = conn.execute(
-            _BUMP,
-            {
-                "t_endpoint": endpoint_id,
-                "t_outcome": outcome,
-                "t_shard": rng.randrange(SHARDS),
-                "t_n": n,
-            },
-        )
-        if bumped.rowcount == 0:
-            raise RuntimeError(f"scan_totals rows missing for endpoint {endpoint_id}")
+def record(tx: Tx, events: Iterable[Event], *, rng: random.Random) -> None:
+    """Add the outcomes of this transaction's events to the totals, in the same transaction."""
+    bumps = [
+        {"endpoint": endpoint_id, "outcome": outcome, "shard": rng.randrange(SHARDS), "n": n}
+        for (endpoint_id, outcome), n in sorted(tally(events).items())
+        if n
+    ]
+    # Sorted, so two transactions never take the same rows in opposite orders.
+    tx.many(BUMP, bumps)
 
 
 def read(conn: Connection) -> dict[str, int]:
