@@ -1,0 +1,83 @@
+"""The benchmark's command line: what to measure, at which queue sizes, how long, and how the
+servers run. Defaults give the README's figures (16 workers, 32 intake requests in flight)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import measure
+
+MODES = ("intake", "loop")
+
+
+def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
+    """The benchmark's command line; --profile fails early when py-spy is missing."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add = parser.add_argument
+    add("--db", choices=("sqlite", "postgresql", "both"), default="both")
+    add("--mode", nargs="+", choices=MODES, default=list(MODES), help="what to measure")
+    add(
+        "--intake-at",
+        type=int,
+        nargs="+",
+        default=[0, 1_000_000],
+        metavar="N",
+        help="queue sizes at which to measure single-route intake",
+    )
+    add(
+        "--queued",
+        type=int,
+        nargs="+",
+        default=[200_000],
+        metavar="N",
+        help="queue sizes at which to run the worker loop (topped up before every run)",
+    )
+    add("--intake-in-flight", type=int, default=32, help="concurrent single-route submissions")
+    add("--workers", type=int, default=16, help="concurrent workers in the loop")
+    add(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[1, 10],
+        choices=range(1, 101),
+        metavar="N",
+        help="lease batch sizes; 1 reports single results, more the batch route",
+    )
+    add("--duration", type=float, default=15.0, help="seconds per measured window")
+    add("--warmup", type=float, default=2.0, help="seconds of load before each window")
+    add("--ceiling-duration", type=float, default=5.0, help="seconds of GET /healthz before each")
+    add("--runs", type=int, default=3)
+    add("--load-procs", type=int, default=2, help="load-generator processes")
+    add("--servers", type=int, default=1, help="server processes on one PostgreSQL database")
+    add("--server-workers", type=int, default=1, help="`mainframe serve --workers N` if N > 1")
+    add("--fill-step", type=int, default=250_000, help="scans per reported fill step")
+    add("--fill-timeout", type=float, default=3600.0, help="seconds a fill step may take")
+    add(
+        "--quiet-wait",
+        type=float,
+        default=120.0,
+        help="seconds to wait before each measurement for other processes to leave the CPU",
+    )
+    add(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="py-spy the servers during the first run of each figure (costs them CPU)",
+    )
+    add(
+        "--server-src",
+        type=Path,
+        metavar="DIR",
+        help="run the server and CLI from this source tree (first on PYTHONPATH)",
+    )
+    add("--json", type=Path, help="also write every figure here")
+    args = parser.parse_args(argv)
+    positive = (args.workers, args.load_procs, args.runs, args.servers, args.server_workers)
+    if min(positive) < 1 or args.duration <= 0 or args.fill_step < 1:
+        parser.error("counts and durations must be positive")
+    if args.profile is not None:
+        measure.py_spy()
+    return args
