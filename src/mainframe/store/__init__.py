@@ -6,6 +6,7 @@ from mainframe.clock import Clock, to_us
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.settings import Settings
 from mainframe.store.budget import Budget
+from mainframe.store.closing import Closed, Report
 from mainframe.store.engine import COMMAND_BUSY_MS, create_store_engine, is_sqlite
 from mainframe.store.errors import (
     Conflict,
@@ -19,7 +20,7 @@ from mainframe.store.errors import (
 from mainframe.store.hook_secrets import open_box
 from mainframe.store.intake import ScanSpec, Submitted
 from mainframe.store.records import Job, Principal, ScanRecord
-from mainframe.store.results import Closed, ItemOutcome, Report
+from mainframe.store.results import ItemOutcome
 from mainframe.store.store import Store
 from mainframe.store.uow import Publish, discard
 

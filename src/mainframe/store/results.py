@@ -5,21 +5,14 @@ only a refused write reads the row again, to say why."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
 from mainframe.lifecycle.events import (
-    AttemptFailed,
     Event,
-    FinalAttempt,
-    ScanDeadLettered,
     ScanFailed,
-    ScanFinished,
-    ScanReady,
-    ScanRef,
     StaleResultRejected,
 )
 from mainframe.lifecycle.rules import (
@@ -33,38 +26,25 @@ from mainframe.lifecycle.rules import (
 )
 from mainframe.store import accounts, queries, totals
 from mainframe.store.budget import Budget
+from mainframe.store.closing import (
+    CLOSE_BATCH,
+    DIAGNOSE,
+    FAIL_UNLEASED,
+    INSERT_HISTORY,
+    Closed,
+    ClosedRow,
+    Report,
+    batch_params,
+    close_sql,
+    settle_params,
+    settlement_events,
+    total_outcome,
+    touch_sql,
+)
 from mainframe.store.errors import Conflict, NotFound, Stale, StoreError, Unauthorized
 from mainframe.store.leasing import LapseWatch
 from mainframe.store.records import Principal, ScanRecord
-from mainframe.store.sql import Sql
 from mainframe.store.uow import Tx, UnitOfWork
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What a worker (or operator) says about the current attempt."""
-
-    outcome: str
-    retryable: bool
-    attempt: int | None
-    assignment_id: str | None
-    summary: str | None
-    artifact: str | None
-    result: str | None
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Closed:
-    """What a worker learns about the scan whose attempt it closed."""
-
-    scan_id: int
-    status: Status
-    attempt: int
-    available_at: int | None
-    finished_at: int | None
-    dead_lettered_at: int | None
-    fail_reason: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,81 +54,6 @@ class ItemOutcome:
     scan_id: int
     closed: Closed | None
     error: StoreError | None
-
-
-def holder_where(*, echoed: bool, with_worker: bool) -> str:
-    """The compare-and-set on the current assignment; `diagnose_stale` says why it missed."""
-    terms = ["id = :scan", "endpoint_id = :endpoint", "status = 'PENDING'"]
-    if with_worker:
-        terms.append("worker = :worker")
-    if echoed:
-        terms += ["attempt_count = :attempt", "assignment_id = :assignment"]
-    else:
-        terms.append("attempt_count = 1")  # rollout form: the first assignment only
-    return " AND ".join(terms)
-
-
-_CLOSED = (
-    "id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker, "
-    "leased_at, attempt_count, attempt_base, assignment_id, status, finished_at, "
-    "dead_lettered_at, fail_reason, available_at"
-)
-_SETTLE = (
-    "status = :status, updated_at = :now, lease_expires_at = NULL, wait_reason = NULL, "
-    "fail_reason = :fail_reason, finished_at = :finished_at, "
-    "dead_lettered_at = :dead_lettered_at, result = :result, available_at = :available_at"
-)
-_HISTORY_COLUMNS = (
-    "scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at, outcome, summary, artifact"
-)
-INSERT_HISTORY = Sql(
-    "insert_attempt",
-    f"INSERT INTO attempts ({_HISTORY_COLUMNS}) VALUES (:scan, :seq, :attempt, :assignment, "
-    ":worker, :leased_at, :now, :outcome, :summary, :artifact)",
-)
-DIAGNOSE = Sql(
-    "diagnose_refusal",
-    "SELECT status, attempt_count, assignment_id, worker FROM scans "
-    "WHERE id = :scan AND endpoint_id = :endpoint",
-)
-
-
-@functools.cache
-def close_sql(*, echoed: bool, with_worker: bool, one_trip: bool = False) -> Sql:
-    """Close the named attempt. A worker's echoed result on PostgreSQL (the hot path) carries
-    its history row and outcome total in the same statement, one round trip; every other form
-    leaves both to the caller (two more cheap statements)."""
-    where = holder_where(echoed=echoed, with_worker=with_worker)
-    update = f"UPDATE scans SET {_SETTLE} WHERE {where}"
-    if not (echoed and with_worker and one_trip):
-        return Sql(f"close_attempt_{echoed}_{with_worker}", f"{update} RETURNING {_CLOSED}")
-    pg = (
-        f"WITH closed AS ({update} RETURNING {_CLOSED}), "
-        f"history AS (INSERT INTO attempts ({_HISTORY_COLUMNS}) "
-        "SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, "
-        "leased_at, :now, :outcome, :summary, :artifact FROM closed), "
-        "total AS (UPDATE scan_totals SET count = count + 1 WHERE endpoint_id = :endpoint "
-        "AND outcome = :total AND shard = :shard AND EXISTS (SELECT 1 FROM closed)) "
-        f"SELECT {_CLOSED} FROM closed"
-    )
-    return Sql("close_attempt_hot", f"{update} RETURNING {_CLOSED}", pg)
-
-
-@functools.cache
-def touch_sql(kind: str, *, echoed: bool) -> Sql:
-    """Heartbeat, wait or resume as one compare-and-set on the holder's row."""
-    values = {
-        # A heartbeat during a wait leaves the wait's own deadline alone.
-        "heartbeat": "lease_expires_at = CASE WHEN wait_reason IS NULL THEN :until "
-        "ELSE lease_expires_at END",
-        "wait": "lease_expires_at = :until, wait_reason = :reason",
-        "resume": "lease_expires_at = :until, wait_reason = NULL",
-    }[kind]
-    where = holder_where(echoed=echoed, with_worker=True)
-    return Sql(
-        f"{kind}_{echoed}",
-        f"UPDATE scans SET updated_at = :now, {values} WHERE {where} RETURNING lease_expires_at",
-    )
 
 
 class Results:
@@ -175,15 +80,20 @@ class Results:
         endpoint_id, endpoint = worker_endpoint(principal)
         holder = _Holder(principal.name, endpoint_id, endpoint)
         now = self.uow.now()
-        # Rows are taken in scan order, so two batches never wait on each other in a cycle;
-        # a lone result may fold its history and total into one statement (`one_trip`).
+        # Rows are taken in scan order, so two batches never wait on each other in a cycle.
         order = sorted(range(len(items)), key=lambda i: items[i][0])
-        done: dict[int, ItemOutcome] = {}
-        with self.uow.write() as tx:
-            pending = _Pending(one_trip=len(items) == 1)
+        # A lone echoed result is one statement on PostgreSQL (history and total inside it).
+        one_trip = len(items) == 1 and items[0][1].attempt is not None and not self.uow.sqlite
+        with self.uow.single() if one_trip else self.uow.write() as tx:
+            pending = _Pending(one_trip=one_trip)
+            settled = self._close_set(tx, holder, items, order, now)
+            done: dict[int, ItemOutcome] = {}
             for index in order:
                 scan_id, report = items[index]
-                closed = self._close(tx, holder, scan_id, report, now, pending)
+                if index in settled:
+                    closed = settled[index]
+                else:
+                    closed = self._close(tx, holder, scan_id, report, now, pending)
                 if closed is None:
                     error = self._refusal(tx, principal, scan_id, report)
                     done[index] = ItemOutcome(scan_id, None, error)
@@ -197,16 +107,9 @@ class Results:
                 raise Unauthorized("this worker's endpoint is revoked")
         return out
 
-    def _close(
-        self,
-        tx: Tx,
-        holder: _Holder,
-        scan_id: int,
-        report: Report,
-        now: int,
-        pending: _Pending,
-    ) -> Closed | None:
-        """Close the attempt `report` names if `worker` (None: the operator) still holds it."""
+    def _settling(
+        self, holder: _Holder, scan_id: int, report: Report, now: int
+    ) -> tuple[Settlement, dict[str, Any]]:
         attempt = report.attempt if report.attempt is not None else 1
         settlement = settle(
             outcome=report.outcome,
@@ -217,27 +120,82 @@ class Results:
         delay = retry_delay_us(
             self.retry, attempt=attempt, draw=self.uow.rng.random(), requested=report.retry_after
         )
-        params = _settle_params(settlement, report, now, now + delay)
-        worker = holder.worker
+        params = settle_params(settlement, report, now, now + delay)
         params |= {
             "scan": scan_id,
             "endpoint": holder.endpoint_id,
-            "worker": worker,
+            "worker": holder.worker,
             "attempt": report.attempt,
             "assignment": report.assignment_id,
-            "total": _total_outcome(settlement),
+            "total": total_outcome(settlement),
             "shard": self.uow.rng.randrange(totals.SHARDS),
         }
-        one_trip = pending.one_trip and tx.dialect == "postgresql"
-        echoed, with_worker = report.attempt is not None, worker is not None
-        sql = close_sql(echoed=echoed, with_worker=with_worker, one_trip=one_trip)
-        row = tx.first(sql, params)
+        return settlement, params
+
+    def _close_set(
+        self,
+        tx: Tx,
+        holder: _Holder,
+        items: Sequence[tuple[int, Report]],
+        order: list[int],
+        now: int,
+    ) -> dict[int, Closed | None]:
+        """On PostgreSQL, close a batch's echoed results in one statement; every index it
+        covers maps to its closed scan, or None when the compare-and-set missed."""
+        if self.uow.sqlite or len(items) < 2:
+            return {}
+        firsts: dict[int, int] = {}
+        for index in order:
+            scan_id, report = items[index]
+            if report.attempt is not None and scan_id not in firsts:
+                firsts[scan_id] = index
+        if not firsts:
+            return {}
+        plans = {
+            index: self._settling(holder, items[index][0], items[index][1], now)
+            for index in firsts.values()
+        }
+        arrays = batch_params([plans[index][1] for index in firsts.values()])
+        shard = self.uow.rng.randrange(totals.SHARDS)
+        params = arrays | {
+            "now": now,
+            "endpoint": holder.endpoint_id,
+            "worker": holder.worker,
+            "shard": shard,
+        }
+        rows = {row[0]: ClosedRow(*row) for row in tx.rows(CLOSE_BATCH, params)}
+        settled: dict[int, Closed | None] = {}
+        for scan_id, index in firsts.items():
+            row = rows.get(scan_id)
+            if row is None:
+                settled[index] = None
+                continue
+            settlement = plans[index][0]
+            ref = row.ref(holder.endpoint)
+            tx.events.extend(settlement_events(ref, row, settlement, items[index][1], now))
+            settled[index] = row.public()
+        return settled
+
+    def _close(
+        self,
+        tx: Tx,
+        holder: _Holder,
+        scan_id: int,
+        report: Report,
+        now: int,
+        pending: _Pending,
+    ) -> Closed | None:
+        """Close the attempt `report` names if `worker` (None: the operator) still holds it."""
+        settlement, params = self._settling(holder, scan_id, report, now)
+        echoed, with_worker = report.attempt is not None, holder.worker is not None
+        one_trip = pending.one_trip and echoed and with_worker
+        row = tx.first(close_sql(echoed=echoed, with_worker=with_worker, one_trip=one_trip), params)
         if row is None:
             return None
-        closed = _ClosedRow(*row)
-        events = _settlement_events(closed.ref(holder.endpoint), closed, settlement, report, now)
+        closed = ClosedRow(*row)
+        events = settlement_events(closed.ref(holder.endpoint), closed, settlement, report, now)
         tx.events.extend(events)
-        if not (one_trip and echoed and with_worker):
+        if not one_trip:
             pending.history.append(closed.history(params))
             pending.uncounted.extend(events)
         return closed.public()
@@ -363,14 +321,6 @@ class Results:
         totals.record(tx, [event], rng=self.uow.rng)
 
 
-FAIL_UNLEASED = Sql(
-    "fail_unleased",
-    "UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = :now, "
-    "updated_at = :now, result = NULL, available_at = NULL "
-    "WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED') RETURNING id",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class _Holder:
     """Who claims the assignment: a worker of an endpoint, or (worker None) its operator."""
@@ -391,126 +341,6 @@ class _Pending:
     def write(self, tx: Tx, uow: UnitOfWork) -> None:
         tx.many(INSERT_HISTORY, self.history)
         totals.record(tx, self.uncounted, rng=uow.rng)
-
-
-@dataclass(frozen=True, slots=True)
-class _ClosedRow:
-    id: int
-    endpoint_id: int
-    queue: str
-    name: str
-    version: str
-    kind: str
-    verified: bool
-    source: str | None
-    created_at: int
-    worker: str | None
-    leased_at: int | None
-    attempt_count: int
-    attempt_base: int
-    assignment_id: str
-    status: str
-    finished_at: int | None
-    dead_lettered_at: int | None
-    fail_reason: str | None
-    available_at: int | None
-
-    def ref(self, endpoint: str) -> ScanRef:
-        return ScanRef(
-            self.id,
-            self.endpoint_id,
-            endpoint,
-            self.queue,
-            self.name,
-            self.version,
-            self.kind,
-            bool(self.verified),
-            self.source,
-            self.created_at,
-        )
-
-    def history(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "scan": self.id,
-            "seq": self.attempt_base + self.attempt_count,
-            "attempt": self.attempt_count,
-            "assignment": self.assignment_id,
-            "worker": self.worker,
-            "leased_at": self.leased_at,
-            "now": params["now"],
-            "outcome": params["outcome"],
-            "summary": params["summary"],
-            "artifact": params["artifact"],
-        }
-
-    def public(self) -> Closed:
-        return Closed(
-            self.id,
-            Status(self.status),
-            self.attempt_count,
-            self.available_at,
-            self.finished_at,
-            self.dead_lettered_at,
-            self.fail_reason,
-        )
-
-
-def _total_outcome(settlement: Settlement) -> str:
-    """The scan_totals row this settlement adds to ('' for none: the scan goes round again)."""
-    if settlement.status is Status.FINISHED:
-        return "finished"
-    if settlement.status is Status.QUEUED:
-        return ""
-    return "dead_lettered" if settlement.dead_letter_reason is not None else "failed"
-
-
-def _settle_params(
-    settlement: Settlement, report: Report, now: int, available_at: int
-) -> dict[str, Any]:
-    terminal = settlement.status in TERMINAL
-    return {
-        "status": settlement.status.value,
-        "now": now,
-        "fail_reason": settlement.fail_reason,
-        # A scan that goes round again has neither yet; a terminal one gets both now.
-        "finished_at": now if terminal else None,
-        "result": report.result if terminal else None,
-        "dead_lettered_at": now if settlement.dead_letter_reason is not None else None,
-        "available_at": None if terminal else available_at,
-        "outcome": settlement.attempt_outcome.value,
-        "summary": report.summary,
-        "artifact": report.artifact,
-    }
-
-
-def _settlement_events(
-    ref: ScanRef, closed: _ClosedRow, settlement: Settlement, report: Report, now: int
-) -> list[Event]:
-    if settlement.status is Status.FINISHED:
-        return [ScanFinished(ref, closed.attempt_count)]
-    if settlement.status is Status.QUEUED:
-        assert closed.available_at is not None
-        return [
-            AttemptFailed(ref, closed.attempt_count, settlement.attempt_outcome.value),
-            ScanReady(ref, closed.attempt_count, closed.available_at),
-        ]
-    if settlement.dead_letter_reason is None:
-        return [ScanFailed(ref, closed.attempt_count)]
-    seq = closed.attempt_base + closed.attempt_count
-    final = FinalAttempt(
-        seq, settlement.attempt_outcome.value, report.summary, report.artifact, now
-    )
-    return [
-        ScanDeadLettered(
-            ref,
-            settlement.dead_letter_reason,
-            closed.attempt_count,
-            closed.worker,
-            closed.leased_at,
-            now,
-            final,
-        )
-    ]
 
 
 def worker_endpoint(principal: Principal) -> tuple[int, str]:

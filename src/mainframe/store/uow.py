@@ -85,6 +85,26 @@ class UnitOfWork:
             self.publish(tx.events)
 
     @contextmanager
+    def single(self) -> Iterator[Tx]:
+        """For work whose writes are one statement: PostgreSQL runs it in autocommit, which
+        saves the BEGIN and COMMIT round trips; SQLite takes an ordinary write transaction.
+        Its events, too, are published only once the statement has committed."""
+        if self.sqlite:
+            with self.write() as tx:
+                yield tx
+            return
+        with self.engine.connect() as conn:
+            driver: Any = conn.connection.driver_connection
+            driver.autocommit = True
+            try:
+                tx = Tx(conn)
+                yield tx
+            finally:
+                driver.autocommit = False
+        if tx.events:
+            self.publish(tx.events)
+
+    @contextmanager
     def read(self) -> Iterator[Tx]:
         """A read-only transaction (deferred on SQLite: it never takes the write lock)."""
         with self._transaction("BEGIN") as tx:
