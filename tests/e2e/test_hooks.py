@@ -256,6 +256,27 @@ def test_silence_below_the_cap_and_for_unverified_scans_and_revocation(fleet: Fl
     assert len(fleet.received(2, settle=1.5)) == 2  # nothing more arrived
 
 
+def test_a_verified_resubmission_promotes_a_quarantined_scan_and_announces_it(
+    fleet: Fleet,
+) -> None:
+    fleet.hook("all")
+    with fleet.http(0) as a, fleet.http(1) as b:
+        anonymous = a.post("/api/v1/scans", json={"endpoint": "pypi", "name": "q", "version": "1"})
+        assert anonymous.json()["status"] == "QUARANTINED"
+        time.sleep(0.5)
+        assert fleet.https.received == []
+        promoted = b.post(
+            "/api/v1/scans",
+            headers=auth(fleet.tokens["source"]),
+            json={"name": "q", "version": "1"},
+        )
+        assert promoted.json()["scan_id"] == anonymous.json()["scan_id"]
+    [(_, payload)] = fleet.received(1)
+    assert (
+        payload["type"] == "scan.ready" and payload["data"]["scan_id"] == promoted.json()["scan_id"]
+    )
+
+
 @pytest.fixture
 def switched_off(database_url: str, tmp_path: Path, https: Receiver) -> Iterator[Fleet]:
     running = start_fleet(

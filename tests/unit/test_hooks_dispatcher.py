@@ -260,3 +260,30 @@ async def test_the_body_carries_the_event_not_the_payload() -> None:
     data = orjson.loads(r.requests[0].content)["data"]
     assert data["scan_id"] == 11 and data["reason"] == "attempts_exhausted"
     assert "payload" not in data and "result" not in data
+
+
+async def test_offers_after_stop_are_dropped_and_counted_not_raised() -> None:
+    r = rig([target(1)])
+    await r.dispatcher.start()
+    await r.dispatcher.stop()
+    r.dispatcher.offer([ready()])
+    thread = threading.Thread(target=r.dispatcher.offer, args=([dead()],))
+    thread.start()
+    thread.join(1)
+    assert r.value("mainframe_hook_dropped_total", cause="stopped") == 2
+    assert r.requests == []
+
+
+async def test_failing_bookkeeping_does_not_cost_the_attempts() -> None:
+    answers = iter([httpx.Response(503), httpx.Response(204)])
+    r = rig([target(1)], lambda _r: next(answers))
+
+    def broken(*_args: object, **_kw: object) -> None:
+        raise RuntimeError("database is locked")
+
+    r.book.record_attempt = broken  # type: ignore[method-assign]
+    await run(r, ready())
+    assert len(r.requests) == 2
+    assert (
+        r.value("mainframe_hook_notifications_total", type="scan.ready", outcome="delivered") == 1
+    )

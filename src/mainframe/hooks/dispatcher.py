@@ -17,10 +17,9 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
-from mainframe import __version__
-from mainframe.clock import MICROS, Clock
+from mainframe.clock import Clock
 from mainframe.hooks import body, policy, signing
-from mainframe.hooks.transport import RefusedAddress
+from mainframe.hooks.attempt import post
 from mainframe.lifecycle.events import Event, ScanDeadLettered, ScanReady
 from mainframe.logs import get_logger
 from mainframe.metrics.hooks import HookMetrics
@@ -33,7 +32,6 @@ Sleep = Callable[[float], Awaitable[None]]
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 
 TARGETS_TTL_US = 1_000_000  # how long a process reuses an endpoint's hook list (1 s)
-USER_AGENT = f"Mainframe-Hooks/{__version__}"
 
 
 class HookBook(Protocol):
@@ -94,6 +92,7 @@ class Dispatcher:
         self._loop_thread: int | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._busy = 0
+        self._stopped = False
         self._targets: dict[int, tuple[int, list[HookTarget]]] = {}
         self._buckets: dict[int, TokenBucket] = {}
         metrics.queue_depth.set_function(lambda: self._depth)
@@ -109,18 +108,22 @@ class Dispatcher:
             if found is None:
                 continue
             with self._lock:
-                full = self._depth >= self.config.queue_size
-                if not full:
+                stopped = self._stopped
+                accepted = not stopped and self._depth < self.config.queue_size
+                if accepted:
                     self._depth += 1
                     if self._queue is None:
                         self._early.append(found)
                         continue
-            if full:
-                kind = body.READY if isinstance(found, ScanReady) else body.DEAD_LETTERED
-                self.metrics.notifications.labels(kind, "dropped").inc()
-                self.metrics.dropped.labels("queue_full").inc()
-            else:
+            if not accepted:
+                self._drop(found, "stopped" if stopped else "queue_full")
+                continue
+            try:
                 self._enqueue(found)
+            except RuntimeError:  # the loop closed between the check and the hand-over
+                with self._lock:
+                    self._depth -= 1
+                self._drop(found, "stopped")
 
     def _enqueue(self, event: ScanReady | ScanDeadLettered) -> None:
         assert self._queue is not None and self._loop is not None
@@ -128,6 +131,11 @@ class Dispatcher:
             self._queue.put_nowait(event)
         else:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    def _drop(self, event: ScanReady | ScanDeadLettered, cause: str) -> None:
+        kind = body.READY if isinstance(event, ScanReady) else body.DEAD_LETTERED
+        self.metrics.notifications.labels(kind, "dropped").inc()
+        self.metrics.dropped.labels(cause).inc()
 
     # The event loop -------------------------------------------------------------------------
 
@@ -145,6 +153,8 @@ class Dispatcher:
 
     async def stop(self) -> None:
         """Stop delivering; what is still queued or in flight is lost (nothing is persisted)."""
+        with self._lock:
+            self._stopped = True
         for task in self._workers:
             task.cancel()
         for task in self._workers:
@@ -218,9 +228,19 @@ class Dispatcher:
         msg_id = signing.new_message_id()
         outcome = "failed"
         for number in range(1, policy.MAX_ATTEMPTS + 1):
-            attempt = await self._attempt(target, note, msg_id)
+            attempt = await post(
+                self.transport(),
+                target,
+                note,
+                msg_id=msg_id,
+                clock=self.clock,
+                timeout=self.config.timeout_seconds,
+                max_response_bytes=self.config.max_response_bytes,
+                log=self.log,
+            )
             self.metrics.attempts.labels(attempt.result.value).inc()
-            await self.run(
+            await self._book(
+                None,
                 self.book.record_attempt,
                 target.endpoint_id,
                 at_us=self.clock.now_us(),
@@ -236,7 +256,8 @@ class Dispatcher:
                 break
             await self.sleep(delay)
         self.metrics.notifications.labels(note.type, outcome).inc()
-        disabled = await self.run(
+        disabled = await self._book(
+            False,
             self.book.record_notification,
             target.hook_id,
             delivered=outcome == "delivered",
@@ -248,61 +269,19 @@ class Dispatcher:
         return outcome
 
     async def _disable(self, target: HookTarget, reason: str) -> None:
-        if await self.run(self.book.disable, target.hook_id, reason=reason):
+        if await self._book(False, self.book.disable, target.hook_id, reason=reason):
             self._disabled(target, reason)
+
+    async def _book(self, default: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # Bookkeeping that fails (a busy database) is logged; it must not cost the
+        # notification its remaining attempts.
+        try:
+            return await self.run(fn, *args, **kwargs)
+        except Exception as exc:
+            self.log.warning("hook_bookkeeping_failed", call=fn.__name__, error=repr(exc))
+            return default
 
     def _disabled(self, target: HookTarget, reason: str) -> None:
         self.metrics.disabled.labels(reason).inc()
         self.forget(target.endpoint_id)
         self.log.warning("hook_disabled", hook_id=target.hook_id, reason=reason)
-
-    async def _attempt(
-        self, target: HookTarget, note: body.Notification, msg_id: str
-    ) -> policy.Attempt:
-        now = self.clock.now_us()
-        headers = signing.headers(
-            target.signing_secrets(now), msg_id=msg_id, timestamp=now // MICROS, body=note.body
-        )
-        headers["user-agent"] = USER_AGENT
-        limit = self.config.timeout_seconds
-        try:
-            async with (
-                asyncio.timeout(limit),
-                httpx.AsyncClient(
-                    transport=self.transport(),
-                    timeout=limit,
-                    follow_redirects=False,
-                    trust_env=False,
-                ) as client,
-                client.stream("POST", target.url, content=note.body, headers=headers) as response,
-            ):
-                await self._read_bounded(response)
-                return policy.from_status(
-                    response.status_code,
-                    response.headers.get("retry-after"),
-                    now_us=self.clock.now_us(),
-                )
-        except RefusedAddress as exc:
-            self.log.warning(
-                "hook_address_refused",
-                hook_id=target.hook_id,
-                address=exc.address,
-                reason=exc.reason,
-            )
-            return policy.Attempt(policy.AttemptResult.REFUSED)
-        except (TimeoutError, httpx.TimeoutException):
-            return policy.Attempt(policy.AttemptResult.TIMEOUT)
-        except httpx.ConnectError:
-            return policy.Attempt(policy.AttemptResult.CONNECT_ERROR)
-        except httpx.HTTPError:
-            return policy.Attempt(policy.AttemptResult.TRANSPORT_ERROR)
-
-    async def _read_bounded(self, response: httpx.Response) -> None:
-        # The receiver's answer is never used; reading a bounded amount lets it finish.
-        if response.is_stream_consumed:  # a test transport that has read it already
-            return
-        seen = 0
-        async for chunk in response.aiter_raw():
-            seen += len(chunk)
-            if seen >= self.config.max_response_bytes:
-                return

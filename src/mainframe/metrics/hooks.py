@@ -19,7 +19,7 @@ ATTEMPT_RESULTS = (
     "refused",
 )
 DISABLE_REASONS = ("consecutive_failures", "secret_unreadable")
-DROP_CAUSES = ("queue_full", "rate_limited")
+DROP_CAUSES = ("queue_full", "rate_limited", "stopped")
 
 
 class HookMetrics:
