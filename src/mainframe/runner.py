@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
@@ -46,11 +47,13 @@ class StoreRunner:
         self.inline = inline
         self.busy_wait = busy_wait
         self._limiter = anyio.CapacityLimiter(threads)
+        self._lock = threading.Lock()
+        self._in_flight = 0
 
     async def __call__(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         if self.inline:
             return await self._inline(functools.partial(fn, *args, **kwargs))
-        call = functools.partial(fn, *args, **kwargs)
+        call = functools.partial(self._counted, functools.partial(fn, *args, **kwargs))
         for tried in range(TRANSIENT_RETRIES + 1):
             try:
                 return await anyio.to_thread.run_sync(call, limiter=self._limiter)
@@ -61,6 +64,25 @@ class StoreRunner:
             except (OperationalError, psycopg.OperationalError) as exc:
                 raise Unavailable("database_unavailable", "the database cannot be reached") from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _counted(self, call: Callable[[], T]) -> T:
+        # Counted in the thread itself: a call whose awaiting task was cancelled still holds
+        # a connection until the thread returns.
+        with self._lock:
+            self._in_flight += 1
+        try:
+            return call()
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until no store call runs on a thread (before the engine is disposed, so no
+        connection is checked in to a discarded pool); False if `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while self._in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        return not self._in_flight
 
     async def _inline(self, call: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.busy_wait

@@ -93,6 +93,7 @@ def create_app(
                     await task
             if rt.dispatcher is not None:
                 await rt.dispatcher.stop()
+            await rt.run.settle()
             rt.store.dispose()
 
     app = FastAPI(

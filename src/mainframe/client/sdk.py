@@ -98,13 +98,16 @@ class ResultReport:
     summary: str | None = None
     artifact: str | None = None
     result: Any = None
+    # For a retryable failure: wait this long before the next attempt (the server's backoff
+    # otherwise), e.g. what the registry's own Retry-After said.
+    retry_after_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The result fields of a request body, leaving out the ones not set."""
         body: dict[str, Any] = {"outcome": self.outcome}
         if self.outcome == "failed":
             body["retryable"] = self.retryable
-        for key in ("summary", "artifact", "result"):
+        for key in ("summary", "artifact", "result", "retry_after_seconds"):
             value = getattr(self, key)
             if value is not None:
                 body[key] = value
@@ -184,7 +187,8 @@ class Client:
         return [Job.from_json(item) for item in body]
 
     def report(self, job: Job, report: ResultReport) -> dict[str, Any]:
-        """Post the result of `job`'s attempt and return the scan as the server now has it."""
+        """Post the result of `job`'s attempt; the reply says where the scan went (status,
+        attempt_count, available_at for a retry, finished_at, dead_lettered_at, fail_reason)."""
         body = {**job.assignment(), **report.to_json()}
         return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/result", json=body))
 

@@ -20,6 +20,7 @@ import httpx
 
 from mainframe.client.sdk import Client
 from mainframe.clock import rfc3339, to_us
+from mainframe.lifecycle.rules import settle
 
 BASE_URL = "http://mainframe.test"  # where the fake pretends to live
 TOKEN = "worker-token"  # the one bearer token the fake accepts
@@ -41,9 +42,22 @@ class FakeScan:
     lapsed: bool = False  # a request about the lease arrived after it had lapsed
     waiting: bool = False
     results: list[dict[str, Any]] = field(default_factory=list)  # accepted results
+    settled_us: int | None = None  # when the last accepted result arrived (µs since epoch)
+    fail_reason: str | None = None
+    dead_lettered: bool = False
 
     def public(self) -> dict[str, Any]:
-        return {"id": self.scan_id, "status": self.status, "attempt_count": self.attempt}
+        """The server's reply to an accepted result (ResultPublic)."""
+        terminal = self.status in ("FINISHED", "FAILED")
+        return {
+            "scan_id": self.scan_id,
+            "status": self.status,
+            "attempt_count": self.attempt,
+            "available_at": None,
+            "finished_at": rfc3339(self.settled_us) if terminal else None,
+            "dead_lettered_at": rfc3339(self.settled_us) if self.dead_lettered else None,
+            "fail_reason": self.fail_reason,
+        }
 
 
 class FakeMainframe:
@@ -147,12 +161,17 @@ class FakeMainframe:
         if conflict is not None:
             return conflict
         scan.results.append(body)
-        if body["outcome"] == "finished":
-            scan.status = "FINISHED"
-        elif body.get("retryable", True) and scan.attempt < self.max_attempts:
-            scan.status = "QUEUED"
-        else:
-            scan.status = "FAILED"
+        scan.settled_us = time.time_ns() // 1000
+        # The server's own rule, so the fake can never drift from where a result sends a scan.
+        settled = settle(
+            outcome=body["outcome"],
+            retryable=bool(body.get("retryable", True)),
+            attempt=scan.attempt,
+            max_attempts=self.max_attempts,
+        )
+        scan.status = settled.status.value
+        scan.fail_reason = settled.fail_reason
+        scan.dead_lettered = settled.dead_letter_reason is not None
         return 200, scan.public()
 
     def _batch_item(self, item: dict[str, Any]) -> dict[str, Any]:

@@ -189,10 +189,13 @@ class Dispatcher:
 
     async def announce(self, event: ScanReady | ScanDeadLettered) -> None:
         """Deliver one event to every matching hook, each within its rate limit."""
-        note = body.notification(event, now_us=self.clock.now_us())
+        scan = event.scan
         targets = [
-            t for t in await self._hooks_of(note.endpoint_id) if policy.admits(t.queue, note.queue)
+            t for t in await self._hooks_of(scan.endpoint_id) if policy.admits(t.queue, scan.queue)
         ]
+        if not targets:  # most scans have no listener: skip building their bodies
+            return
+        note = body.notification(event, now_us=self.clock.now_us())
         sends = []
         for target in targets:
             if self._bucket(target).take("hook") > 0:
