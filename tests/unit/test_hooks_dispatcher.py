@@ -82,7 +82,9 @@ class Rig:
 
 def rig(targets: list[HookTarget], respond: Responder | None = None, **config: object) -> Rig:
     # The clock starts at real time: the reference verifier checks timestamps against it.
-    clock = FakeClock(start_us=int(time.time() * 1e6))
+    # Half past a whole second, so a retry after a jittered ~1 s pause always lands in a
+    # later second of `webhook-timestamp` (whole seconds) instead of only most of the time.
+    clock = FakeClock(start_us=int(time.time()) * 1_000_000 + 500_000)
     registry = CollectorRegistry()
     book = MemoryHookBook(targets)
     holder: list[Rig] = []
