@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: serve test lint typecheck unit bench clean
+.PHONY: serve test lint typecheck unit faults bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ test: lint typecheck  ## the whole suite: lint, types, unit, integration, end to
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
+
+faults: $(STAMP)  ## the fault tests alone (a PostgreSQL outage needs root and pg_ctlcluster)
+	$(BIN)/pytest tests/faults -v
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client import Counter
+
 from mainframe.logs import get_logger
 from mainframe.runner import StoreRunner
 from mainframe.store import Store
@@ -23,14 +25,18 @@ async def sweep_once(store: Store, run: StoreRunner) -> int:
             return total
 
 
-async def sweep_forever(store: Store, run: StoreRunner, *, every: float) -> None:
+async def sweep_forever(
+    store: Store, run: StoreRunner, *, every: float, failures: Counter | None = None
+) -> None:
     log = get_logger()
     while True:
         await asyncio.sleep(every)
         try:
             reaped = await sweep_once(store, run)
         except Exception as exc:  # keep sweeping: the next round may succeed
-            log.error("sweep_failed", error=str(exc))
+            log.error("sweep_failed", error=f"{type(exc).__name__}: {exc}")
+            if failures is not None:
+                failures.inc()
             continue
         if reaped:
             log.info("sweep_reaped", dead_lettered=reaped)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 import time
 from collections.abc import Callable
 
@@ -74,7 +75,7 @@ def test_lease_retries_transport_errors_with_backoff(fake: FakeMainframe) -> Non
     with Client(BASE_URL, TOKEN, transport=transport, sleep=sleeps.append) as client:
         jobs = client.lease()
     assert [job.name for job in jobs] == ["requests"]
-    assert sleeps == [0.5, 1.0]
+    assert 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0
 
 
 def test_lease_gives_up_after_a_few_transport_errors(fake: FakeMainframe) -> None:
@@ -85,7 +86,21 @@ def test_lease_gives_up_after_a_few_transport_errors(fake: FakeMainframe) -> Non
         pytest.raises(httpx.ConnectError),
     ):
         client.lease()
-    assert sleeps == [0.5, 1.0, 2.0]
+    assert len(sleeps) == 3
+    for n, slept in enumerate(sleeps):  # half of 0.5 * 2**n fixed, half jitter
+        assert 0.25 * 2**n <= slept <= 0.5 * 2**n
+
+
+def test_clients_cut_off_together_do_not_retry_in_lockstep(fake: FakeMainframe) -> None:
+    first_waits = set()
+    for seed in range(8):
+        sleeps: list[float] = []
+        transport = httpx.MockTransport(failing_first(fake.handle, failures=1))
+        rng = random.Random(seed)
+        with Client(BASE_URL, TOKEN, transport=transport, sleep=sleeps.append, rng=rng) as c:
+            c.lease()
+        first_waits.add(round(sleeps[0], 6))
+    assert len(first_waits) == 8
 
 
 def test_a_bad_token_is_an_error_with_the_status(fake: FakeMainframe) -> None:

@@ -7,14 +7,12 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.responses import Response
 
 from mainframe import __version__, effects
-from mainframe.api import deliveries, errors, hooks, jobs, scans
-from mainframe.api.deps import Runtime, RuntimeDep
+from mainframe.api import deliveries, errors, hooks, jobs, ops, scans
+from mainframe.api.contain import Contain
+from mainframe.api.deps import Runtime
 from mainframe.api.limits import BodyLimit
-from mainframe.api.responses import JSON
 from mainframe.api.timing import RequestTiming
 from mainframe.clock import Clock
 from mainframe.hooks import build_dispatcher, log_hook_settings
@@ -81,7 +79,14 @@ def create_app(
         ]
         if sweeper:
             tasks.append(
-                asyncio.create_task(sweep_forever(rt.store, rt.run, every=settings.sweep_seconds))
+                asyncio.create_task(
+                    sweep_forever(
+                        rt.store,
+                        rt.run,
+                        every=settings.sweep_seconds,
+                        failures=rt.metrics.sweep_failures,
+                    )
+                )
             )
         rt.ready = True
         try:
@@ -108,19 +113,9 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(deliveries.router)
     app.include_router(hooks.router)
+    app.include_router(ops.router)
 
-    @app.get("/healthz", tags=["ops"])
-    async def healthz(rt: RuntimeDep) -> JSON:
-        """200 once start-up (schema check, first sweep) is done."""
-        if not rt.ready:
-            return JSON({"status": "starting"}, status_code=503)
-        return JSON({"status": "ok", "version": __version__})
-
-    @app.get("/metrics", tags=["ops"])
-    async def metrics(rt: RuntimeDep) -> Response:
-        """Prometheus text format; a scrape never queries the database."""
-        return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
+    app.add_middleware(Contain)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTiming, metrics=rt.metrics)
     return app

@@ -14,6 +14,7 @@ from mainframe.api.responses import JSON, error
 from mainframe.logs import get_logger
 from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized, Unavailable
 
+UNPARSABLE = "There was an error parsing the body"
 STATUS_OF: dict[type[StoreError], int] = {
     NotFound: 404,
     Unauthorized: 401,
@@ -62,6 +63,11 @@ async def _validation_error(_request: Request, exc: Exception) -> JSON:
 
 async def _http_error(_request: Request, exc: Exception) -> JSON:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400 and exc.detail == UNPARSABLE:
+        # FastAPI's answer to a body its JSON parser gave up on (nesting past its depth).
+        return error(
+            400, "invalid_json", "the request body is not valid JSON, or is nested too deeply"
+        )
     code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
         exc.status_code, "http_error"
     )

@@ -11,13 +11,13 @@ from starlette.responses import Response
 from mainframe.api.deps import OwnerDep, Runtime, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
-from mainframe.api.schemas import Label, Strict
+from mainframe.api.schemas import AsciiInt, Label, Strict
 from mainframe.hooks import manage
 from mainframe.hooks.targets import MAX_URL_LENGTH
 
 router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
 EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
-HookIdPath = Annotated[int, Path(ge=1, le=2**62, description="The hook's id.")]
+HookIdPath = Annotated[int, AsciiInt, Path(ge=1, le=2**62, description="The hook's id.")]
 
 
 class HookCreate(Strict):

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Path, Query, Request
 
 from mainframe.api import shapes
 from mainframe.api.deps import RuntimeDep, WorkerDep
 from mainframe.api.errors import store_error_body
 from mainframe.api.fastpath import body_doc, json_body, worker_of
+from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
 from mainframe.api.schemas import (
     MAX_RESULT_BYTES,
+    AsciiInt,
     BatchResults,
     BatchStatuses,
     Echo,
@@ -29,9 +30,9 @@ from mainframe.lifecycle.rules import EchoError, require_echo_pair
 from mainframe.store import Invalid, ItemOutcome, Report
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["worker"])
-ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id.")]
+ScanIdPath = Annotated[int, AsciiInt, Path(ge=1, le=2**62, description="The scan's id.")]
 REFUSALS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
+    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 503)
 }
 # Routes that read the token themselves still declare the bearer scheme in the document.
 BEARER: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
@@ -40,7 +41,7 @@ BEARER: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 @router.post("", response_model=list[JobPublic], responses=REFUSALS, openapi_extra=BEARER)
 async def lease_jobs(
     request: Request,
-    batch: Annotated[int, Query(ge=1, le=100, description="Scans to lease at most.")] = 1,
+    batch: Annotated[int, AsciiInt, Query(ge=1, le=100, description="Scans to lease at most.")] = 1,
 ) -> JSON:
     """The job poll: reaps this endpoint's lapsed leases when one may be due, then leases up
     to `batch` due scans, oldest first."""
@@ -51,9 +52,7 @@ async def lease_jobs(
 
 def _report(body: ResultBody) -> Report:
     _echo(body)
-    result = None if body.result is None else orjson.dumps(body.result).decode()
-    if result is not None and len(result) > MAX_RESULT_BYTES:
-        raise Invalid("body.result", f"result JSON is limited to {MAX_RESULT_BYTES} bytes")
+    result = stored(body.result, field="body.result", limit=MAX_RESULT_BYTES)
     return Report(
         body.outcome,
         body.retryable,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Path, Query
 from pydantic import TypeAdapter, ValidationError
 
@@ -12,9 +11,12 @@ from mainframe.api import shapes
 from mainframe.api.deps import OptionalPrincipalDep, OwnerDep, RuntimeDep, owner_id
 from mainframe.api.errors import store_error_body
 from mainframe.api.jobs import REFUSALS
+from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
 from mainframe.api.schemas import (
+    CURSOR_PATTERN,
     MAX_PAYLOAD_BYTES,
+    AsciiInt,
     BatchSubmitted,
     FailBody,
     ScanBatch,
@@ -27,7 +29,7 @@ from mainframe.lifecycle.rules import Status
 from mainframe.store import Invalid, Principal, ScanSpec, Submitted, Unauthorized
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
-ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id.")]
+ScanIdPath = Annotated[int, AsciiInt, Path(ge=1, le=2**62, description="The scan's id.")]
 
 
 @router.post(
@@ -81,9 +83,7 @@ def _may_submit(who: Principal | None) -> None:
 
 
 def _spec(body: ScanItem) -> ScanSpec:
-    payload = None if body.payload is None else orjson.dumps(body.payload).decode()
-    if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
-        raise Invalid("body.payload", f"payload JSON is limited to {MAX_PAYLOAD_BYTES} bytes")
+    payload = stored(body.payload, field="body.payload", limit=MAX_PAYLOAD_BYTES)
     return ScanSpec(body.name, body.version, body.queue, body.kind, payload)
 
 
@@ -118,7 +118,9 @@ async def get_scan(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON
 def _cursor(cursor: str | None) -> int | None:
     if cursor is None:
         return None
-    if not cursor.isdigit() or len(cursor) > 18:
+    # ASCII digits only: str.isdigit() also admits '²' and '٣', which int() refuses or
+    # silently reads as another number.
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 18:
         raise Invalid("query.cursor", "use the next_cursor of a previous page")
     return int(cursor)
 
@@ -130,8 +132,8 @@ async def list_scans(
     status: Status | None = None,
     queue: Annotated[str | None, Query(max_length=100)] = None,
     endpoint: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    limit: Annotated[int, AsciiInt, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> JSON:
     """Scans across the owner's endpoints, newest first, keyset-paged by `next_cursor`."""
     rows = await rt.run(
@@ -153,8 +155,8 @@ async def list_dead_letters(
     owner: OwnerDep,
     queue: Annotated[str | None, Query(max_length=100)] = None,
     endpoint: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    limit: Annotated[int, AsciiInt, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> JSON:
     """Dead letters across every endpoint the owner has, revocation cascades included, newest
     first: scans in FAILED that will never be retried."""

@@ -4,20 +4,47 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
+
+
+def _ascii_digits(value: object) -> object:
+    # Path and query integers: int() would also read ' 1', '1 ' and other scripts' digits.
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("use ASCII digits only")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL and SQLite would; refuse it on both alike.
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+AsciiInt = BeforeValidator(_ascii_digits)
+NoNul = AfterValidator(_no_nul)
 
 # Bounds on sender-written fields; every one is stored, so every one is bounded.
 Label = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
 ]
-PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300)]
-PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Summary = Annotated[str, StringConstraints(max_length=8192)]
-Artifact = Annotated[str, StringConstraints(max_length=2048)]
+PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300), NoNul]
+PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200), NoNul]
+Summary = Annotated[str, StringConstraints(max_length=8192), NoNul]
+Artifact = Annotated[str, StringConstraints(max_length=2048), NoNul]
 AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Attempt = Annotated[int, Field(ge=1, le=1_000_000)]
 ScanId = Annotated[int, Field(ge=1, le=2**62)]
 MAX_PAYLOAD_BYTES = 65_536
+# A page cursor is the id a previous page ended on.
+CURSOR_PATTERN = r"^[0-9]{1,18}$"
 MAX_RESULT_BYTES = 262_144
 
 
@@ -108,7 +135,7 @@ class BatchResults(Strict):
 
 class WaitBody(Echo):
     seconds: float = Field(gt=0, allow_inf_nan=False)
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=500)]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=500), NoNul]
 
 
 class FailBody(Strict):

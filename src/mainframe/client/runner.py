@@ -11,6 +11,7 @@ their leases lapse and the server hands them on. A second Ctrl-C aborts at once.
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import signal
 import threading
@@ -23,6 +24,7 @@ import httpx
 import structlog
 from structlog.typing import FilteringBoundLogger
 
+from mainframe.client.backoff import Backoff
 from mainframe.client.command import report_for_exit, run_command
 from mainframe.client.heartbeat import LeaseKeeper, log_fields
 from mainframe.client.sdk import (
@@ -35,8 +37,13 @@ from mainframe.client.sdk import (
 )
 from mainframe.clock import Clock, SystemClock
 
-REPORT_ATTEMPTS = 3  # tries of one report on transport errors or a 5xx
-REPORT_BACKOFF = 1.0  # seconds before the first report retry, doubled before each further one
+# A finished result is kept and sent again while the server is unreachable or failing, for
+# up to this long in all: the server still takes it after an outage unless the scan was
+# handed to someone else meanwhile (then it answers 409).
+REPORT_PATIENCE = 900.0
+REPORT_BACKOFF = 1.0  # the first report retry waits 0.5-1 s, then about twice as long each time
+LEASE_BACKOFF = 2.0  # the same for polls the server could not answer
+MAX_BACKOFF = 60.0
 
 
 @dataclass
@@ -51,17 +58,24 @@ class _Worker:
     sleep: Callable[[float], None]
     log: FilteringBoundLogger
     stop: threading.Event
+    rng: random.Random
 
     def run(self) -> int:
-        processed = 0
+        processed = failures = 0
+        lease_backoff = Backoff(LEASE_BACKOFF, MAX_BACKOFF, self.rng)
         while not self.stop.is_set() and (self.max_jobs is None or processed < self.max_jobs):
             wanted = (
                 self.batch if self.max_jobs is None else min(self.batch, self.max_jobs - processed)
             )
             jobs = self._lease(wanted)
+            if jobs is None:
+                self.sleep(lease_backoff.delay(failures))
+                failures += 1
+                continue
+            failures = 0
             if jobs:
                 processed += self._run_batch(jobs)
-            elif jobs is not None and self.idle_exit:
+            elif self.idle_exit:
                 break
             else:
                 self.sleep(self.poll_interval)
@@ -92,11 +106,11 @@ class _Worker:
                 report = self._run_job(job)
                 if report is not None:
                     done.append((job, report))
-            done = [(job, report) for job, report in done if not self.keeper.is_lost(job)]
+            # Still held while the report is retried, so heartbeats keep the leases alive.
+            return self._report(done)
         finally:
             for job in jobs:
                 self.keeper.release(job)
-        return self._report(done)
 
     def _run_job(self, job: Job) -> ResultReport | None:
         if self.keeper.is_lost(job):
@@ -124,25 +138,30 @@ class _Worker:
 
     def _report(self, done: list[tuple[Job, ResultReport]]) -> int:
         """Report results, retrying what the server may not have received; count the answered."""
-        if not done:
-            return 0
-        delay = REPORT_BACKOFF
-        for attempt in range(1, REPORT_ATTEMPTS + 1):
+        backoff = Backoff(REPORT_BACKOFF, MAX_BACKOFF, self.rng)
+        waited = 0.0
+        attempt = 0
+        while True:
+            done = [(job, report) for job, report in done if not self.keeper.is_lost(job)]
+            if not done:
+                return 0
+            attempt += 1
             try:
                 statuses = self._send(done)
             except (httpx.TransportError, MainframeError) as exc:
                 if isinstance(exc, MainframeError) and exc.status < 500:
                     raise
-                self.log.warning("report_failed", attempt=attempt, error=str(exc))
-                if attempt == REPORT_ATTEMPTS:
+                delay = backoff.delay(attempt - 1)
+                if waited + delay > REPORT_PATIENCE:
+                    self.log.error("report_abandoned", attempt=attempt, error=str(exc))
                     return 0  # the leases lapse and the server hands the scans on
+                self.log.warning("report_failed", attempt=attempt, retry_in=delay, error=str(exc))
                 self.sleep(delay)
-                delay *= 2
+                waited += delay
                 continue
             for (job, report), status in zip(done, statuses, strict=True):
                 self._log_status(job, report, status, retried=attempt > 1)
             return len(statuses)
-        return 0
 
     def _send(self, done: list[tuple[Job, ResultReport]]) -> list[ItemStatus]:
         if len(done) > 1:
@@ -212,6 +231,7 @@ def run_worker(
     sleep: Callable[[float], None] = time.sleep,
     log: FilteringBoundLogger | None = None,
     clock: Clock | None = None,
+    rng: random.Random | None = None,
 ) -> int:
     """Lease scans from `url` and run `command` for each until stopped; return results reported.
 
@@ -235,7 +255,17 @@ def run_worker(
             ) as keeper,
         ):
             worker = _Worker(
-                http, keeper, command, batch, poll_interval, max_jobs, idle_exit, sleep, log, stop
+                http,
+                keeper,
+                command,
+                batch,
+                poll_interval,
+                max_jobs,
+                idle_exit,
+                sleep,
+                log,
+                stop,
+                rng or random.Random(),
             )
             processed = worker.run()
     finally:

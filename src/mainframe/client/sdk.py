@@ -7,6 +7,7 @@ transport errors: a result is never resent blindly, because the server may alrea
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,11 +18,12 @@ from typing import Any, Literal, Self
 import httpx
 
 from mainframe import __version__
+from mainframe.client.backoff import Backoff
 
 JOBS_PATH = "/api/v1/jobs"
 MAX_BATCH = 100  # the server's cap on scans per lease and on results per batch report
 LEASE_ATTEMPTS = 4  # tries of one lease on transport errors; a poll is safe to repeat
-LEASE_BACKOFF = 0.5  # seconds before the first lease retry, doubled before each further one
+LEASE_BACKOFF = 0.5  # the first lease retry waits 0.25-0.5 s, about twice as long each time
 
 Outcome = Literal["finished", "failed"]
 
@@ -151,6 +153,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self._http = httpx.Client(
             base_url=base_url,
@@ -162,6 +165,7 @@ class Client:
             timeout=timeout,
         )
         self._sleep = sleep
+        self._backoff = Backoff(LEASE_BACKOFF, 8.0, rng or random.Random())
 
     def close(self) -> None:
         self._http.close()
@@ -232,13 +236,11 @@ class Client:
         return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/resume", json=body))
 
     def _post_retrying(self, path: str, *, params: dict[str, Any]) -> Any:
-        delay = LEASE_BACKOFF
-        for _ in range(LEASE_ATTEMPTS - 1):
+        for failures in range(LEASE_ATTEMPTS - 1):
             try:
                 return self._post(path, params=params)
             except httpx.TransportError:
-                self._sleep(delay)
-                delay *= 2
+                self._sleep(self._backoff.delay(failures))
         return self._post(path, params=params)
 
     def _post(self, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:

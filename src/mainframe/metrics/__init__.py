@@ -101,6 +101,11 @@ class Metrics:
             "Database reconciliations that failed (the snapshot timestamp stays put).",
             registry=r,
         )
+        self.sweep_failures = Counter(
+            "packages_sweep_failures",
+            "Sweeps that failed, e.g. while the database was unreachable (the next one retries).",
+            registry=r,
+        )
         self.reconcile_duration = Gauge(
             "packages_reconciliation_duration_seconds",
             "How long the latest successful reconciliation took.",

@@ -36,6 +36,9 @@ COMMAND_BUSY_MS = 10_000
 SERVER_BUSY_MS = 50
 
 
+CONNECT_TIMEOUT_S = 5
+
+
 def create_store_engine(
     url: str, *, pool_size: int = 8, busy_timeout_ms: int = COMMAND_BUSY_MS
 ) -> Engine:
@@ -50,6 +53,8 @@ def create_store_engine(
         pool_pre_ping=False,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
+        # An unreachable host fails a request within this bound (then 503), never hangs it.
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
     )
 
 

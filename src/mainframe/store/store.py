@@ -72,5 +72,10 @@ class Store:
     def now(self) -> int:
         return self.uow.now()
 
+    def ping(self) -> None:
+        """One round trip to the database (the readiness probe)."""
+        with self.uow.read() as tx:
+            tx.conn.exec_driver_sql("SELECT 1")
+
     def dispose(self) -> None:
         self.uow.dispose()

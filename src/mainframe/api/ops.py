@@ -1,0 +1,45 @@
+"""Probes and the metrics scrape, for load balancers, Kubernetes and Prometheus."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.responses import Response
+
+from mainframe import __version__
+from mainframe.api.deps import RuntimeDep
+from mainframe.api.responses import JSON, error
+from mainframe.api.schemas import ErrorBody
+
+router = APIRouter(tags=["ops"])
+_PROBE_REFUSALS: dict[int | str, dict[str, Any]] = {503: {"model": ErrorBody}}
+_METRICS: dict[int | str, dict[str, Any]] = {
+    200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"}
+}
+
+
+@router.get("/healthz", responses=_PROBE_REFUSALS)
+async def healthz(rt: RuntimeDep) -> JSON:
+    """Liveness: 200 once start-up (schema check, first sweep) is done, whatever the
+    database does afterwards; restart the process only when this fails."""
+    if not rt.ready:
+        return JSON({"status": "starting"}, status_code=503)
+    return JSON({"status": "ok", "version": __version__})
+
+
+@router.get("/readyz", responses=_PROBE_REFUSALS)
+async def readyz(rt: RuntimeDep) -> JSON:
+    """Readiness: 200 while this process can serve requests (started, and the database
+    answers); 503 `database_unavailable` or `database_busy` otherwise."""
+    if not rt.ready:
+        return error(503, "starting", "the server is still starting")
+    await rt.run(rt.store.ping)
+    return JSON({"status": "ready"})
+
+
+@router.get("/metrics", response_class=Response, responses=_METRICS)
+async def metrics(rt: RuntimeDep) -> Response:
+    """Prometheus text format; a scrape never queries the database."""
+    return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
