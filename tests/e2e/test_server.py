@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -202,3 +203,28 @@ def test_stats_command_prints_the_reconciled_figures(tmp_path: Path) -> None:
     assert figures['packages_queue{state="queued"}'] == 2
     assert figures['packages_queue{state="exhausted"}'] == 0
     assert figures["packages_oldest_queued_age_seconds"] >= 0
+
+
+def test_an_oversized_body_sent_without_expect_gets_a_readable_413(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    tokens = provision(url)
+    body = b'{"name": "x", "version": "1", "payload": "' + b"a" * 3_000_000 + b'"}'
+    with (
+        ServerProcess(url, tmp_path) as server,
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock,
+    ):
+        head = (
+            "POST /api/v1/scans HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {tokens['source']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + body)  # a reset here would raise ConnectionResetError
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["error"] == "body_too_large"
