@@ -469,6 +469,19 @@ def test_a_retry_after_beyond_the_wait_bound_pauses_polling_until_it_passes(worl
     assert W2.key in engine.tick().completed
 
 
+def test_the_next_invocation_honours_a_long_retry_after_too(world: World) -> None:
+    """`mainframe watch --once` from cron: each run is a new process with a new engine, so
+    the quiet period must come from the database, not from the engine that heard it."""
+    first = ScriptedSource({W2.key: [throttled(retry_after="600")]})
+    assert world.watcher(first, lookback_s=900).tick().stopped is PollClass.THROTTLE_EXHAUSTED
+    world.clock.advance(60)  # the next cron minute
+    second = ScriptedSource({W2.key: [HEALTHY]})
+    paused = world.watcher(second, lookback_s=900, store=world.other_store()).tick()
+    assert paused.stopped is PollClass.THROTTLED and second.calls == []
+    world.clock.advance(541)
+    assert W2.key in world.watcher(second, lookback_s=900).tick().completed
+
+
 def test_windows_within_the_settle_delay_are_not_polled(world: World) -> None:
     world.clock.advance(-8)  # T + 2 s: W2 has closed but not settled
     source = ScriptedSource({W1.key: [HEALTHY]})

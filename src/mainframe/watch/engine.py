@@ -87,11 +87,10 @@ class Engine:
         self.telemetry = telemetry
         self.max_attempts = max_attempts
         # A Retry-After longer than this ends the invocation instead of sleeping through it;
-        # polling resumes once it has passed.
+        # polling resumes once it has passed (the store keeps it for the next invocation).
         self.max_wait_s = max_wait_s
         self.retention_us = max(retention_s, lookback_s) * MICROS
         self._held: set[str] = set()  # windows this instance is evaluating (re-entrant ticks)
-        self._quiet_until_us = 0
 
     def tick(self) -> TickReport:
         """Evaluate every closed, incomplete window in the lookback, then observer health."""
@@ -100,6 +99,9 @@ class Engine:
         windows = closed_windows(
             now_us=now, length_s=self.window_s, settle_s=self.settle_s, lookback_s=self.lookback_s
         )
+        if windows and now < self.store.quiet_until(self.source.name):
+            report.stopped = PollClass.THROTTLED
+            windows = []
         if windows:
             done = self.store.completed_keys(since_us=windows[0].start_us)
             self._evaluate_all([w for w in windows if w.key not in done], report)
@@ -111,9 +113,6 @@ class Engine:
 
     def _evaluate_all(self, windows: Iterable[Window], report: TickReport) -> None:
         for window in windows:
-            if self.clock.now_us() < self._quiet_until_us:
-                report.stopped = PollClass.THROTTLED
-                return
             outcome = self._evaluate(window, report)
             if outcome in STOPS_TICK:
                 report.stopped = outcome
@@ -165,7 +164,7 @@ class Engine:
         at = datetime.fromtimestamp(now / MICROS, tz=UTC)
         delay = retry_delay(dict(refusal.retry_headers), attempt, now=at, rng=self.rng)
         if delay > self.max_wait_s:
-            self._quiet_until_us = now + to_us(delay)
+            self.store.keep_quiet(self.source.name, until_us=now + to_us(delay), now_us=now)
             return False
         self.sleep(delay)
         return True

@@ -27,7 +27,13 @@ from mainframe.watch.outbox import (
 )
 from mainframe.watch.policies import AlertState, ObserverHealth, advance, changed
 from mainframe.watch.ports import AlertMessage
-from mainframe.watch.tables import watch_alerts, watch_outbox, watch_polls, watch_windows
+from mainframe.watch.tables import (
+    watch_alerts,
+    watch_outbox,
+    watch_polls,
+    watch_quiet,
+    watch_windows,
+)
 from mainframe.watch.windows import Window
 
 OUTBOX_KEY = ("alert", "policy_version", "window_key", "state")
@@ -193,6 +199,25 @@ class WatchStore(OutboxStore):
         """The end of the newest completed window: how far the watcher can see."""
         with self.engine.begin() as conn:
             return _checkpoint(conn)
+
+    def quiet_until(self, source: str) -> int:
+        """Until when `source` asked not to be polled (0: no quiet period)."""
+        with self.engine.begin() as conn:
+            found = conn.scalar(
+                select(watch_quiet.c.until_us).where(watch_quiet.c.source == source)
+            )
+            return int(found or 0)
+
+    def keep_quiet(self, source: str, *, until_us: int, now_us: int) -> None:
+        """Record a quiet period; a later end wins over an earlier one, never the reverse."""
+        row = {"source": source, "until_us": until_us, "updated_at": now_us}
+        with self.engine.begin() as conn:
+            if not insert_ignore(conn, watch_quiet, row, ("source",)):
+                conn.execute(
+                    update(watch_quiet)
+                    .where(watch_quiet.c.source == source, watch_quiet.c.until_us < until_us)
+                    .values(until_us=until_us, updated_at=now_us)
+                )
 
     def window(self, key: str) -> WindowRecord | None:
         with self.engine.begin() as conn:

@@ -51,6 +51,16 @@ watch_windows = Table(
     Index("ix_watch_windows_end", "end_us"),
 )
 
+# Until when the source asked not to be polled (a Retry-After longer than one invocation
+# waits): kept here, not in process memory, so the next `--once` from cron honours it too.
+watch_quiet = Table(
+    "watch_quiet",
+    metadata,
+    Column("source", String(200), primary_key=True),
+    Column("until_us", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
 # Every poll attempt with its own class, plus one throttle_exhausted row when an invocation
 # spends its attempt budget; never collapsed into one error count.
 watch_polls = Table(
