@@ -48,7 +48,10 @@ def pg_template() -> Iterator[str]:
     engine = create_store_engine(_pg_url(PG_TEMPLATE))
     upgrade(engine)
     engine.dispose()
+    admin.dispose()
     yield PG_TEMPLATE
+    # A fresh engine: the fault tests restart the cluster, which kills pooled connections.
+    admin = _admin_engine()
     with admin.connect() as conn:
         conn.execute(text(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
     admin.dispose()

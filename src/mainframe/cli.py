@@ -210,6 +210,7 @@ def serve(
         "port": port,
         "access_log": False,
         "log_level": "warning",
+        "log_config": None,  # uvicorn's records go through our JSON handler (logs.py)
         "loop": "uvloop",
         "http": "httptools",
         "lifespan": "on",

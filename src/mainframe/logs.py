@@ -13,6 +13,7 @@ import structlog
 # Newlines, other C0/C1 controls, and bidi overrides that could forge or reorder log lines.
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_LOGGED_TEXT = 512
+_HANDLER = "mainframe-json"
 
 
 def neutralize(text: str | None, *, limit: int = MAX_LOGGED_TEXT) -> str | None:
@@ -32,11 +33,12 @@ def configure(*, fmt: str = "auto", level: str = "info", stream: TextIO | None =
         if use_json
         else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            stamp,
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -46,6 +48,33 @@ def configure(*, fmt: str = "auto", level: str = "info", stream: TextIO | None =
         logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=True,
     )
+    _route_stdlib(out, renderer, stamp, level)
+
+
+def _route_stdlib(out: TextIO, renderer: Any, stamp: Any, level: str) -> None:
+    # Libraries (SQLAlchemy's pool, uvicorn, httpx) log through `logging`; render their
+    # records like ours, one line each with any traceback inside, never a plain-text block.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                structlog.stdlib.add_log_level,
+                stamp,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    handler.set_name(_HANDLER)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
+        root.removeHandler(old)  # configured again (tests): replace only our own handler
+    root.addHandler(handler)
+    root.setLevel(max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()]))
 
 
 def get_logger(name: str = "mainframe") -> Any:
