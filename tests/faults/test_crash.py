@@ -8,23 +8,20 @@ acknowledged result is durable, attempt history has no gaps, and no answer was a
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
-from tests.serverproc import ServerProcess, cli
+from tests.faults.load import SCANS, Fleet, fill, provision, worker_loop
+from tests.serverproc import ServerProcess
 
-SCANS = 600
 WORKERS = 6
 SETTLE_BOUND_S = 90.0
 ENV = {
@@ -32,78 +29,6 @@ ENV = {
     "MAINFRAME_MAX_JOB_ATTEMPTS": "10",
     "MAINFRAME_SWEEP_SECONDS": "0.5",
 }
-
-
-@dataclass
-class Fleet:
-    """The servers in rotation and what the workers saw."""
-
-    urls: list[str]
-    statuses: Counter[int] = field(default_factory=Counter)
-    handed: Counter[tuple[int, int]] = field(default_factory=Counter)
-    acknowledged: dict[int, int] = field(default_factory=dict)  # scan -> attempt
-    transport_errors: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def url(self, turn: int) -> str:
-        with self.lock:
-            return self.urls[turn % len(self.urls)]
-
-
-def _worker(fleet: Fleet, token: str, stop: threading.Event, number: int) -> None:
-    headers = {"Authorization": f"Bearer {token}"}
-    for turn in itertools.count(number):
-        if stop.is_set():
-            return
-        try:
-            with httpx.Client(base_url=fleet.url(turn), headers=headers, timeout=10) as http:
-                _work(http, fleet, stop)
-        except httpx.TransportError:
-            with fleet.lock:
-                fleet.transport_errors += 1
-            time.sleep(0.1)  # the server died under us: go to the next one
-
-
-def _work(http: httpx.Client, fleet: Fleet, stop: threading.Event) -> None:
-    while not stop.is_set():
-        polled = http.post("/api/v1/jobs?batch=5")
-        with fleet.lock:
-            fleet.statuses[polled.status_code] += 1
-        jobs = polled.json() if polled.status_code == 200 else []
-        if not jobs:
-            time.sleep(0.05)
-            continue
-        with fleet.lock:
-            fleet.handed.update((job["scan_id"], job["attempt"]) for job in jobs)
-        for job in jobs:
-            echo = {"attempt": job["attempt"], "assignment_id": job["assignment_id"]}
-            done = http.post(
-                f"/api/v1/jobs/{job['scan_id']}/result", json={"outcome": "finished", **echo}
-            )
-            with fleet.lock:
-                fleet.statuses[done.status_code] += 1
-                if done.status_code == 200:
-                    fleet.acknowledged[job["scan_id"]] = job["attempt"]
-
-
-def _provision(url: str) -> tuple[str, str]:
-    cli(url, "owner", "create", "ops")
-    cli(url, "endpoint", "create", "pypi", "--owner", "ops")
-    worker = cli(url, "token", "create", "--endpoint", "pypi", "--worker", "w")
-    source = cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed")
-    return worker, source
-
-
-def _fill(url: str, source: str) -> None:
-    scans = [{"name": f"pkg{i}", "version": "1"} for i in range(SCANS)]
-    response = httpx.post(
-        f"{url}/api/v1/scans/batch",
-        json={"scans": scans},
-        headers={"Authorization": f"Bearer {source}"},
-        timeout=30,
-    )
-    assert response.status_code == 200
-    assert all(item["status"] == 201 for item in response.json()["results"])
 
 
 def _kill(server: ServerProcess) -> None:
@@ -116,7 +41,7 @@ def _run(url: str, servers: list[ServerProcess], tmp_path: Path, token: str) -> 
     """Load the fleet, kill -9 the first server mid-run, restart it, wait until all settle."""
     fleet, stop = Fleet([s.url for s in servers]), threading.Event()
     threads = [
-        threading.Thread(target=_worker, args=(fleet, token, stop, n)) for n in range(WORKERS)
+        threading.Thread(target=worker_loop, args=(fleet, token, stop, n)) for n in range(WORKERS)
     ]
     for thread in threads:
         thread.start()
@@ -195,9 +120,9 @@ def pg_url(pg_template: str) -> Iterator[str]:
 
 @pytest.mark.slow
 def test_kill_9_of_one_of_two_servers_on_postgresql(pg_url: str, tmp_path: Path) -> None:
-    worker, source = _provision(pg_url)
+    worker, source = provision(pg_url)
     servers = [ServerProcess(pg_url, tmp_path, **ENV) for _ in range(2)]
-    _fill(servers[1].url, source)
+    fill(servers[1].url, source)
     fleet = _run(pg_url, servers, tmp_path, worker)
     _check(pg_url, fleet)
 
@@ -206,9 +131,9 @@ def test_kill_9_of_one_of_two_servers_on_postgresql(pg_url: str, tmp_path: Path)
 def test_kill_9_of_the_server_on_sqlite(tmp_path: Path) -> None:
     path = tmp_path / "mainframe.db"
     url = f"sqlite:///{path}"
-    worker, source = _provision(url)
+    worker, source = provision(url)
     servers = [ServerProcess(url, tmp_path, **ENV)]
-    _fill(servers[0].url, source)
+    fill(servers[0].url, source)
     fleet = _run(url, servers, tmp_path, worker)
     _check(url, fleet)
     with sqlite3.connect(path) as conn:
