@@ -117,13 +117,12 @@ class FakeMainframe:
 
     def _lease(self, batch: int) -> tuple[int, Any]:
         if not 1 <= batch <= 100:
-            return 422, {"error": "invalid", "detail": "batch"}
+            return 422, _invalid("query.batch", "must be between 1 and 100")
         now = time.time()
-        eligible = [
-            scan
-            for scan in self.scans.values()
-            if scan.status == "QUEUED" or (scan.status == "PENDING" and scan.lease_expires < now)
-        ]
+        for scan in self.scans.values():
+            if scan.status == "PENDING" and scan.lease_expires < now:
+                self._reap(scan)
+        eligible = [scan for scan in self.scans.values() if scan.status == "QUEUED"]
         jobs = []
         for scan in eligible[:batch]:
             scan.status, scan.attempt = "PENDING", scan.attempt + 1
@@ -144,6 +143,16 @@ class FakeMainframe:
             )
         return 200, jobs
 
+    def _reap(self, scan: FakeScan) -> None:
+        # As the server does: a lapsed lease below the cap goes back to the queue; at the cap
+        # the scan is dead-lettered, never leased again.
+        if scan.attempt < self.max_attempts:
+            scan.status = "QUEUED"
+            return
+        scan.status, scan.dead_lettered = "FAILED", True
+        scan.fail_reason = "interrupt_expired" if scan.waiting else "lease_expired"
+        scan.settled_us = time.time_ns() // 1000
+
     def _conflict(self, scan: FakeScan, body: Any) -> tuple[int, Any] | None:
         if scan.status in ("FINISHED", "FAILED"):
             return 409, {"error": "already_terminal", "detail": scan.status}
@@ -156,7 +165,7 @@ class FakeMainframe:
 
     def _result(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
         if body.get("outcome") not in ("finished", "failed") or "attempt" not in body:
-            return 422, {"error": "invalid", "detail": "outcome"}
+            return 422, _invalid("body.outcome", "finished or failed, with the echoed attempt")
         conflict = self._conflict(scan, body)
         if conflict is not None:
             return conflict
@@ -204,3 +213,8 @@ class FakeMainframe:
             return conflict
         scan.waiting = False
         return 200, scan.public()
+
+
+def _invalid(field: str, message: str) -> dict[str, Any]:
+    """The server's 422 body."""
+    return {"error": "invalid_request", "detail": [{"field": field, "message": message}]}

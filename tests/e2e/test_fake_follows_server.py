@@ -1,0 +1,117 @@
+"""The shipped test fake (`mainframe.client.testing`) answers as the real server does: the SDK
+runs the same scenario against both and sees the same shapes, codes and lifecycle (issue 10,
+item 3). A drift in either makes this fail."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mainframe.client import Client, MainframeError, ResultReport
+from mainframe.client.sdk import StaleAssignment
+from mainframe.client.testing import FakeMainframe
+from tests.serverproc import ServerProcess, cli
+
+LEASE_S = 1.0
+MAX_ATTEMPTS = 2
+
+
+@dataclass
+class Side:
+    """One implementation of the job API behind an SDK client, and how to give it work."""
+
+    client: Client
+    submit: Callable[[str], None]
+
+
+def _fake() -> Iterator[Side]:
+    fake = FakeMainframe(lease_seconds=LEASE_S, max_attempts=MAX_ATTEMPTS)
+    with fake.client() as client:
+        yield Side(client, lambda name: _discard(fake.submit(name)))
+
+
+def _discard(_value: object) -> None:
+    return None
+
+
+def _server(tmp_path: Path) -> Iterator[Side]:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    cli(url, "owner", "create", "ops")
+    cli(url, "endpoint", "create", "pypi", "--owner", "ops")
+    worker = cli(url, "token", "create", "--endpoint", "pypi", "--worker", "w1")
+    source = cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed")
+    env = {
+        "MAINFRAME_JOB_TIMEOUT": str(LEASE_S),
+        "MAINFRAME_MAX_JOB_ATTEMPTS": str(MAX_ATTEMPTS),
+    }
+    with ServerProcess(url, tmp_path, **env) as server, Client(server.url, worker) as client:
+
+        def submit(name: str) -> None:
+            response = httpx.post(
+                f"{server.url}/api/v1/scans",
+                json={"name": name, "version": "1.0"},
+                headers={"Authorization": f"Bearer {source}"},
+            )
+            assert response.status_code == 201, response.text
+
+        yield Side(client, submit)
+
+
+@pytest.fixture(params=["fake", "server"])
+def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
+    yield from (_fake() if request.param == "fake" else _server(tmp_path))
+
+
+def test_a_finished_result_answers_the_same_shape(side: Side) -> None:
+    side.submit("requests")
+    [job] = side.client.lease()
+    reply = side.client.report(job, ResultReport("finished"))
+    assert set(reply) == {
+        "scan_id",
+        "status",
+        "attempt_count",
+        "available_at",
+        "finished_at",
+        "dead_lettered_at",
+        "fail_reason",
+    }
+    assert (reply["status"], reply["attempt_count"], reply["fail_reason"]) == ("FINISHED", 1, None)
+    assert reply["finished_at"].endswith("Z") and reply["dead_lettered_at"] is None
+
+
+def test_a_second_result_is_already_terminal(side: Side) -> None:
+    side.submit("requests")
+    [job] = side.client.lease()
+    side.client.report(job, ResultReport("finished"))
+    with pytest.raises(StaleAssignment) as stale:
+        side.client.report(job, ResultReport("finished"))
+    assert stale.value.code == "already_terminal"
+
+
+def test_a_refused_poll_has_the_one_error_shape(side: Side) -> None:
+    with pytest.raises(MainframeError) as refused:
+        side.client._post("/api/v1/jobs", params={"batch": 0})  # the SDK itself checks first
+    assert refused.value.status == 422
+    assert refused.value.body["error"] == "invalid_request"
+    assert refused.value.body["detail"][0]["field"] == "query.batch"
+
+
+def test_a_lease_lapsed_at_the_cap_is_dead_lettered_not_leased_again(side: Side) -> None:
+    side.submit("requests")
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        deadline = time.monotonic() + 10
+        jobs = side.client.lease()
+        while not jobs and time.monotonic() < deadline:
+            time.sleep(0.1)
+            jobs = side.client.lease()
+        assert [job.attempt for job in jobs] == [attempt]
+        time.sleep(LEASE_S + 0.3)  # let the lease lapse
+    time.sleep(0.5)
+    assert side.client.lease() == []  # spent: never handed out again
+    with pytest.raises(StaleAssignment):
+        side.client.report(jobs[0], ResultReport("finished"))
