@@ -138,3 +138,24 @@ def test_an_unexpected_exception_is_one_log_line_and_a_json_500(
     errors = [e for e in events if e["event"] == "unhandled_error"]
     assert len(errors) == 2 and all(isinstance(e["exc_info"], RuntimeError) for e in errors)
     assert caplog.records == []  # nothing else logged it a second time
+
+
+def test_the_document_states_the_bounds_the_server_enforces(api: Api) -> None:
+    """Parameter bounds in standard JSON Schema keys, so a client (or schemathesis) that
+    follows the document never sends what the server refuses."""
+    document = api.client.get("/openapi.json").json()
+    parameters = [
+        p
+        for route in document["paths"].values()
+        for op in route.values()
+        for p in op.get("parameters", [])
+    ]
+    assert not [p["name"] for p in parameters if {"ge", "le", "gt", "lt"} & set(p["schema"])]
+    scan_ids = [p["schema"] for p in parameters if p["name"] == "scan_id"]
+    assert scan_ids and all(s["minimum"] == 1 and s["maximum"] == 2**62 for s in scan_ids)
+
+
+def test_a_wrong_method_names_every_method_the_path_allows(api: Api) -> None:
+    response = api.client.request("OPTIONS", "/api/v1/scans")
+    assert response.status_code == 405 and response.json()["error"] == "method_not_allowed"
+    assert response.headers["allow"] == "GET, POST"

@@ -3,6 +3,7 @@ without being logged."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -61,7 +62,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSON:
     return error(422, "invalid_request", detail)
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSON:
+async def _http_error(request: Request, exc: Exception) -> JSON:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400 and exc.detail == UNPARSABLE:
         # FastAPI's answer to a body its JSON parser gave up on (nesting past its depth).
@@ -71,7 +72,22 @@ async def _http_error(_request: Request, exc: Exception) -> JSON:
     code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
         exc.status_code, "http_error"
     )
-    return error(exc.status_code, code, exc.detail, dict(exc.headers or {}) or None)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed(request))
+    return error(exc.status_code, code, exc.detail, headers or None)
+
+
+def _allowed(request: Request) -> list[str]:
+    # Starlette names only the first route whose path matched; a path served by several
+    # routes (GET and POST /api/v1/scans) allows the methods of all of them. The document
+    # lists every route (FastAPI nests included routers), so it is the one place to look.
+    path = request.url.path
+    methods: set[str] = set()
+    for template, operations in request.app.openapi()["paths"].items():
+        if re.fullmatch(re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)), path):
+            methods |= {method.upper() for method in operations}
+    return sorted(methods)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSON:

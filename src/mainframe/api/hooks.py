@@ -17,7 +17,7 @@ from mainframe.hooks.targets import MAX_URL_LENGTH
 
 router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
 EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
-HookIdPath = Annotated[int, AsciiInt, Path(ge=1, le=2**62, description="The hook's id.")]
+HookIdPath = Annotated[int, Path(ge=1, le=2**62, description="The hook's id."), AsciiInt]
 
 
 class HookCreate(Strict):

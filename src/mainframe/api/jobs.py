@@ -30,7 +30,7 @@ from mainframe.lifecycle.rules import EchoError, require_echo_pair
 from mainframe.store import Invalid, ItemOutcome, Report
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["worker"])
-ScanIdPath = Annotated[int, AsciiInt, Path(ge=1, le=2**62, description="The scan's id.")]
+ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), AsciiInt]
 REFUSALS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 503)
 }
@@ -41,7 +41,7 @@ BEARER: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 @router.post("", response_model=list[JobPublic], responses=REFUSALS, openapi_extra=BEARER)
 async def lease_jobs(
     request: Request,
-    batch: Annotated[int, AsciiInt, Query(ge=1, le=100, description="Scans to lease at most.")] = 1,
+    batch: Annotated[int, Query(ge=1, le=100, description="Scans to lease at most."), AsciiInt] = 1,
 ) -> JSON:
     """The job poll: reaps this endpoint's lapsed leases when one may be due, then leases up
     to `batch` due scans, oldest first."""

@@ -29,7 +29,7 @@ from mainframe.lifecycle.rules import Status
 from mainframe.store import Invalid, Principal, ScanSpec, Submitted, Unauthorized
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
-ScanIdPath = Annotated[int, AsciiInt, Path(ge=1, le=2**62, description="The scan's id.")]
+ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), AsciiInt]
 
 
 @router.post(
@@ -132,7 +132,7 @@ async def list_scans(
     status: Status | None = None,
     queue: Annotated[str | None, Query(max_length=100)] = None,
     endpoint: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, AsciiInt, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=500), AsciiInt] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> JSON:
     """Scans across the owner's endpoints, newest first, keyset-paged by `next_cursor`."""
@@ -155,7 +155,7 @@ async def list_dead_letters(
     owner: OwnerDep,
     queue: Annotated[str | None, Query(max_length=100)] = None,
     endpoint: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, AsciiInt, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=500), AsciiInt] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> JSON:
     """Dead letters across every endpoint the owner has, revocation cascades included, newest
