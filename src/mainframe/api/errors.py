@@ -51,8 +51,15 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-async def _validation_error(_request: Request, exc: Exception) -> JSON:
+async def _validation_error(request: Request, exc: Exception) -> JSON:
     assert isinstance(exc, RequestValidationError)
+    paths: dict[str, Any] = request.app.openapi()["paths"]
+    literal = paths.get(request.url.path)
+    if literal is not None and request.method.lower() not in literal:
+        # GET /api/v1/scans/batch reached /scans/{scan_id} and failed on "batch"; the path
+        # the client named exists and does not take this method.
+        allow = ", ".join(_allowed(request))
+        return error(405, "method_not_allowed", "Method Not Allowed", {"Allow": allow})
     problems = list(exc.errors())
     if any(p.get("type") == "json_invalid" for p in problems):
         return error(400, "invalid_json", "the request body is not valid JSON")
@@ -83,8 +90,11 @@ def _allowed(request: Request) -> list[str]:
     # routes (GET and POST /api/v1/scans) allows the methods of all of them. The document
     # lists every route (FastAPI nests included routers), so it is the one place to look.
     path = request.url.path
+    paths: dict[str, Any] = request.app.openapi()["paths"]
+    if path in paths:  # a literal path (/api/v1/scans/batch) is not its neighbour's {scan_id}
+        return sorted(method.upper() for method in paths[path])
     methods: set[str] = set()
-    for template, operations in request.app.openapi()["paths"].items():
+    for template, operations in paths.items():
         if re.fullmatch(re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)), path):
             methods |= {method.upper() for method in operations}
     return sorted(methods)

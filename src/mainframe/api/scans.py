@@ -29,6 +29,8 @@ from mainframe.lifecycle.rules import Status
 from mainframe.store import Invalid, Principal, ScanSpec, Submitted, Unauthorized
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
+# Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
+OPEN_INTAKE: dict[str, Any] = {"security": [{"HTTPBearer": []}, {}]}
 ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), AsciiInt]
 
 
@@ -40,6 +42,7 @@ ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), 
         200: {"model": ScanPublic, "description": "the live scan with that key"},
         **REFUSALS,
     },
+    openapi_extra=OPEN_INTAKE,
 )
 async def submit_scan(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanCreate) -> JSON:
     """Submit a scan: 201 when created, 200 with the live scan of the same key."""
@@ -54,6 +57,7 @@ async def submit_scan(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanCreat
     "/scans/batch",
     response_model=BatchSubmitted,
     responses={**REFUSALS, 200: {"description": "one status per item, in request order"}},
+    openapi_extra=OPEN_INTAKE,
 )
 async def submit_batch(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanBatch) -> JSON:
     """Submit up to 1,000 scans under one authorization; each item gets the status the single
