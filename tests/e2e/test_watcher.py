@@ -106,7 +106,10 @@ class Hog:
                     "/api/v1/deliveries/stats",
                     params={"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z"},
                 )
-                time.sleep(0.05)
+                # Every 10 ms: a token refills at a real-time instant, and the watcher comes
+                # back only after a whole-second Retry-After, so the hog takes it first even
+                # on a loaded machine (at 50 ms the watcher sometimes won the race).
+                time.sleep(0.01)
 
     def stop(self) -> None:
         self._stop.set()
