@@ -8,6 +8,7 @@ watches it (the running command) is told at once, so the command can be killed.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -128,7 +129,10 @@ class LeaseKeeper:
                 return
             self._log.warning("heartbeat_failed", error=str(exc), **log_fields(held.job))
             with self._cond:
-                held.due = self._next_due(held.expires_at, least=HEARTBEAT_RETRY_DELAY)
+                # Jittered, so a fleet that lost the server together does not come back
+                # in lockstep.
+                least = HEARTBEAT_RETRY_DELAY * random.uniform(0.5, 1.5)
+                held.due = self._next_due(held.expires_at, least=least)
             return
         with self._cond:
             held.expires_at = expires_at
