@@ -7,14 +7,12 @@ connection. Caught here, inside that middleware, the request ends normally."""
 
 from __future__ import annotations
 
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mainframe.api.responses import send_error
 from mainframe.logs import get_logger
 
-BODY = orjson.dumps(
-    {"error": "internal_error", "detail": "unexpected server error; it has been logged"}
-)
+UNEXPECTED = "unexpected server error; it has been logged"
 
 
 class Contain:
@@ -45,14 +43,4 @@ class Contain:
                 if not ended:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(BODY)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": BODY})
+            await send_error(send, 500, "internal_error", UNEXPECTED)

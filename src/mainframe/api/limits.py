@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mainframe.api.responses import send_error
 
 # A body declared over the bound is read and discarded up to this size before the 413, so a
 # client that sends it without `Expect: 100-continue` reads the answer instead of a reset.
@@ -51,24 +52,8 @@ class BodyLimit:
                 return messages
 
     async def _refuse(self, send: Send) -> None:
-        body = orjson.dumps(
-            {
-                "error": "body_too_large",
-                "detail": f"request bodies are limited to {self.max_bytes} bytes",
-            }
-        )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        detail = f"request bodies are limited to {self.max_bytes} bytes"
+        await send_error(send, 413, "body_too_large", detail, close=True)
 
 
 async def _drain(receive: Receive) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 from starlette.responses import Response
+from starlette.types import Send
 
 
 class JSON(Response):
@@ -17,3 +18,16 @@ class JSON(Response):
 
 def error(status: int, code: str, detail: Any, headers: dict[str, str] | None = None) -> JSON:
     return JSON({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+async def send_error(
+    send: Send, status: int, code: str, detail: str, *, close: bool = False
+) -> None:
+    """The error body straight onto an ASGI `send`, for middleware that answers before (or
+    instead of) the app."""
+    body = orjson.dumps({"error": code, "detail": detail})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
