@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
 from mainframe import __version__, effects
-from mainframe.api import deliveries, errors, hooks, jobs, scans
+from mainframe.api import dead_letters, deliveries, errors, hooks, jobs, scans
 from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.limits import BodyLimit
 from mainframe.api.responses import JSON
@@ -108,6 +108,7 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(deliveries.router)
     app.include_router(hooks.router)
+    app.include_router(dead_letters.router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz(rt: RuntimeDep) -> JSON:

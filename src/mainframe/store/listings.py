@@ -4,7 +4,7 @@ behind the metrics and `mainframe stats`. Reads run in deferred (read-only) tran
 from __future__ import annotations
 
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, queries, stats
+from mainframe.store import accounts, overview, queries, stats
 from mainframe.store.budget import Budget
 from mainframe.store.records import ScanRecord
 from mainframe.store.uow import UnitOfWork
@@ -50,3 +50,8 @@ class Listings:
             return stats.snapshot(
                 tx.conn, now=self.uow.now(), max_attempts=self.budget.max_attempts
             )
+
+    def overview(self, owner_id: int) -> overview.Overview:
+        """Per endpoint: scans by status, the oldest due scan, hook health; and the totals."""
+        with self.uow.read() as tx:
+            return overview.overview(tx.conn, owner_id, now=self.uow.now())
