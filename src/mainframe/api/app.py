@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
 from mainframe import __version__, effects
-from mainframe.api import dead_letters, deliveries, errors, hooks, jobs, scans
+from mainframe.api import dead_letters, deliveries, docs, endpoints, errors, hooks, jobs, scans
 from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.limits import BodyLimit
 from mainframe.api.responses import JSON
@@ -101,6 +101,9 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         description="Coordinates package scans for a fleet of scanner workers.",
+        # Both default pages load their assets from a CDN; docs.install serves ours.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.runtime = rt
     errors.install(app)
@@ -109,6 +112,8 @@ def create_app(
     app.include_router(deliveries.router)
     app.include_router(hooks.router)
     app.include_router(dead_letters.router)
+    app.include_router(endpoints.router)
+    docs.install(app)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz(rt: RuntimeDep) -> JSON:

@@ -177,5 +177,4 @@ async def revoke(
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
     count = await rt.run(rt.store.accounts.revoke, owner_id(owner), name)
-    rt.forget_endpoint(name)
     return JSON({"endpoint": name, "revoked": True, "dead_lettered": count})

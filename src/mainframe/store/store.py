@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.store.accounts import Accounts
+from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.budget import Budget
 from mainframe.store.dead_letters import DeadLetters
 from mainframe.store.deliveries import Deliveries
@@ -36,6 +36,7 @@ class Store:
     deliveries: Deliveries
     hooks: Hooks
     dead_letters: DeadLetters
+    credentials: Credentials
 
     @classmethod
     def build(
@@ -63,6 +64,7 @@ class Store:
             deliveries=Deliveries(uow),
             hooks=Hooks(uow, box=hook_box, rotation_grace_us=rotation_grace_us),
             dead_letters=DeadLetters(uow),
+            credentials=Credentials(uow),
         )
 
     @property
