@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
-from mainframe import __version__, effects
+from mainframe import __version__, board, effects
 from mainframe.api import dead_letters, deliveries, docs, endpoints, errors, hooks, jobs, scans
 from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.limits import BodyLimit
@@ -114,6 +114,7 @@ def create_app(
     app.include_router(dead_letters.router)
     app.include_router(endpoints.router)
     docs.install(app)
+    board.install(app)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz(rt: RuntimeDep) -> JSON:

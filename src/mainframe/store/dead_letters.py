@@ -13,20 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, false, func, or_, select, tuple_
+from sqlalchemy import ColumnElement, Connection, and_, false, func, select, tuple_
 
-from mainframe.store import accounts, audit, queries, totals
+from mainframe.store import accounts, audit, queries, search, totals
 from mainframe.store.audit import AuditEntry
 from mainframe.store.errors import Conflict
 from mainframe.store.records import AttemptRecord, ScanRecord, scan_from_row
 from mainframe.store.redrive import Progress, Redriven, redrive
 from mainframe.store.schema import attempts, scans
+from mainframe.store.search import MAX_QUERY_LENGTH
 from mainframe.store.uow import UnitOfWork
 
-# The longest search term; a longer one cannot match a bounded name, source or kind anyway.
-MAX_QUERY_LENGTH = 300
-# The largest scan id a numeric search treats as an id (the routes' bound on ids).
-MAX_SCAN_ID = 2**62
+__all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,23 +75,6 @@ def scoped_endpoints(conn: Connection, owner_id: int, endpoint: str | None) -> d
     return {k: v for k, v in owned.items() if v == endpoint}
 
 
-def _like(term: str) -> str:
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _search(term: str) -> ColumnElement[bool]:
-    pattern = _like(term)
-    found: list[ColumnElement[bool]] = [
-        scans.c.name.ilike(pattern, escape="\\"),
-        scans.c.source.ilike(pattern, escape="\\"),
-        scans.c.kind.ilike(pattern, escape="\\"),
-    ]
-    if term.isdigit() and int(term) <= MAX_SCAN_ID:
-        found.append(scans.c.id == int(term))
-    return or_(*found)
-
-
 def conditions(endpoint_ids: list[int], f: DeadLetterFilter) -> list[ColumnElement[bool]]:
     """The WHERE terms of a filter over the given endpoints."""
     if not endpoint_ids:
@@ -104,7 +85,7 @@ def conditions(endpoint_ids: list[int], f: DeadLetterFilter) -> list[ColumnEleme
         scans.c.dead_lettered_at.is_not(None),
     ]
     if f.q:
-        where.append(_search(f.q))
+        where.append(search.matches(f.q))
     if f.reason is not None:
         where.append(scans.c.fail_reason == f.reason)
     if f.since is not None:

@@ -29,6 +29,8 @@ class Listings:
         before_id: int | None,
         limit: int,
         dead_letters_only: bool = False,
+        plain_failures_only: bool = False,
+        q: str | None = None,
     ) -> list[ScanRecord]:
         with self.uow.read() as tx:
             owned = accounts.owned_endpoints(tx.conn, owner_id)
@@ -42,6 +44,8 @@ class Listings:
                 before_id=before_id,
                 limit=limit,
                 dead_letters_only=dead_letters_only,
+                plain_failures_only=plain_failures_only,
+                q=q,
             )
 
     def snapshot(self) -> stats.Snapshot:

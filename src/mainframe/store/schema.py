@@ -225,3 +225,15 @@ audit = Table(
     Column("filter", Text),  # JSON object, for a redrive by filter
     Index("ix_audit_owner", "owner_id", "id"),
 )
+
+# Signed-in board sessions (revision 0008): the cookie's secret is stored only as its sha256,
+# beside the session's CSRF token; every server process reads them, so sign-out is global.
+board_sessions = Table(
+    "board_sessions",
+    metadata,
+    Column("session_hash", String(64), primary_key=True),
+    Column("owner_id", Id, ForeignKey("owners.id"), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)

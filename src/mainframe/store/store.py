@@ -22,6 +22,7 @@ from mainframe.store.intake import Intake
 from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
 from mainframe.store.results import Results
+from mainframe.store.sessions import Sessions
 from mainframe.store.uow import Publish, UnitOfWork, discard
 
 
@@ -37,6 +38,7 @@ class Store:
     hooks: Hooks
     dead_letters: DeadLetters
     credentials: Credentials
+    sessions: Sessions
 
     @classmethod
     def build(
@@ -65,6 +67,7 @@ class Store:
             hooks=Hooks(uow, box=hook_box, rotation_grace_us=rotation_grace_us),
             dead_letters=DeadLetters(uow),
             credentials=Credentials(uow),
+            sessions=Sessions(uow),
         )
 
     @property

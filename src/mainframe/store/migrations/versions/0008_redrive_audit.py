@@ -1,5 +1,5 @@
-"""The operator's board: redrive bookkeeping on scans, the audit table, and the indexes that
-keep the dead-letter listing cheap at a million rows.
+"""The operator's board: redrive bookkeeping on scans, the audit table, the board's sign-in
+sessions, and the indexes that keep the dead-letter listing cheap at a million rows.
 
 `ix_scans_dead_recent` orders every dead letter newest first (the listing's order);
 `ix_scans_dead_search` lets PostgreSQL answer a substring search of name, source or kind
@@ -59,3 +59,11 @@ def upgrade() -> None:
         sa.Column("filter", sa.Text),
     )
     op.create_index("ix_audit_owner", "audit", ["owner_id", "id"])
+    op.create_table(
+        "board_sessions",
+        sa.Column("session_hash", sa.String(64), primary_key=True),
+        sa.Column("owner_id", Id, sa.ForeignKey("owners.id"), nullable=False),
+        sa.Column("csrf", sa.String(64), nullable=False),
+        sa.Column("created_at", sa.BigInteger, nullable=False),
+        sa.Column("expires_at", sa.BigInteger, nullable=False),
+    )
