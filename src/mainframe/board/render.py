@@ -3,6 +3,7 @@ that turn stored microseconds into what an operator reads."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -29,6 +30,22 @@ def when(us: int | None) -> str:
     return "—" if text is None else text.replace("T", " ").replace("Z", " UTC")
 
 
+# Characters that would reorder or hide sender text: bidi controls and invisible controls
+# (tab, newline and carriage return stay, for summaries). Shown as visible markers instead.
+_HIDDEN = re.compile(
+    "[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2069\ufeff]"
+)
+
+
+def shown(text: object) -> str:
+    """Sender text with every bidi or invisible control replaced by `[U+XXXX]`; escaping
+    is still the template's (autoescape), this only makes hidden characters visible."""
+    if text is None:
+        return ""
+    return _HIDDEN.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text))
+
+
 def age(seconds: float | None) -> str:
     """A duration as its two largest units (`3h 12m`)."""
     if seconds is None:
@@ -51,6 +68,7 @@ env = Environment(
 )
 env.filters["when"] = when
 env.filters["age"] = age
+env.filters["shown"] = shown
 
 
 def page(
