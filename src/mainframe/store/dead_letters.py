@@ -127,10 +127,17 @@ def page(
         # New dead letters sort before every cursor, so pages already read never shift.
         where.append(tuple_(scans.c.dead_lettered_at, scans.c.id) < tuple_(*after))
     final = attempts.alias("final")
+    source: Any = scans
+    if f.q:
+        # A search finds its matches first (trigram bitmap on PostgreSQL), then sorts them:
+        # walking the listing's order instead would read every dead letter for a rare term.
+        matched = select(scans.c.id).where(*where).cte("matched").prefix_with("MATERIALIZED")
+        source = scans.join(matched, matched.c.id == scans.c.id)
+        where = []
     query = (
         select(scans, *[final.c[name].label(f"final_{name}") for name in _FINAL])
         .select_from(
-            scans.outerjoin(
+            source.outerjoin(
                 final,
                 and_(
                     final.c.scan_id == scans.c.id,

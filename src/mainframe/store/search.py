@@ -3,7 +3,7 @@ kind, or its exact id when the term is a number."""
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, or_
+from sqlalchemy import BindParameter, ColumnElement, bindparam, or_
 
 from mainframe.store.schema import scans
 
@@ -20,7 +20,11 @@ def like_pattern(term: str) -> str:
 
 
 def matches(term: str) -> ColumnElement[bool]:
-    pattern = like_pattern(term)
+    """The search as one OR over the three columns (and the id when `term` is a number)."""
+    # Rendered into the statement (quoted by the dialect), not bound: a bound pattern gets
+    # PostgreSQL's generic plan once psycopg prepares the statement, and a generic plan
+    # cannot estimate a LIKE, so it reads every dead letter instead of the trigram index.
+    pattern: BindParameter[str] = bindparam("search", like_pattern(term), literal_execute=True)
     found: list[ColumnElement[bool]] = [
         scans.c.name.ilike(pattern, escape="\\"),
         scans.c.source.ilike(pattern, escape="\\"),
