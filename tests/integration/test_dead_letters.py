@@ -139,6 +139,7 @@ def test_each_filter_narrows_the_listing_and_its_count(desk: Desk) -> None:
         "?q=LEFT": [b, a],
         "?q=pad-NG": [b],
         "?q=nothing-like-it": [],
+        "?q=it's%5C'%20OR%201=1--": [],  # quotes and backslashes stay text
         "?q=left-": [a],
         "?q=malware": [a],
         "?q=feed": [d, c, b, a],
