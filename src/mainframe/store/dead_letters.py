@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, false, func, select, tuple_
+from sqlalchemy import ColumnElement, Connection, Select, and_, false, func, select, tuple_
 
 from mainframe.store import accounts, audit, queries, search, totals
 from mainframe.store.audit import AuditEntry
@@ -113,15 +113,15 @@ def matching_ids(conn: Connection, endpoints: dict[int, str], f: DeadLetterFilte
     return [int(row[0]) for row in conn.execute(query)]
 
 
-def page(
-    conn: Connection,
+def page_query(
     endpoints: dict[int, str],
     f: DeadLetterFilter,
     *,
     after: tuple[int, int] | None,
     limit: int,
-) -> DeadLetterPage:
-    """One page newest first, strictly after the keyset `after`, with the total count."""
+) -> Select[Any]:
+    """The statement of one page newest first, strictly after the keyset `after`, each row
+    with its final attempt."""
     where = conditions(list(endpoints), f)
     if after is not None:
         # New dead letters sort before every cursor, so pages already read never shift.
@@ -134,7 +134,7 @@ def page(
         matched = select(scans.c.id).where(*where).cte("matched").prefix_with("MATERIALIZED")
         source = scans.join(matched, matched.c.id == scans.c.id)
         where = []
-    query = (
+    return (
         select(scans, *[final.c[name].label(f"final_{name}") for name in _FINAL])
         .select_from(
             source.outerjoin(
@@ -149,6 +149,18 @@ def page(
         .order_by(scans.c.dead_lettered_at.desc(), scans.c.id.desc())
         .limit(limit)
     )
+
+
+def page(
+    conn: Connection,
+    endpoints: dict[int, str],
+    f: DeadLetterFilter,
+    *,
+    after: tuple[int, int] | None,
+    limit: int,
+) -> DeadLetterPage:
+    """One page newest first, strictly after the keyset `after`, with the total count."""
+    query = page_query(endpoints, f, after=after, limit=limit)
     items = [_dead_letter(row, endpoints) for row in conn.execute(query)]
     last = items[-1].scan if len(items) == limit else None
     cursor = None if last is None else (int(last.dead_lettered_at or 0), last.id)
