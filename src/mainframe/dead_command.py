@@ -63,6 +63,11 @@ def _filter(
     reason: DeadLetterReason | None,
     since: datetime | None,
 ) -> DeadLetterFilter:
+    from mainframe.board.filters import printable
+    from mainframe.cli import fail
+
+    if not all(printable(v) for v in (q or "", endpoint or "", queue or "")):
+        fail("filters take no control characters")
     # --since is read as UTC, the only zone the server stores.
     since_us = None if since is None else to_us(since.replace(tzinfo=UTC).timestamp())
     return DeadLetterFilter(q or None, reason.value if reason else None, since_us, endpoint, queue)

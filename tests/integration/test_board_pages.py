@@ -142,9 +142,12 @@ def test_redrive_from_the_board(board: Desk) -> None:
 
 def test_bad_filters_are_4xx_pages(board: Desk) -> None:
     sign_in(board, board.alice)
-    for query in ("status=zombie", "reason=bored", "q=" + "x" * 301, "status=dead&cursor=zz"):
+    for query in ("status=zombie", "reason=bored", "q=" + "x" * 301, "status=dead&cursor=zz",
+                  "q=a%00b", "status=all&cursor=99999999999999999999"):  # fmt: skip
         assert board.client.get(f"/board?{query}").status_code == 422, query
     assert board.client.get("/board/scans/999999").status_code == 404
+    assert board.client.get("/board/scans/99999999999999999999").status_code == 422
+    assert board.client.get("/board/endpoints/a%00b").status_code == 404
 
 
 def test_credentials_from_the_endpoint_card(board: Desk) -> None:

@@ -11,6 +11,7 @@ from mainframe.api import operator_shapes as shape
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.operator_schemas import (
+    PRINTABLE,
     AuditPage,
     DeadLetterPage,
     OverviewPublic,
@@ -47,13 +48,15 @@ def redrive_reply(done: Redriven) -> dict[str, object]:
 async def list_dead_letters(
     rt: RuntimeDep,
     owner: OwnerDep,
-    q: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_LENGTH)] = None,
+    q: Annotated[
+        str | None, Query(min_length=1, max_length=MAX_QUERY_LENGTH, pattern=PRINTABLE)
+    ] = None,
     reason: DeadLetterReason | None = None,
     since: Annotated[
         datetime | None, Query(description="RFC 3339; dead-lettered then or later")
     ] = None,
-    queue: Annotated[str | None, Query(max_length=100)] = None,
-    endpoint: Annotated[str | None, Query(max_length=200)] = None,
+    queue: Annotated[str | None, Query(max_length=100, pattern=PRINTABLE)] = None,
+    endpoint: Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=40)] = None,
 ) -> JSON:
@@ -105,7 +108,7 @@ async def list_audit(
     rt: RuntimeDep,
     owner: OwnerDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+    cursor: Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]+$")] = None,
 ) -> JSON:
     """What the owner did (redrives), newest first, paged by `next_cursor`."""
     entries = await rt.run(

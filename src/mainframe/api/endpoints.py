@@ -10,6 +10,7 @@ from starlette.responses import Response
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.operator_schemas import (
+    PRINTABLE,
     EndpointCreate,
     EndpointList,
     EndpointPublic,
@@ -22,7 +23,9 @@ from mainframe.clock import rfc3339
 from mainframe.store.accounts import EndpointView, TokenView
 
 router = APIRouter(prefix="/api/v1/endpoints", tags=["endpoints"])
-EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
+EndpointPath = Annotated[
+    str, Path(max_length=200, pattern=PRINTABLE, description="The endpoint's name.")
+]
 TokenIdPath = Annotated[int, Path(ge=1, le=2**62, description="The token's id.")]
 
 

@@ -12,7 +12,9 @@ from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.store.dead_letters import MAX_QUERY_LENGTH
 
 MAX_REDRIVE_IDS = 1000  # the issue: a redrive by ids names at most 1,000 scans
-SearchTerm = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_LENGTH)]
+# Search terms and names in a query carry no control character: PostgreSQL refuses a NUL.
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+SearchTerm = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_LENGTH, pattern=PRINTABLE)]
 
 
 class FinalAttemptPublic(BaseModel):
@@ -38,7 +40,7 @@ class DeadLetterPage(BaseModel):
 
 class RedriveFilter(Strict):
     q: SearchTerm | None = None
-    endpoint: Annotated[str, Field(max_length=200)] | None = None
+    endpoint: Annotated[str, Field(max_length=200, pattern=PRINTABLE)] | None = None
     queue: Label | None = None
     # Lax for these two: JSON spells an enum and a time as strings.
     reason: Annotated[DeadLetterReason, Field(strict=False)] | None = None
@@ -133,8 +135,8 @@ class EndpointList(BaseModel):
 class TokenCreate(Strict):
     """Exactly one of `worker` (a worker that leases scans) or `source` (a producer)."""
 
-    worker: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    source: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    worker: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] | None = None
+    source: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] | None = None
 
     @model_validator(mode="after")
     def one_role(self) -> TokenCreate:

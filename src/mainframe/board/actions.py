@@ -3,13 +3,15 @@ create an endpoint, issue and delete credentials. Each checks its CSRF token fir
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
 from mainframe.api.deps import RuntimeDep
+from mainframe.api.operator_schemas import PRINTABLE
 from mainframe.board import filters
 from mainframe.board.auth import (
     SESSION_COOKIE,
@@ -26,6 +28,9 @@ from mainframe.store import Conflict, StoreError
 from mainframe.store.sessions import Session
 
 router = APIRouter(prefix="/board", include_in_schema=False)
+# Ids within the database's 64 bits; names without control characters (PostgreSQL refuses NUL).
+IdPath = Annotated[int, Path(ge=1, le=2**62)]
+NamePath = Annotated[str, Path(max_length=200, pattern=PRINTABLE)]
 MAX_FORM_FIELDS = 20  # the largest form has eight fields
 
 
@@ -34,8 +39,11 @@ async def _form(request: Request) -> FormData:
 
 
 def _text(form: FormData, name: str, limit: int = 300) -> str:
+    """A form field, trimmed and bounded; control characters (a NUL) are dropped."""
     value = form.get(name)
-    return value.strip()[:limit] if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    return "".join(ch for ch in value.strip()[:limit] if filters.printable(ch))
 
 
 def _see(path: str, **query: str | int) -> RedirectResponse:
@@ -79,7 +87,7 @@ async def sign_out(request: Request, rt: RuntimeDep) -> Response:
 
 
 @router.post("/scans/{scan_id}/redrive")
-async def redrive_one(request: Request, rt: RuntimeDep, scan_id: int) -> Response:
+async def redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session, _form_data = await _signed_in(request, rt)
     done = await rt.run(rt.store.dead_letters.redrive_ids, session.owner_id, [scan_id])
     notice = "Redriven: back in the queue with a fresh attempt budget."
@@ -124,7 +132,7 @@ async def create_endpoint(request: Request, rt: RuntimeDep) -> Response:
 
 
 @router.post("/endpoints/{name}/tokens")
-async def create_token(request: Request, rt: RuntimeDep, name: str) -> Response:
+async def create_token(request: Request, rt: RuntimeDep, name: NamePath) -> Response:
     session, form = await _signed_in(request, rt)
     role = _text(form, "kind")
     principal = _text(form, "name", 200)
@@ -144,7 +152,9 @@ async def create_token(request: Request, rt: RuntimeDep, name: str) -> Response:
 
 
 @router.post("/endpoints/{name}/tokens/{token_id}/delete")
-async def delete_token(request: Request, rt: RuntimeDep, name: str, token_id: int) -> Response:
+async def delete_token(
+    request: Request, rt: RuntimeDep, name: NamePath, token_id: IdPath
+) -> Response:
     session, _form_data = await _signed_in(request, rt)
     try:
         await rt.run(rt.store.credentials.delete_token, session.owner_id, name, token_id)

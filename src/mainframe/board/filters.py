@@ -3,6 +3,7 @@ query string (so a link can be shared) and checked like the API checks them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -23,6 +24,7 @@ PILLS: dict[str, Status | None] = {
 }
 REASONS = tuple(reason.value for reason in DeadLetterReason)
 PAGE_SIZE = 50
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LIMITS = {"q": MAX_QUERY_LENGTH, "endpoint": 200, "queue": 100, "cursor": 40}
 
 
@@ -55,6 +57,11 @@ class BoardFilter:
         return urlencode({k: v for k, v in fields.items() if v})
 
 
+def printable(value: str) -> bool:
+    """Whether `value` holds no control character (PostgreSQL refuses a NUL in text)."""
+    return _CONTROL.search(value) is None
+
+
 def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
     """The filter a URL names; BadFilter for anything out of bounds."""
     values: dict[str, str | None] = {}
@@ -62,6 +69,8 @@ def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
         value = (params.get(field) or "").strip()
         if len(value) > limit:
             raise BadFilter(field, f"at most {limit} characters")
+        if _CONTROL.search(value):
+            raise BadFilter(field, "no control characters")
         values[field] = value or None
     pill = params.get("status") or "all"
     if pill not in PILLS:
@@ -69,6 +78,9 @@ def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
     reason = params.get("reason") or None
     if reason is not None and reason not in REASONS:
         raise BadFilter("reason", f"one of {', '.join(REASONS)}")
+    cursor = values["cursor"]
+    if pill != "dead" and cursor is not None and not (cursor.isdigit() and len(cursor) <= 18):
+        raise BadFilter("cursor", "use the Older link's cursor")
     return BoardFilter(
         pill, values["q"], values["endpoint"], values["queue"], reason, values["cursor"]
     )

@@ -3,9 +3,9 @@ letter's page), the redrive confirmation, and an endpoint with its credentials."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from starlette.responses import HTMLResponse, Response
 
 from mainframe.api import operator_shapes, shapes
@@ -23,6 +23,7 @@ from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
 
 router = APIRouter(prefix="/board", include_in_schema=False)
+IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits
 SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
 
 
@@ -88,7 +89,7 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
 
 
 @router.get("/scans/{scan_id}")
-async def scan_page(request: Request, rt: RuntimeDep, scan_id: int) -> Response:
+async def scan_page(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session = await current_session(request, rt)
     try:
         scan = await rt.run(rt.store.dead_letters.get, session.owner_id, scan_id)
@@ -115,7 +116,7 @@ async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
 async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response:
     session = await current_session(request, rt)
     view = await rt.run(rt.store.listings.overview, session.owner_id)
-    cards = [c for c in view.endpoints if c.name == name]
+    cards = [c for c in view.endpoints if c.name == name and filters.printable(name)]
     if not cards:
         return _error(request, session, 404, "There is no such endpoint of yours.")
     tokens = await rt.run(rt.store.credentials.tokens, session.owner_id, name)
