@@ -14,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from mainframe import logs
+from mainframe.dead_command import dead_app
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.accounts import NameTaken, UnknownName
@@ -37,6 +38,7 @@ app.add_typer(owner_app, name="owner")
 app.add_typer(endpoint_app, name="endpoint")
 app.add_typer(token_app, name="token")
 app.add_typer(hook_app, name="hook")
+app.add_typer(dead_app, name="dead")
 
 BOOTSTRAP_OWNER = "admin"
 

@@ -16,6 +16,7 @@ from mainframe.lifecycle.events import (
     ScanDeadLettered,
     ScanFailed,
     ScanFinished,
+    ScansRedriven,
     StaleResultRejected,
 )
 from mainframe.logs import get_logger, neutralize
@@ -68,6 +69,16 @@ def _apply(event: Event, metrics: Metrics, log: Any) -> None:
             metrics.reaps.labels("endpoint_revoked").inc(event.dead_lettered)
             log.warning(
                 "endpoint_revoked", endpoint=event.endpoint, dead_lettered=event.dead_lettered
+            )
+        case ScansRedriven():
+            metrics.redriven.inc(event.redriven)
+            log.info(
+                "scans_redriven",
+                owner_id=event.owner_id,
+                audit_id=event.audit_id,
+                by=event.by,
+                redriven=event.redriven,
+                skipped=event.skipped,
             )
         case _:
             pass

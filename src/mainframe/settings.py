@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     # commits of a fleet's concurrent results share WAL flushes (batch 1: 121 → 308 scans/s).
     pool_size: int = Field(default=16, ge=1, le=200)
     metrics_refresh_seconds: float = Field(default=60.0, gt=0)
+    # How long a board sign-in lasts before the owner must sign in again (12 hours).
+    board_session_seconds: float = Field(default=43_200.0, gt=0, le=30 * 86400)
     # Delivery-stats requests per token: a sustained rate per minute and a burst.
     stats_rate_per_minute: float = Field(default=60.0, gt=0)
     stats_burst: int = Field(default=10, ge=1)

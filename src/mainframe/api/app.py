@@ -8,8 +8,18 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from mainframe import __version__, effects
-from mainframe.api import deliveries, errors, hooks, jobs, ops, scans
+from mainframe import __version__, board, effects
+from mainframe.api import (
+    dead_letters,
+    deliveries,
+    docs,
+    endpoints,
+    errors,
+    hooks,
+    jobs,
+    ops,
+    scans,
+)
 from mainframe.api.contain import Contain
 from mainframe.api.deps import Runtime
 from mainframe.api.limits import BodyLimit
@@ -106,6 +116,9 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         description="Coordinates package scans for a fleet of scanner workers.",
+        # Both default pages load their assets from a CDN; docs.install serves ours.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.runtime = rt
     errors.install(app)
@@ -114,6 +127,10 @@ def create_app(
     app.include_router(deliveries.router)
     app.include_router(hooks.router)
     app.include_router(ops.router)
+    app.include_router(dead_letters.router)
+    app.include_router(endpoints.router)
+    docs.install(app)
+    board.install(app)
 
     app.add_middleware(Contain)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

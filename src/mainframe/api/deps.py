@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -14,11 +14,6 @@ from mainframe.ratelimit import TokenBucket
 from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import Principal, Store, Unauthorized
-from mainframe.store.accounts import digest
-
-# Credentials never change once issued (revocation is detected by the store on refusal),
-# so the digest-to-principal map is safe to keep; the bound only caps memory.
-TOKEN_CACHE_SIZE = 10_000
 
 
 @dataclass
@@ -29,24 +24,12 @@ class Runtime:
     metrics: Metrics
     stats_limiter: TokenBucket
     dispatcher: Dispatcher | None = None
-    tokens: dict[str, Principal] = field(default_factory=dict)
     ready: bool = False
 
     async def principal(self, secret: str) -> Principal | None:
-        key = digest(secret)
-        found = self.tokens.get(key)
-        if found is None:
-            found = await self.run(self.store.accounts.authenticate, secret)
-            if found is not None:
-                if len(self.tokens) >= TOKEN_CACHE_SIZE:
-                    self.tokens.clear()
-                self.tokens[key] = found
-        return found
-
-    def forget_endpoint(self, endpoint: str) -> None:
-        for key, principal in list(self.tokens.items()):
-            if principal.endpoint == endpoint:
-                del self.tokens[key]
+        # Read on every request, never cached: a deleted credential or a revoked endpoint
+        # must stop working at once in every server process (one unique-index probe).
+        return await self.run(self.store.accounts.authenticate, secret)
 
 
 async def runtime(request: Request) -> Runtime:

@@ -153,31 +153,6 @@ async def list_scans(
     return JSON({"scans": [shapes.scan(row) for row in rows], "next_cursor": next_cursor})
 
 
-@router.get("/dead-letters", response_model=ScanPage, responses=REFUSALS)
-async def list_dead_letters(
-    rt: RuntimeDep,
-    owner: OwnerDep,
-    queue: Annotated[str | None, Query(max_length=100)] = None,
-    endpoint: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=500), AsciiInt] = 50,
-    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
-) -> JSON:
-    """Dead letters across every endpoint the owner has, revocation cascades included, newest
-    first: scans in FAILED that will never be retried."""
-    rows = await rt.run(
-        rt.store.listings.list_scans,
-        owner_id(owner),
-        status=Status.FAILED,
-        queue=queue,
-        endpoint=endpoint,
-        before_id=_cursor(cursor),
-        limit=limit,
-        dead_letters_only=True,
-    )
-    next_cursor = str(rows[-1].id) if len(rows) == limit else None
-    return JSON({"scans": [shapes.scan(row) for row in rows], "next_cursor": next_cursor})
-
-
 @router.post("/scans/{scan_id}/fail", response_model=ScanPublic, responses=REFUSALS)
 async def fail_scan(
     rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath, body: FailBody | None = None
@@ -208,5 +183,4 @@ async def revoke(
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
     count = await rt.run(rt.store.accounts.revoke, owner_id(owner), name)
-    rt.forget_endpoint(name)
     return JSON({"endpoint": name, "revoked": True, "dead_lettered": count})

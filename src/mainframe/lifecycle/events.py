@@ -98,6 +98,24 @@ class EndpointRevoked:
     dead_lettered: int
 
 
+@dataclass(frozen=True, slots=True)
+class ScanRedriven:
+    """An operator put a dead letter back in the queue with a fresh attempt budget."""
+
+    scan: ScanRef
+
+
+@dataclass(frozen=True, slots=True)
+class ScansRedriven:
+    """One redrive request finished: how many scans it requeued, under which audit row."""
+
+    owner_id: int
+    audit_id: int
+    redriven: int
+    skipped: int
+    by: str  # "ids" | "filter"
+
+
 Event = (
     ScanReady
     | LeasesGranted
@@ -107,4 +125,6 @@ Event = (
     | ScanDeadLettered
     | StaleResultRejected
     | EndpointRevoked
+    | ScanRedriven
+    | ScansRedriven
 )

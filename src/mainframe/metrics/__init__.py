@@ -72,6 +72,11 @@ class Metrics:
             "Scans dead-lettered by revocation cascades.",
             registry=r,
         )
+        self.redriven = Counter(
+            "packages_redriven",
+            "Dead letters put back in the queue by an operator's redrive.",
+            registry=r,
+        )
         self.outcomes = Gauge(
             "packages_scan_outcomes",
             "Terminal scans by outcome, reconciled from the database; failed excludes dead "

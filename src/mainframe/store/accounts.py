@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, delete, insert, select
 
 from mainframe.store import totals
 from mainframe.store.errors import Conflict, NotFound
@@ -16,6 +17,24 @@ from mainframe.store.sql import Sql
 from mainframe.store.uow import Tx, UnitOfWork
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenView:
+    """A credential as its owner sees it: never the secret."""
+
+    id: int
+    name: str
+    kind: str  # worker | source
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointView:
+    name: str
+    open_intake: bool
+    created_at: int
+    revoked_at: int | None
 
 
 class NameTaken(ValueError):
@@ -132,24 +151,23 @@ def create_endpoint_token(
     )
 
 
-def authenticate(conn: Connection, secret: str) -> Principal | None:
-    """The principal behind a secret, or None if unknown or its endpoint is revoked."""
-    query = (
-        select(
-            tokens.c.role,
-            tokens.c.principal,
-            tokens.c.owner_id,
-            tokens.c.endpoint_id,
-            endpoints.c.name.label("endpoint"),
-            endpoints.c.revoked_at,
-        )
-        .select_from(tokens.outerjoin(endpoints, endpoints.c.id == tokens.c.endpoint_id))
-        .where(tokens.c.token_hash == digest(secret))
-    )
-    row = conn.execute(query).first()
-    if row is None or row.revoked_at is not None:
+# Every request reads its token (no cache), so this is fixed SQL: one probe of the unique
+# token_hash index and the endpoint's primary key.
+AUTHENTICATE = Sql(
+    "authenticate",
+    "SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id, "
+    "endpoints.name, endpoints.revoked_at FROM tokens "
+    "LEFT OUTER JOIN endpoints ON endpoints.id = tokens.endpoint_id "
+    "WHERE tokens.token_hash = :digest",
+)
+
+
+def authenticate(tx: Tx, secret: str) -> Principal | None:
+    """The principal behind a secret, or None if unknown, deleted, or its endpoint revoked."""
+    row = tx.first(AUTHENTICATE, {"digest": digest(secret)})
+    if row is None or row[5] is not None:
         return None
-    return Principal(row.role, row.principal, row.owner_id, row.endpoint_id, row.endpoint)
+    return Principal(row[0], row[1], row[2], row[3], row[4])
 
 
 ENDPOINT_BY_ID = Sql(
@@ -198,8 +216,9 @@ class Accounts:
             )
 
     def authenticate(self, secret: str) -> Principal | None:
-        with self.uow.read() as tx:
-            return authenticate(tx.conn, secret)
+        # Autocommit on PostgreSQL saves BEGIN and COMMIT; SQLite reads in a deferred BEGIN.
+        with self.uow.read() if self.uow.sqlite else self.uow.single() as tx:
+            return authenticate(tx, secret)
 
     def owned_endpoints(self, owner_id: int) -> dict[int, str]:
         with self.uow.read() as tx:
@@ -218,3 +237,73 @@ class Accounts:
             tx.events.append(event)
             totals.record(tx, [event], rng=self.uow.rng)
         return event.dead_lettered
+
+
+class Credentials:
+    """An owner's own endpoints and their worker and source credentials, over the API."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+
+    def create_endpoint(self, owner_id: int, name: str, *, open_intake: bool) -> EndpointView:
+        with self.uow.write() as tx:
+            owner = tx.conn.scalar(select(owners.c.name).where(owners.c.id == owner_id))
+            try:
+                created = create_endpoint(
+                    tx.conn, name=name, owner=str(owner), open_intake=open_intake,
+                    now=self.uow.now(),
+                )  # fmt: skip
+            except NameTaken as exc:
+                raise Conflict("endpoint_exists", str(exc)) from exc
+            return EndpointView(created.name, created.open_intake, self.uow.now(), None)
+
+    def endpoints(self, owner_id: int) -> list[EndpointView]:
+        with self.uow.read() as tx:
+            rows = tx.conn.execute(
+                select(endpoints).where(endpoints.c.owner_id == owner_id).order_by(endpoints.c.name)
+            )
+            return [
+                EndpointView(r.name, bool(r.open_intake), r.created_at, r.revoked_at) for r in rows
+            ]
+
+    def _owned(self, conn: Connection, owner_id: int, endpoint: str) -> EndpointRecord:
+        found = endpoint_by_name(conn, endpoint)
+        if found is None or found.owner_id != owner_id:
+            raise NotFound(f"no endpoint named {endpoint!r}")
+        return found
+
+    def create_token(
+        self, owner_id: int, endpoint: str, *, role: str, principal: str
+    ) -> tuple[TokenView, str]:
+        """A worker or source credential; the secret is returned here and never again."""
+        with self.uow.write() as tx:
+            found = self._owned(tx.conn, owner_id, endpoint)
+            if found.revoked_at is not None:
+                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
+            now = self.uow.now()
+            secret = issue_token(
+                tx.conn, role=role, principal=principal, owner_id=owner_id,
+                endpoint_id=found.id, now=now,
+            )  # fmt: skip
+            token_id = tx.conn.scalar(
+                select(tokens.c.id).where(tokens.c.token_hash == digest(secret))
+            )
+            return TokenView(int(token_id or 0), principal, role, now), secret
+
+    def tokens(self, owner_id: int, endpoint: str) -> list[TokenView]:
+        with self.uow.read() as tx:
+            found = self._owned(tx.conn, owner_id, endpoint)
+            rows = tx.conn.execute(
+                select(tokens).where(tokens.c.endpoint_id == found.id).order_by(tokens.c.id)
+            )
+            return [TokenView(r.id, r.principal, r.role, r.created_at) for r in rows]
+
+    def delete_token(self, owner_id: int, endpoint: str, token_id: int) -> None:
+        """Delete a credential: every server reads tokens per request, so it stops at once."""
+        with self.uow.write() as tx:
+            found = self._owned(tx.conn, owner_id, endpoint)
+            gone = tx.conn.execute(
+                delete(tokens).where(tokens.c.id == token_id, tokens.c.endpoint_id == found.id)
+            )
+            if gone.rowcount == 0:
+                raise NotFound(f"no token {token_id} on endpoint {endpoint!r}")

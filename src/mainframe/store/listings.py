@@ -4,7 +4,7 @@ behind the metrics and `mainframe stats`. Reads run in deferred (read-only) tran
 from __future__ import annotations
 
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, queries, stats
+from mainframe.store import accounts, overview, queries, stats
 from mainframe.store.budget import Budget
 from mainframe.store.records import ScanRecord
 from mainframe.store.uow import UnitOfWork
@@ -29,6 +29,8 @@ class Listings:
         before_id: int | None,
         limit: int,
         dead_letters_only: bool = False,
+        plain_failures_only: bool = False,
+        q: str | None = None,
     ) -> list[ScanRecord]:
         with self.uow.read() as tx:
             owned = accounts.owned_endpoints(tx.conn, owner_id)
@@ -42,6 +44,8 @@ class Listings:
                 before_id=before_id,
                 limit=limit,
                 dead_letters_only=dead_letters_only,
+                plain_failures_only=plain_failures_only,
+                q=q,
             )
 
     def snapshot(self) -> stats.Snapshot:
@@ -50,3 +54,8 @@ class Listings:
             return stats.snapshot(
                 tx.conn, now=self.uow.now(), max_attempts=self.budget.max_attempts
             )
+
+    def overview(self, owner_id: int) -> overview.Overview:
+        """Per endpoint: scans by status, the oldest due scan, hook health; and the totals."""
+        with self.uow.read() as tx:
+            return overview.overview(tx.conn, owner_id, now=self.uow.now())

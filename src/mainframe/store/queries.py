@@ -8,7 +8,7 @@ from dataclasses import replace
 from sqlalchemy import Connection, select
 
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts
+from mainframe.store import accounts, search
 from mainframe.store.errors import NotFound
 from mainframe.store.records import AttemptRecord, ScanRecord, scan_from_row
 from mainframe.store.schema import attempts, scans
@@ -71,6 +71,8 @@ def list_scans(
     before_id: int | None,
     limit: int,
     dead_letters_only: bool = False,
+    plain_failures_only: bool = False,
+    q: str | None = None,
 ) -> list[ScanRecord]:
     """Newest first, `limit` rows older than `before_id`, over the given endpoints."""
     if not endpoints:
@@ -82,6 +84,10 @@ def list_scans(
         query = query.where(scans.c.queue == queue)
     if dead_letters_only:
         query = query.where(scans.c.dead_lettered_at.is_not(None))
+    if plain_failures_only:
+        query = query.where(scans.c.dead_lettered_at.is_(None))
+    if q:
+        query = query.where(search.matches(q))
     if before_id is not None:
         query = query.where(scans.c.id < before_id)
     rows = conn.execute(query.order_by(scans.c.id.desc()).limit(limit))

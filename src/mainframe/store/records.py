@@ -68,6 +68,8 @@ class ScanRecord:
     result: str | None
     attempt_base: int
     available_at: int | None
+    redriven_at: int | None = None
+    redrive_count: int = 0
     attempts: tuple[AttemptRecord, ...] = ()
 
     def ref(self) -> ScanRef:
@@ -167,4 +169,7 @@ def scan_from_mapping(m: Any, endpoint: str) -> ScanRecord:
         result=m["result"],
         attempt_base=m["attempt_base"],
         available_at=m["available_at"],
+        # Fixed hot SQL selects SCAN_COLUMNS only; the redrive bookkeeping comes with select(scans).
+        redriven_at=m.get("redriven_at"),
+        redrive_count=m.get("redrive_count") or 0,
     )

@@ -28,6 +28,9 @@ def partial(where: str) -> dict[str, Any]:
     return {"postgresql_where": text(where), "sqlite_where": text(where)}
 
 
+# The predicate of every partial index over dead letters, spelled as the indexes declare it.
+DEAD = "dead_lettered_at IS NOT NULL"
+
 # SQLite only aliases the rowid for exactly "INTEGER PRIMARY KEY"; BigInteger keeps 64 bits on PG.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -93,6 +96,9 @@ scans = Table(
     Column("attempt_base", Integer, nullable=False, server_default=text("0")),
     # When a QUEUED scan is due; later than now while a retry waits out its backoff (0006).
     Column("available_at", BigInteger),
+    # The last operator redrive out of the dead letters, and how many there were (0008).
+    Column("redriven_at", BigInteger),
+    Column("redrive_count", Integer, nullable=False, server_default=text("0")),
     # Leasing walks only eligible rows: a partial index per eligible status, never (status, id).
     Index(
         "ix_scans_queued",
@@ -120,7 +126,19 @@ scans = Table(
         "endpoint_id",
         "dead_lettered_at",
         "id",
-        **partial("dead_lettered_at IS NOT NULL"),
+        **partial(DEAD),
+    ),
+    # The dead-letter listing's order across endpoints (0008).
+    Index("ix_scans_dead_recent", "dead_lettered_at", "id", **partial(DEAD)),
+    # Substring search of dead letters: trigrams on PostgreSQL; SQLite cannot use it (0008).
+    Index(
+        "ix_scans_dead_search",
+        "name",
+        "source",
+        "kind",
+        postgresql_using="gin",
+        postgresql_ops={"name": "gin_trgm_ops", "source": "gin_trgm_ops", "kind": "gin_trgm_ops"},
+        **partial(DEAD),
     ),
     # Resubmitting a live (endpoint, name, version, kind) returns the existing scan.
     Index(
@@ -192,4 +210,30 @@ hooks = Table(
     Column("last_delivery_at", BigInteger),
     Column("created_at", BigInteger, nullable=False),
     Index("ix_hooks_endpoint", "endpoint_id"),
+)
+
+# What operators did (revision 0008): one row per redrive, with the ids or the filter used.
+audit = Table(
+    "audit",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("owner_id", Id, ForeignKey("owners.id"), nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Column("action", String(40), nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("scan_ids", Text),  # JSON list, for a redrive by ids
+    Column("filter", Text),  # JSON object, for a redrive by filter
+    Index("ix_audit_owner", "owner_id", "id"),
+)
+
+# Signed-in board sessions (revision 0008): the cookie's secret is stored only as its sha256,
+# beside the session's CSRF token; every server process reads them, so sign-out is global.
+board_sessions = Table(
+    "board_sessions",
+    metadata,
+    Column("session_hash", String(64), primary_key=True),
+    Column("owner_id", Id, ForeignKey("owners.id"), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
 )

@@ -1,6 +1,7 @@
 """The Store: role objects composed over one unit of work. Each role holds the statements of
-one capability (accounts, intake, leasing, results, listings, deliveries); every call is one
-transaction whose domain events are published only after it commits."""
+one capability (accounts, intake, leasing, results, listings, deliveries, hooks, dead
+letters); every call is one transaction whose domain events are published only after it
+commits."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from sqlalchemy import Engine
 
 from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.store.accounts import Accounts
+from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.budget import Budget
+from mainframe.store.dead_letters import DeadLetters
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
@@ -20,6 +22,7 @@ from mainframe.store.intake import Intake
 from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
 from mainframe.store.results import Results
+from mainframe.store.sessions import Sessions
 from mainframe.store.uow import Publish, UnitOfWork, discard
 
 
@@ -33,6 +36,9 @@ class Store:
     listings: Listings
     deliveries: Deliveries
     hooks: Hooks
+    dead_letters: DeadLetters
+    credentials: Credentials
+    sessions: Sessions
 
     @classmethod
     def build(
@@ -59,6 +65,9 @@ class Store:
             listings=Listings(uow, budget),
             deliveries=Deliveries(uow),
             hooks=Hooks(uow, box=hook_box, rotation_grace_us=rotation_grace_us),
+            dead_letters=DeadLetters(uow),
+            credentials=Credentials(uow),
+            sessions=Sessions(uow),
         )
 
     @property

@@ -15,6 +15,7 @@ from mainframe.lifecycle.events import (
     ScanDeadLettered,
     ScanFailed,
     ScanFinished,
+    ScanRedriven,
 )
 from mainframe.store.schema import scan_totals
 from mainframe.store.sql import Sql
@@ -58,6 +59,9 @@ def tally(events: Iterable[Event]) -> Counter[tuple[int, str]]:
                 counts[event.scan.endpoint_id, "dead_lettered"] += 1
             case EndpointRevoked():
                 counts[event.endpoint_id, "dead_lettered"] += event.dead_lettered
+            case ScanRedriven():
+                # No longer a dead letter; whatever ends it next is counted then.
+                counts[event.scan.endpoint_id, "dead_lettered"] -= 1
             case _:
                 pass
     return counts
@@ -81,3 +85,33 @@ def read(conn: Connection) -> dict[str, int]:
     )
     found = {outcome: int(total or 0) for outcome, total in rows}
     return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}
+
+
+def dead_letters_of(conn: Connection, endpoint_ids: Iterable[int]) -> dict[int, int]:
+    """Dead letters now held by each endpoint: a sum over its shards, never a scan count."""
+    ids = list(endpoint_ids)
+    if not ids:
+        return {}
+    rows = conn.execute(
+        select(scan_totals.c.endpoint_id, func.sum(scan_totals.c.count))
+        .where(scan_totals.c.endpoint_id.in_(ids), scan_totals.c.outcome == "dead_lettered")
+        .group_by(scan_totals.c.endpoint_id)
+    )
+    found = {int(endpoint_id): int(total or 0) for endpoint_id, total in rows}
+    return {endpoint_id: found.get(endpoint_id, 0) for endpoint_id in ids}
+
+
+def of_endpoints(conn: Connection, endpoint_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Each endpoint's totals by outcome."""
+    ids = list(endpoint_ids)
+    out = {endpoint_id: dict.fromkeys(OUTCOMES, 0) for endpoint_id in ids}
+    if not ids:
+        return out
+    rows = conn.execute(
+        select(scan_totals.c.endpoint_id, scan_totals.c.outcome, func.sum(scan_totals.c.count))
+        .where(scan_totals.c.endpoint_id.in_(ids))
+        .group_by(scan_totals.c.endpoint_id, scan_totals.c.outcome)
+    )
+    for endpoint_id, outcome, total in rows:
+        out[int(endpoint_id)][outcome] = int(total or 0)
+    return out

@@ -1,0 +1,128 @@
+"""The owner's dead-letter routes: list and count, redrive, the audit trail, the overview."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from mainframe.api import operator_shapes as shape
+from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
+from mainframe.api.jobs import REFUSALS
+from mainframe.api.operator_schemas import (
+    PRINTABLE,
+    AuditPage,
+    DeadLetterPage,
+    OverviewPublic,
+    RedriveBody,
+    RedriveFilter,
+    RedrivePublic,
+)
+from mainframe.api.responses import JSON
+from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.store import Invalid
+from mainframe.store.dead_letters import MAX_QUERY_LENGTH, DeadLetterFilter
+from mainframe.store.redrive import Redriven
+
+router = APIRouter(prefix="/api/v1", tags=["dead letters"])
+
+
+def to_us(when: datetime | None, field: str) -> int | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        raise Invalid(field, "give an RFC 3339 time with its offset, e.g. 2026-09-27T10:14:00Z")
+    return int(when.timestamp() * 1_000_000)
+
+
+def redrive_reply(done: Redriven) -> dict[str, object]:
+    return {
+        "redriven": done.redriven,
+        "skipped": [{"scan_id": s.scan_id, "reason": s.reason} for s in done.skipped],
+        "audit_id": done.audit_id,
+    }
+
+
+@router.get("/dead-letters", response_model=DeadLetterPage, responses=REFUSALS)
+async def list_dead_letters(
+    rt: RuntimeDep,
+    owner: OwnerDep,
+    q: Annotated[
+        str | None, Query(min_length=1, max_length=MAX_QUERY_LENGTH, pattern=PRINTABLE)
+    ] = None,
+    reason: DeadLetterReason | None = None,
+    since: Annotated[
+        datetime | None, Query(description="RFC 3339; dead-lettered then or later")
+    ] = None,
+    queue: Annotated[str | None, Query(max_length=100, pattern=PRINTABLE)] = None,
+    endpoint: Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=40)] = None,
+) -> JSON:
+    """Dead letters across every endpoint the owner has, revocation cascades included, newest
+    first; `q` is a substring of the package name, source or kind, or an exact scan id."""
+    f = DeadLetterFilter(q, reason.value if reason else None, to_us(since, "query.since"),
+                         endpoint, queue)  # fmt: skip
+    found = await rt.run(
+        rt.store.dead_letters.page, owner_id(owner), f, after=shape.parse_cursor(cursor),
+        limit=limit,
+    )  # fmt: skip
+    return JSON(
+        {
+            "scans": [shape.dead_letter(item) for item in found.items],
+            "next_cursor": shape.cursor(found.next_cursor),
+            "count": found.count,
+        }
+    )
+
+
+def filter_of(body: RedriveFilter) -> DeadLetterFilter:
+    return DeadLetterFilter(
+        body.q,
+        body.reason.value if body.reason else None,
+        to_us(body.since, "body.filter.since"),
+        body.endpoint,
+        body.queue,
+    )
+
+
+@router.post("/dead-letters/redrive", response_model=RedrivePublic, responses=REFUSALS)
+async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> JSON:
+    """Put dead letters back in the queue with a fresh attempt budget, by ids (at most 1,000)
+    or by filter; a filter redrive is refused with 409 `count_changed` unless `confirm` is
+    the number it matches now."""
+    role = rt.store.dead_letters
+    if body.scan_ids is not None:
+        done = await rt.run(role.redrive_ids, owner_id(owner), body.scan_ids)
+    else:
+        assert body.filter is not None and body.confirm is not None
+        done = await rt.run(
+            role.redrive_filter, owner_id(owner), filter_of(body.filter), confirm=body.confirm
+        )
+    return JSON(redrive_reply(done))
+
+
+@router.get("/audit", response_model=AuditPage, responses=REFUSALS)
+async def list_audit(
+    rt: RuntimeDep,
+    owner: OwnerDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]+$")] = None,
+) -> JSON:
+    """What the owner did (redrives), newest first, paged by `next_cursor`."""
+    entries = await rt.run(
+        rt.store.dead_letters.audit,
+        owner_id(owner),
+        before_id=None if cursor is None else int(cursor),
+        limit=limit,
+    )
+    next_cursor = str(entries[-1].id) if len(entries) == limit else None
+    return JSON({"entries": [shape.audit_entry(e) for e in entries], "next_cursor": next_cursor})
+
+
+@router.get("/overview", response_model=OverviewPublic, responses=REFUSALS)
+async def overview(rt: RuntimeDep, owner: OwnerDep) -> JSON:
+    """Per endpoint: scans by status (`dead` is the dead-letter listing's unfiltered count),
+    the oldest due scan, hook health; and the totals across the owner's endpoints."""
+    return JSON(shape.overview(await rt.run(rt.store.listings.overview, owner_id(owner))))

@@ -1,0 +1,93 @@
+"""The owner's endpoints and their worker and source credentials, without database access."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from starlette.responses import Response
+
+from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
+from mainframe.api.jobs import REFUSALS
+from mainframe.api.operator_schemas import (
+    PRINTABLE,
+    EndpointCreate,
+    EndpointList,
+    EndpointPublic,
+    TokenCreate,
+    TokenCreated,
+    TokenList,
+)
+from mainframe.api.responses import JSON
+from mainframe.clock import rfc3339
+from mainframe.store.accounts import EndpointView, TokenView
+
+router = APIRouter(prefix="/api/v1/endpoints", tags=["endpoints"])
+EndpointPath = Annotated[
+    str, Path(max_length=200, pattern=PRINTABLE, description="The endpoint's name.")
+]
+TokenIdPath = Annotated[int, Path(ge=1, le=2**62, description="The token's id.")]
+
+
+def endpoint_view(view: EndpointView) -> dict[str, object]:
+    return {
+        "endpoint": view.name,
+        "open_intake": view.open_intake,
+        "created_at": rfc3339(view.created_at),
+        "revoked_at": rfc3339(view.revoked_at),
+    }
+
+
+def token_view(view: TokenView) -> dict[str, object]:
+    return {
+        "token_id": view.id,
+        "name": view.name,
+        "kind": view.kind,
+        "created_at": rfc3339(view.created_at),
+    }
+
+
+@router.post("", status_code=201, response_model=EndpointPublic, responses=REFUSALS)
+async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> JSON:
+    """A new endpoint of the owner (409 `endpoint_exists` when the name is taken)."""
+    view = await rt.run(
+        rt.store.credentials.create_endpoint, owner_id(owner), body.name,
+        open_intake=body.open_intake,
+    )  # fmt: skip
+    return JSON(endpoint_view(view), status_code=201)
+
+
+@router.get("", response_model=EndpointList, responses=REFUSALS)
+async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
+    """The owner's endpoints, by name."""
+    views = await rt.run(rt.store.credentials.endpoints, owner_id(owner))
+    return JSON({"endpoints": [endpoint_view(v) for v in views]})
+
+
+@router.post("/{name}/tokens", status_code=201, response_model=TokenCreated, responses=REFUSALS)
+async def create_token(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, body: TokenCreate
+) -> JSON:
+    """A worker or source credential for the endpoint; its secret is in this reply only."""
+    role, principal = ("worker", body.worker) if body.worker else ("source", body.source)
+    assert principal is not None
+    view, secret = await rt.run(
+        rt.store.credentials.create_token, owner_id(owner), name, role=role, principal=principal
+    )
+    return JSON({**token_view(view), "secret": secret}, status_code=201)
+
+
+@router.get("/{name}/tokens", response_model=TokenList, responses=REFUSALS)
+async def list_tokens(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+    """The endpoint's credentials: names, kinds, creation; never a secret."""
+    views = await rt.run(rt.store.credentials.tokens, owner_id(owner), name)
+    return JSON({"tokens": [token_view(v) for v in views]})
+
+
+@router.delete("/{name}/tokens/{token_id}", status_code=204, responses=REFUSALS)
+async def delete_token(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, token_id: TokenIdPath
+) -> Response:
+    """Delete a credential; it is refused from the next request on, in every server process."""
+    await rt.run(rt.store.credentials.delete_token, owner_id(owner), name, token_id)
+    return Response(status_code=204)

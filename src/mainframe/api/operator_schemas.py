@@ -1,0 +1,160 @@
+"""Bodies of the operator's routes: dead letters, redrive, audit, overview, endpoints and
+their credentials."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AwareDatetime, BaseModel, Field, model_validator
+
+from mainframe.api.schemas import Label, ScanId, ScanPublic, Strict
+from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.store.dead_letters import MAX_QUERY_LENGTH
+
+MAX_REDRIVE_IDS = 1000  # the issue: a redrive by ids names at most 1,000 scans
+# Search terms and names in a query carry no control character: PostgreSQL refuses a NUL.
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+SearchTerm = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_LENGTH, pattern=PRINTABLE)]
+
+
+class FinalAttemptPublic(BaseModel):
+    seq: int | None
+    outcome: str | None
+    summary: str | None
+    artifact: str | None
+    worker: str | None
+    at: str | None
+
+
+class DeadLetterPublic(ScanPublic):
+    redriven_at: str | None
+    redrive_count: int
+    final_attempt: FinalAttemptPublic
+
+
+class DeadLetterPage(BaseModel):
+    scans: list[DeadLetterPublic]
+    next_cursor: str | None
+    count: int = Field(description="Every dead letter the filter matches, across all pages.")
+
+
+class RedriveFilter(Strict):
+    q: SearchTerm | None = None
+    endpoint: Annotated[str, Field(max_length=200, pattern=PRINTABLE)] | None = None
+    queue: Label | None = None
+    # Lax for these two: JSON spells an enum and a time as strings.
+    reason: Annotated[DeadLetterReason, Field(strict=False)] | None = None
+    since: Annotated[AwareDatetime, Field(strict=False)] | None = None
+
+
+class RedriveBody(Strict):
+    """Either `scan_ids`, or a `filter` with `confirm`: how many it matched on screen."""
+
+    scan_ids: Annotated[list[ScanId], Field(min_length=1, max_length=MAX_REDRIVE_IDS)] | None = None
+    filter: RedriveFilter | None = None
+    confirm: Annotated[int, Field(ge=0, le=10**9)] | None = None
+
+    @model_validator(mode="after")
+    def one_way(self) -> RedriveBody:
+        if (self.scan_ids is None) == (self.filter is None):
+            raise ValueError("give either scan_ids or filter (with confirm)")
+        if self.filter is not None and self.confirm is None:
+            raise ValueError("a filter redrive needs confirm: the count the operator saw")
+        if self.scan_ids is not None and self.confirm is not None:
+            raise ValueError("confirm goes with a filter, not with scan_ids")
+        return self
+
+
+class SkippedPublic(BaseModel):
+    scan_id: int
+    reason: str
+
+
+class RedrivePublic(BaseModel):
+    redriven: int
+    skipped: list[SkippedPublic]
+    audit_id: int | None
+
+
+class AuditPublic(BaseModel):
+    audit_id: int
+    at: str
+    action: str
+    count: int
+    scan_ids: list[int] | None
+    filter: dict[str, object] | None
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditPublic]
+    next_cursor: str | None
+
+
+class HookHealthPublic(BaseModel):
+    hook_id: int
+    url: str
+    queue: str | None
+    enabled: bool
+    disabled_reason: str | None
+    consecutive_failures: int
+    last_delivery_at: str | None
+
+
+class EndpointCardPublic(BaseModel):
+    endpoint: str
+    open_intake: bool
+    revoked_at: str | None
+    counts: dict[str, int]
+    oldest_queued_at: str | None
+    oldest_queued_age_seconds: float | None
+    hooks: list[HookHealthPublic]
+
+
+class OverviewPublic(BaseModel):
+    taken_at: str
+    endpoints: list[EndpointCardPublic]
+    totals: dict[str, int]
+
+
+class EndpointCreate(Strict):
+    name: Label
+    open_intake: bool = False
+
+
+class EndpointPublic(BaseModel):
+    endpoint: str
+    open_intake: bool
+    created_at: str
+    revoked_at: str | None
+
+
+class EndpointList(BaseModel):
+    endpoints: list[EndpointPublic]
+
+
+class TokenCreate(Strict):
+    """Exactly one of `worker` (a worker that leases scans) or `source` (a producer)."""
+
+    worker: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] | None = None
+    source: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] | None = None
+
+    @model_validator(mode="after")
+    def one_role(self) -> TokenCreate:
+        if (self.worker is None) == (self.source is None):
+            raise ValueError("give exactly one of worker or source")
+        return self
+
+
+class TokenPublic(BaseModel):
+    token_id: int
+    name: str
+    kind: str
+    created_at: str
+
+
+class TokenCreated(TokenPublic):
+    secret: str = Field(description="Shown only here; only its digest is stored.")
+
+
+class TokenList(BaseModel):
+    tokens: list[TokenPublic]

@@ -1,0 +1,220 @@
+"""`mainframe dead`: list, open and redrive an owner's dead letters on the database itself,
+like the other operator commands. A table on a terminal, plain lines otherwise, JSON for
+scripts; a redrive asks for confirmation with the count and shows progress."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mainframe import effects, logs
+from mainframe.api import operator_shapes, shapes
+from mainframe.clock import rfc3339, to_us
+from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.metrics import Metrics
+from mainframe.store import Store, StoreError
+from mainframe.store.accounts import UnknownName, owner_id_by_name
+from mainframe.store.dead_letters import DeadLetterFilter
+from mainframe.store.redrive import Redriven
+
+dead_app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, redrive.")
+
+OwnerOpt = Annotated[str, typer.Option("--owner", help="The owner whose dead letters these are.")]
+DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
+QOpt = Annotated[
+    str | None, typer.Option("--q", help="Substring of name, source or kind, or a scan id.")
+]
+EndpointOpt = Annotated[str | None, typer.Option("--endpoint", help="Only this endpoint.")]
+QueueOpt = Annotated[str | None, typer.Option("--queue", help="Only this queue.")]
+ReasonOpt = Annotated[DeadLetterReason | None, typer.Option("--reason", help="Only this reason.")]
+SinceOpt = Annotated[
+    datetime | None,
+    typer.Option("--since", help="Dead-lettered at or after (UTC).", formats=["%Y-%m-%dT%H:%M:%S"]),
+]
+
+
+def _open(database_url: str | None, owner: str) -> tuple[Store, int]:
+    from mainframe.cli import fail, load_settings, ready_store
+
+    settings = load_settings(database_url=database_url)
+    logs.configure(fmt=settings.log_format, level=settings.log_level)
+    store = ready_store(settings)
+    # Logs and counters as the server has them (scans_redriven); hooks are the server's.
+    store.uow.publish = effects.wire(Metrics())
+    try:
+        with store.uow.read() as tx:
+            return store, owner_id_by_name(tx.conn, owner)
+    except UnknownName as exc:
+        store.dispose()
+        fail(str(exc))
+        raise AssertionError from exc  # unreachable: fail() exits
+
+
+def _filter(
+    q: str | None,
+    endpoint: str | None,
+    queue: str | None,
+    reason: DeadLetterReason | None,
+    since: datetime | None,
+) -> DeadLetterFilter:
+    from mainframe.board.filters import printable
+    from mainframe.cli import fail
+
+    if not all(printable(v) for v in (q or "", endpoint or "", queue or "")):
+        fail("filters take no control characters")
+    # --since is read as UTC, the only zone the server stores.
+    since_us = None if since is None else to_us(since.replace(tzinfo=UTC).timestamp())
+    return DeadLetterFilter(q or None, reason.value if reason else None, since_us, endpoint, queue)
+
+
+# The columns of the plain (not a terminal) listing, tab-separated.
+PLAIN = ("scan_id", "dead_lettered_at", "endpoint", "queue", "fail_reason", "name", "version")
+
+
+def _cell(value: object) -> str:
+    # Sender text may hold tabs, newlines and bidi overrides: none may break a row.
+    return "-" if value is None else str(logs.neutralize(str(value), limit=1000))
+
+
+def _table(rows: list[dict[str, Any]], count: int) -> None:
+    if not sys.stdout.isatty():
+        for row in rows:
+            typer.echo("\t".join(_cell(row[key]) for key in PLAIN))
+        typer.echo(f"{len(rows)} shown of {count} dead letters")
+        return
+    table = Table(title=f"{count} dead letters", title_justify="left")
+    for column in ("ID", "DEAD-LETTERED", "ENDPOINT", "QUEUE", "REASON", "PACKAGE", "LAST SUMMARY"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        cells = [row["scan_id"], row["dead_lettered_at"], row["endpoint"], row["queue"],
+                 row["fail_reason"], f"{row['name']} {row['version']}",
+                 (row["final_attempt"]["summary"] or "")[:80]]  # fmt: skip
+        table.add_row(*(_cell(c) for c in cells))
+    # markup=False: sender text is shown as written, never read as rich markup.
+    Console(markup=False, highlight=False).print(table)
+
+
+@dead_app.command("list")
+def dead_list(
+    owner: OwnerOpt,
+    q: QOpt = None,
+    endpoint: EndpointOpt = None,
+    queue: QueueOpt = None,
+    reason: ReasonOpt = None,
+    since: SinceOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="Rows to show.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """The owner's dead letters, newest first, with how many match in all."""
+    store, owner_id = _open(database_url, owner)
+    page = store.dead_letters.page(
+        owner_id, _filter(q, endpoint, queue, reason, since), after=None, limit=limit
+    )
+    rows = [operator_shapes.dead_letter(item) for item in page.items]
+    if as_json:
+        body = {"scans": rows, "count": page.count}
+        typer.echo(json.dumps(body, default=str))
+        return
+    _table(rows, page.count)
+
+
+@dead_app.command("show")
+def dead_show(
+    scan_id: int,
+    owner: OwnerOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """One scan with its whole attempt history."""
+    from mainframe.cli import fail
+
+    store, owner_id = _open(database_url, owner)
+    try:
+        scan = store.dead_letters.get(owner_id, scan_id)
+    except StoreError as exc:
+        fail(exc.detail, code=1)
+        raise AssertionError from exc  # unreachable: fail() exits
+    body = shapes.scan(scan, with_attempts=True)
+    if as_json:
+        typer.echo(json.dumps(body, default=str))
+        return
+    for key in ("scan_id", "name", "version", "endpoint", "queue", "kind", "source", "status",
+                "fail_reason", "dead_lettered_at", "attempt_count"):  # fmt: skip
+        typer.echo(f"{key:<18} {body[key]}")
+    typer.echo(f"{'redriven':<18} {scan.redrive_count} times, last {rfc3339(scan.redriven_at)}")
+    typer.echo("attempts:")
+    for a in body["attempts"]:
+        typer.echo(
+            f"  #{a['seq']:<3} {a['outcome'] or 'open':<18} worker={a['worker']} "
+            f"leased={a['leased_at']} closed={a['closed_at']}"
+        )
+        if a["summary"]:
+            typer.echo(f"       summary: {a['summary']}")
+        if a["artifact"]:
+            typer.echo(f"       artifact: {a['artifact']}")
+
+
+@dead_app.command("redrive")
+def dead_redrive(
+    owner: OwnerOpt,
+    scan_ids: Annotated[list[int] | None, typer.Argument(help="Scan ids to redrive.")] = None,
+    q: QOpt = None,
+    endpoint: EndpointOpt = None,
+    queue: QueueOpt = None,
+    reason: ReasonOpt = None,
+    since: SinceOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Requeue dead letters with a fresh budget: SCAN_ID... or every match of the filter
+    options (asks first, stating the count)."""
+    from mainframe.cli import fail
+    from mainframe.client.progress import progress_bar
+
+    by_filter = any(v is not None for v in (q, endpoint, queue, reason, since))
+    if bool(scan_ids) == by_filter:
+        fail("give SCAN_ID... or filter options (--q, --endpoint, --queue, --reason, --since)")
+    store, owner_id = _open(database_url, owner)
+    f = _filter(q, endpoint, queue, reason, since)
+    count = len(set(scan_ids or [])) if scan_ids else store.dead_letters.count(owner_id, f)
+    if count == 0:
+        fail("nothing matches; nothing redriven", code=1)
+    if not yes and not typer.confirm(f"Redrive {count} dead letters?"):
+        raise typer.Exit(1)
+    with progress_bar("redriving", total=count) as advance:
+        seen = [0]
+
+        def step(done: int, _total: int) -> None:
+            advance(done - seen[0])
+            seen[0] = done
+
+        done = _redrive(store, owner_id, scan_ids, f, count, step)
+    for skipped in done.skipped[:50]:
+        typer.echo(f"skipped {skipped.scan_id}: {skipped.reason}", err=True)
+    typer.echo(f"redriven {done.redriven}, skipped {len(done.skipped)}")
+
+
+def _redrive(
+    store: Store,
+    owner_id: int,
+    scan_ids: list[int] | None,
+    f: DeadLetterFilter,
+    count: int,
+    step: Any,
+) -> Redriven:
+    from mainframe.cli import fail
+
+    try:
+        if scan_ids:
+            return store.dead_letters.redrive_ids(owner_id, scan_ids, progress=step)
+        return store.dead_letters.redrive_filter(owner_id, f, confirm=count, progress=step)
+    except StoreError as exc:
+        fail(exc.detail, code=1)
+        raise AssertionError from exc  # unreachable: fail() exits

@@ -1,0 +1,107 @@
+"""`mainframe dead` in a subprocess on a SQLite file: the owner's dead letters only, the whole
+history of one, and a redrive that asks first and states the count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mainframe.store import Budget, Principal, Report, ScanSpec, Store
+from mainframe.store.engine import create_store_engine
+from mainframe.store.migrate import upgrade
+from tests.serverproc import mainframe_env
+
+
+@dataclass
+class Fleet:
+    url: str
+    store: Store
+    alice_source: Principal
+    alice_worker: Principal
+    mallory_source: Principal
+    mallory_worker: Principal
+
+    def dead(self, source: Principal, worker: Principal, name: str, summary: str) -> int:
+        scan, _ = self.store.intake.submit(source, endpoint=None, spec=ScanSpec(name, "1.0"))
+        [job] = self.store.leasing.lease(worker, 1)
+        report = Report("failed", True, job.attempt, job.assignment_id, summary, None, None)
+        self.store.results.report(worker, job.scan_id, report)
+        return scan.id
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    engine = create_store_engine(url)
+    upgrade(engine)
+    store = Store.build(engine, Budget.of(job_timeout=30, max_attempts=1))
+    principals = []
+    for owner, endpoint in (("alice", "pypi"), ("mallory", "evil")):
+        store.accounts.create_owner(owner)
+        store.accounts.create_endpoint(endpoint, owner=owner, open_intake=False)
+        for role in ("source", "worker"):
+            secret = store.accounts.create_token(endpoint=endpoint, role=role, principal=role[0])
+            found = store.accounts.authenticate(secret)
+            assert found is not None
+            principals.append(found)
+    yield Fleet(url, store, *principals)
+    store.dispose()
+
+
+def dead(fleet: Fleet, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mainframe", "dead", *args],
+        capture_output=True, text=True, input=stdin, timeout=60, check=False,
+        env=mainframe_env(fleet.url),
+    )  # fmt: skip
+
+
+def test_list_shows_only_the_owners_dead_letters(fleet: Fleet) -> None:
+    mine = fleet.dead(fleet.alice_source, fleet.alice_worker, "left\tpad\u202e", "boom")
+    fleet.dead(fleet.mallory_source, fleet.mallory_worker, "secret-package", "theirs")
+    done = dead(fleet, "list", "--owner", "alice", "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert [s["scan_id"] for s in body["scans"]] == [mine] and body["count"] == 1
+    assert body["scans"][0]["final_attempt"]["summary"] == "boom"
+    plain = dead(fleet, "list", "--owner", "alice")
+    assert "secret-package" not in plain.stdout and "1 shown of 1 dead letters" in plain.stdout
+    [row] = [line for line in plain.stdout.splitlines() if line.startswith(f"{mine}\t")]
+    # The tab and the bidi override in the name cannot break the row or reorder it.
+    assert len(row.split("\t")) == 7 and "\u202e" not in row
+    theirs = dead(fleet, "list", "--owner", "mallory", "--json")
+    assert json.loads(theirs.stdout)["scans"][0]["name"] == "secret-package"
+    assert dead(fleet, "list", "--owner", "nobody").returncode == 2
+
+
+def test_show_prints_the_whole_history(fleet: Fleet) -> None:
+    scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "first failure")
+    done = dead(fleet, "show", str(scan_id), "--owner", "alice")
+    assert done.returncode == 0, done.stderr
+    assert "attempts_exhausted" in done.stdout and "summary: first failure" in done.stdout
+    assert dead(fleet, "show", str(scan_id), "--owner", "mallory").returncode == 1
+
+
+def test_redrive_asks_with_the_count_and_requeues(fleet: Fleet) -> None:
+    a = fleet.dead(fleet.alice_source, fleet.alice_worker, "left-pad", "x")
+    b = fleet.dead(fleet.alice_source, fleet.alice_worker, "leftpad", "x")
+    keep = fleet.dead(fleet.alice_source, fleet.alice_worker, "other", "x")
+    declined = dead(fleet, "redrive", "--owner", "alice", "--q", "left", stdin="n\n")
+    assert "Redrive 2 dead letters?" in declined.stdout and declined.returncode == 1
+    assert json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)["count"] == 3
+    done = dead(fleet, "redrive", "--owner", "alice", "--q", "left", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "redriven 2, skipped 0" in done.stdout
+    assert '"event": "scans_redriven"' in done.stderr
+    left = json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)
+    assert [s["scan_id"] for s in left["scans"]] == [keep]
+    jobs = fleet.store.leasing.lease(fleet.alice_worker, 5)
+    assert sorted(job.scan_id for job in jobs) == sorted([a, b])
+    by_id = dead(fleet, "redrive", "--owner", "mallory", str(keep), "--yes")
+    assert "skipped " + str(keep) + ": not_found" in by_id.stderr
