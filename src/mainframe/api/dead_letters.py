@@ -12,6 +12,7 @@ from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.operator_schemas import (
     PRINTABLE,
+    RFC3339,
     AuditPage,
     DeadLetterPage,
     OverviewPublic,
@@ -28,12 +29,15 @@ from mainframe.store.redrive import Redriven
 router = APIRouter(prefix="/api/v1", tags=["dead letters"])
 
 
-def to_us(when: datetime | None, field: str) -> int | None:
+def to_us(when: str | None, field: str) -> int | None:
+    """Microseconds since the epoch of an RFC 3339 time (its form already checked)."""
     if when is None:
         return None
-    if when.tzinfo is None:
-        raise Invalid(field, "give an RFC 3339 time with its offset, e.g. 2026-09-27T10:14:00Z")
-    return int(when.timestamp() * 1_000_000)
+    try:
+        parsed = datetime.fromisoformat(when.upper().replace("Z", "+00:00"))
+    except ValueError:  # the right shape, an impossible date (2026-02-30)
+        raise Invalid(field, "not a valid date and time") from None
+    return int(parsed.timestamp() * 1_000_000)
 
 
 def redrive_reply(done: Redriven) -> dict[str, object]:
@@ -53,7 +57,7 @@ async def list_dead_letters(
     ] = None,
     reason: DeadLetterReason | None = None,
     since: Annotated[
-        datetime | None, Query(description="RFC 3339; dead-lettered then or later")
+        str | None, Query(pattern=RFC3339, description="RFC 3339; dead-lettered then or later")
     ] = None,
     queue: Annotated[str | None, Query(max_length=100, pattern=PRINTABLE)] = None,
     endpoint: Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)] = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from mainframe.api.schemas import Label, ScanId, ScanPublic, Strict
 from mainframe.lifecycle.rules import DeadLetterReason
@@ -32,6 +32,12 @@ class DeadLetterPublic(ScanPublic):
     final_attempt: FinalAttemptPublic
 
 
+# A time as RFC 3339 text with its offset; a bare number (which pydantic would read as Unix
+# time) or a time without an offset is refused, as the document says.
+RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+Rfc3339 = Annotated[str, Field(pattern=RFC3339, description="RFC 3339 with an offset")]
+
+
 class DeadLetterPage(BaseModel):
     scans: list[DeadLetterPublic]
     next_cursor: str | None
@@ -42,9 +48,9 @@ class RedriveFilter(Strict):
     q: SearchTerm | None = None
     endpoint: Annotated[str, Field(max_length=200, pattern=PRINTABLE)] | None = None
     queue: Label | None = None
-    # Lax for these two: JSON spells an enum and a time as strings.
+    # Lax for the enum: JSON spells it as a string.
     reason: Annotated[DeadLetterReason, Field(strict=False)] | None = None
-    since: Annotated[AwareDatetime, Field(strict=False)] | None = None
+    since: Rfc3339 | None = None
 
 
 class RedriveBody(Strict):
