@@ -9,11 +9,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from mainframe.api.app import build_runtime, create_app
-from mainframe.clock import FakeClock
 from mainframe.settings import Settings
-from mainframe.store import Store
-from tests.integration.test_dead_letters import Desk
+from tests.integration.test_dead_letters import Desk, open_desk
 
 HOSTILE = "<script>alert(1)</script>\u202egnp.exe"
 
@@ -24,19 +21,9 @@ def board(database_url: str) -> Iterator[Desk]:
         database_url=database_url, job_timeout=30, max_job_attempts=1, retry_base_seconds=0,
         board_session_seconds=600,
     )  # fmt: skip
-    clock = FakeClock()
-    app = create_app(settings, runtime=build_runtime(settings, clock=clock), sweeper=False)
-    store: Store = app.state.runtime.store
-    alice = store.accounts.create_owner("alice")
-    mallory = store.accounts.create_owner("mallory")
-    store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-    store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
-    source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
-    worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
-    evil_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
     # Loopback over plain HTTP: the one case where the session cookie is not Secure.
-    with TestClient(app, base_url="http://127.0.0.1") as client:
-        yield Desk(client, store, clock, alice, mallory, source, worker, evil_worker)
+    with open_desk(settings, base_url="http://127.0.0.1") as opened:
+        yield opened
 
 
 def csrf_of(html: str) -> str:

@@ -5,6 +5,7 @@ the overview whose Dead count is the listing's."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,11 +68,9 @@ class Desk:
         return [s["scan_id"] for s in self.listing(query, token)["scans"]]
 
 
-@pytest.fixture
-def desk(database_url: str) -> Iterator[Desk]:
-    settings = Settings(
-        database_url=database_url, job_timeout=30, max_job_attempts=1, retry_base_seconds=0
-    )
+@contextmanager
+def open_desk(settings: Settings, *, base_url: str = "http://testserver") -> Iterator[Desk]:
+    """An in-process app with two owners: alice (pypi open, npm closed) and mallory (evil)."""
     clock = FakeClock()
     app = create_app(settings, runtime=build_runtime(settings, clock=clock), sweeper=False)
     store: Store = app.state.runtime.store
@@ -83,8 +82,17 @@ def desk(database_url: str) -> Iterator[Desk]:
     source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
     worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
     evil_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
-    with TestClient(app) as client:
+    with TestClient(app, base_url=base_url) as client:
         yield Desk(client, store, clock, alice, mallory, source, worker, evil_worker)
+
+
+@pytest.fixture
+def desk(database_url: str) -> Iterator[Desk]:
+    settings = Settings(
+        database_url=database_url, job_timeout=30, max_job_attempts=1, retry_base_seconds=0
+    )
+    with open_desk(settings) as opened:
+        yield opened
 
 
 def _mallory_dead(desk: Desk, name: str) -> int:
