@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol, overload
 
 MICROS = 1_000_000
@@ -37,6 +37,21 @@ class FakeClock:
 
 def to_us(seconds: float) -> int:
     return round(seconds * MICROS)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_rfc3339(text: str) -> int | None:
+    """Microseconds since the epoch of an RFC 3339 time with its offset (`Z` or `+hh:mm`);
+    None for text that is not one or has no offset. The one parser beside `rfc3339`."""
+    try:
+        stamp = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return None
+    return (stamp - EPOCH) // timedelta(microseconds=1)
 
 
 @overload

@@ -7,6 +7,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,20 @@ def work(fake: FakeMainframe, command: list[str], **options: Any) -> int:
 @pytest.fixture
 def fake() -> FakeMainframe:
     return FakeMainframe()
+
+
+def work_through(
+    handle: Callable[[httpx.Request], httpx.Response], **options: Any
+) -> tuple[int, list[float]]:
+    """Run the worker behind a transport that may fail; return what it processed and the
+    pauses it took (sleep is recorded, never waited)."""
+    sleeps: list[float] = []
+    options.setdefault("idle_exit", True)
+    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
+        processed = run_worker(
+            BASE_URL, TOKEN, python("pass"), client=client, sleep=sleeps.append, **options
+        )
+    return processed, sleeps
 
 
 def test_a_command_that_exits_zero_finishes_the_scan(fake: FakeMainframe) -> None:
@@ -197,11 +212,7 @@ def test_a_server_error_on_lease_is_waited_out(fake: FakeMainframe) -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         return next(answers, None) or fake.handle(request)
 
-    sleeps: list[float] = []
-    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
-        processed = run_worker(
-            BASE_URL, TOKEN, python("pass"), client=client, idle_exit=True, sleep=sleeps.append
-        )
+    processed, sleeps = work_through(handle)
     assert processed == 1 and len(sleeps) == 1 and 1.0 <= sleeps[0] <= 2.0
 
 
@@ -218,18 +229,7 @@ def test_an_outage_is_waited_out_with_growing_jittered_pauses(fake: FakeMainfram
     def run(seed: int) -> list[float]:
         down["polls"] = 6
         fake.submit(f"pkg{seed}")
-        sleeps: list[float] = []
-        with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
-            run_worker(
-                BASE_URL,
-                TOKEN,
-                python("pass"),
-                client=client,
-                idle_exit=True,
-                sleep=sleeps.append,
-                rng=random.Random(seed),
-            )
-        return sleeps
+        return work_through(handle, rng=random.Random(seed))[1]
 
     fleet = [run(seed) for seed in range(4)]
     for sleeps in fleet:
@@ -251,17 +251,7 @@ def test_a_finished_result_is_reported_once_the_server_is_back(fake: FakeMainfra
             return httpx.Response(503, json={"error": "database_unavailable", "detail": "down"})
         return fake.handle(request)
 
-    sleeps: list[float] = []
-    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
-        processed = run_worker(
-            BASE_URL,
-            TOKEN,
-            python("pass"),
-            client=client,
-            idle_exit=True,
-            sleep=sleeps.append,
-            rng=random.Random(3),
-        )
+    processed, sleeps = work_through(handle, rng=random.Random(3))
     assert processed == 1 and scan.status == "FINISHED"
     assert len(fake.posted("/result")) == 1  # the command ran once and its result landed once
     assert len(sleeps) == 12 and sleeps[-1] > sleeps[0]
@@ -298,11 +288,7 @@ def test_a_result_lost_in_transit_is_sent_again(fake: FakeMainframe) -> None:
             raise httpx.ReadTimeout("no answer", request=request)
         return fake.handle(request)
 
-    sleeps: list[float] = []
-    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
-        processed = run_worker(
-            BASE_URL, TOKEN, python("pass"), client=client, idle_exit=True, sleep=sleeps.append
-        )
+    processed, sleeps = work_through(handle)
     assert processed == 1 and len(sleeps) == 1 and 0.5 <= sleeps[0] <= 1.0
     assert scan.status == "FINISHED"
 

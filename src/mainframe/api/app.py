@@ -20,7 +20,6 @@ from mainframe.api import (
     ops,
     scans,
 )
-from mainframe.api.contain import Contain
 from mainframe.api.deps import Runtime
 from mainframe.api.limits import BodyLimit
 from mainframe.api.timing import RequestTiming
@@ -132,7 +131,6 @@ def create_app(
     docs.install(app)
     board.install(app)
 
-    app.add_middleware(Contain)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTiming, metrics=rt.metrics)
     return app

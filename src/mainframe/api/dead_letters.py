@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -21,6 +20,7 @@ from mainframe.api.operator_schemas import (
     RedrivePublic,
 )
 from mainframe.api.responses import JSON
+from mainframe.clock import parse_rfc3339
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.store import Invalid
 from mainframe.store.dead_letters import MAX_QUERY_LENGTH, DeadLetterFilter
@@ -33,11 +33,10 @@ def to_us(when: str | None, field: str) -> int | None:
     """Microseconds since the epoch of an RFC 3339 time (its form already checked)."""
     if when is None:
         return None
-    try:
-        parsed = datetime.fromisoformat(when.upper().replace("Z", "+00:00"))
-    except ValueError:  # the right shape, an impossible date (2026-02-30)
-        raise Invalid(field, "not a valid date and time") from None
-    return int(parsed.timestamp() * 1_000_000)
+    parsed = parse_rfc3339(when)
+    if parsed is None:  # the right shape, an impossible date (2026-02-30)
+        raise Invalid(field, "not a valid date and time")
+    return parsed
 
 
 def redrive_reply(done: Redriven) -> dict[str, object]:

@@ -1,4 +1,10 @@
-"""Request duration by route template (never the raw path, which holds ids)."""
+"""The outermost layer of every request: its duration by route template (never the raw path,
+which holds ids), and the last line of defence for an exception no handler claimed.
+
+Such an exception becomes one JSON 500 and one log line with the traceback inside it, and goes
+no further: Starlette's own outermost middleware re-raises it after answering, so uvicorn
+would log it a second time (a plain-text traceback over many lines) and drop the keep-alive
+connection. One layer does both, as both follow the response's start and end."""
 
 from __future__ import annotations
 
@@ -6,7 +12,11 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mainframe.api.responses import send_error
+from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
+
+UNEXPECTED = "unexpected server error; it has been logged"
 
 
 class RequestTiming:
@@ -19,19 +29,30 @@ class RequestTiming:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500
+        status: int | None = None
+        ended = False
 
         async def recording_send(message: Message) -> None:
-            nonlocal status
+            nonlocal status, ended
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                ended = True
             await send(message)
 
         try:
             await self.app(scope, receive, recording_send)
+        except Exception as exc:
+            get_logger().error(
+                "unhandled_error", path=scope.get("path"), method=scope["method"], exc_info=exc
+            )
+            if status is None:
+                await send_error(send, 500, "internal_error", UNEXPECTED)
+            elif not ended:  # part of a response went out; all that is left is to end it
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.http_duration.labels(template, scope["method"], str(status)).observe(
-                time.perf_counter() - started
-            )
+            self.metrics.http_duration.labels(
+                template, scope["method"], str(status or 500)
+            ).observe(time.perf_counter() - started)

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
 from mainframe import __version__
-from mainframe.clock import MICROS, rfc3339
+from mainframe.clock import MICROS, parse_rfc3339, rfc3339
 from mainframe.watch.observations import Observation, PollClass
 from mainframe.watch.windows import Window
 
@@ -31,7 +30,6 @@ USER_AGENT = f"mainframe-watch/{__version__}"
 RETRY_HEADERS = frozenset({"retry-after", "ratelimit", "ratelimit-policy", "ratelimit-reset"})
 # Longest detail text kept on an observation (it is logged and stored, never a label).
 MAX_DETAIL = 200
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class _Http:
@@ -127,15 +125,7 @@ def _count(payload: Mapping[str, Any], field: str) -> int | None:
 
 
 def _instant(text: Any) -> int | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        stamp = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        return None
-    return (stamp - EPOCH) // timedelta(microseconds=1)
+    return parse_rfc3339(text) if isinstance(text, str) else None
 
 
 class MainframeSource:
