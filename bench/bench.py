@@ -5,7 +5,9 @@ fills the backlog through the public API only (the bulk route, or the single rou
 server does not answer it). At each queue size it measures, in this order:
 
 - intake: `POST /api/v1/scans` with 32 in flight (sizes from --intake-at, e.g. 0 and 1M);
-- the closed worker loop: 16 workers lease and report `finished` (sizes from --queued);
+- the closed worker loop: 16 workers lease and report `finished` (sizes from --queued),
+  by complete-and-fetch (a result reply hands out the next jobs) or, with --no-fetch, by
+  the two-request loop (poll, then report);
 - the bulk route's scans/s while it fills the backlog up to each size.
 
 Every figure stands beside the HTTP ceiling measured just before it: `GET /healthz` of the
@@ -33,6 +35,7 @@ import measure
 import options
 import report
 from fill import Intake
+from load import LoadStats
 from measure import Window
 from report import Figure
 from servers import (
@@ -79,7 +82,8 @@ class Bench:
                 self.measure_intake(size)
             if "loop" in self.args.mode and size in self.args.queued:
                 for batch in self.args.batch:
-                    self.measure_loop(size, batch)
+                    for loop in self.args.loop:
+                        self.measure_loop(size, batch, fetch=loop == "fetch")
 
     def profile_path(self, name: str, size: int) -> Path | None:
         """Where py-spy records the first run of each figure (with --profile)."""
@@ -176,8 +180,8 @@ class Bench:
             )
             self.record(fig)
 
-    def measure_loop(self, size: int, batch: int) -> None:
-        name = f"loop b{batch}"
+    def measure_loop(self, size: int, batch: int, *, fetch: bool) -> None:
+        name = f"loop b{batch}" + ("" if fetch else " no-fetch")
         ok = ({200}, set()) if batch == 1 else ({200}, {200})
         for run in range(1, self.args.runs + 1):
             queued = self.settle(size)
@@ -192,18 +196,41 @@ class Bench:
                 batch=batch,
                 warmup=self.args.warmup,
                 duration=self.args.duration,
+                fetch=fetch,
             )
             window = measure.run(self.stack, plans, profile=self.profile_path(name, size))
             accepted, counted = window.stats.items_total, round(window.success_delta)
             check = _ledger(accepted, counted, "packages_success_total")
             if not self.stack.counters_are_exact():
                 check = f"unchecked: {accepted} accepted, one worker process saw {counted}"
-            empty = window.stats.empty_polls
-            dry = f"the queue ran dry ({empty} empty polls): raise --queued" if empty else ""
+            if window.stats.leased_total != accepted:  # a lease left behind, or a refusal
+                check += f"; leased {window.stats.leased_total:,}, accepted {accepted:,}"
+            notes = self.loop_notes(window.stats, fetch)
             fig = self.figure(
-                name, size, queued, run, self.args.workers, window, ceiling, ok, check, dry
+                name, size, queued, run, self.args.workers, window, ceiling, ok, check, notes
             )
             self.record(fig)
+
+    def loop_notes(self, stats: LoadStats, fetch: bool) -> str:
+        """What the figure cannot say itself: a dry queue, a server without `next`."""
+        notes = []
+        if stats.empty_polls:
+            notes.append(f"the queue ran dry ({stats.empty_polls} empty polls): raise --queued")
+        fallback = ""
+        if fetch and stats.fetch_refused:
+            fallback = (
+                f"the server refused `next` ({stats.fetch_refused} times, counted as refused): "
+                "the workers went on with the two-request loop"
+            )
+        elif fetch and stats.items_total and not stats.fetch_replies:
+            fallback = (
+                "no result reply carried `next` (the server predates complete-and-fetch): "
+                "the workers polled for every job, so this is the two-request loop"
+            )
+        if fallback:
+            notes.append(fallback)
+            self.notes.append(f"{self.stack.db} ({self.stack.label} srv): {fallback}")
+        return "; ".join(notes)
 
     def figure(
         self,
@@ -241,13 +268,26 @@ def _ledger(client: int, server: int, what: str = "stats queued delta") -> str:
 def run_database(
     db: str, args: argparse.Namespace, workdir: Path, figures: list[Figure], notes: list[str]
 ) -> None:
-    servers = args.servers if db == "postgresql" else 1
-    if servers != args.servers:
+    """Every server count of --servers on PostgreSQL, each on a fresh database; one on SQLite."""
+    counts = args.servers if db == "postgresql" else [1]
+    if counts != args.servers:
         notes.append(f"{db}: one server process (--servers applies to PostgreSQL)")
-    with fresh_database(db, workdir, db[:2]) as url:
-        log(f"{db}: credentials")
+    for count in counts:
+        run_stack(db, count, args, workdir, figures, notes)
+
+
+def run_stack(
+    db: str,
+    count: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    figures: list[Figure],
+    notes: list[str],
+) -> None:
+    with fresh_database(db, workdir, f"{db[:2]}{count}") as url:
+        log(f"{db}, {count} server process(es): credentials")
         creds = make_credentials(url, workers=args.workers, sources=args.load_procs)
-        with running(db, url, workdir, count=servers, workers=args.server_workers) as stack:
+        with running(db, url, workdir, count=count, workers=args.server_workers) as stack:
             sizes = list(args.intake_at if "intake" in args.mode else [])
             sizes += list(args.queued if "loop" in args.mode else [])
             Bench(stack, creds, args, figures, notes).run_sizes(sizes)
@@ -264,7 +304,8 @@ def main(argv: list[str] | None = None) -> None:
         f"# Mainframe bench: W={args.workers}, intake in flight={args.intake_in_flight}, "
         f"load procs={args.load_procs}, {args.duration}s x {args.runs} runs, "
         f"ceiling {args.ceiling_duration}s, cores={psutil.cpu_count()}, "
-        f"server processes={args.servers} (PG) x {args.server_workers} workers",
+        f"server processes={' then '.join(map(str, args.servers))} (PG) "
+        f"x {args.server_workers} workers, loops={' '.join(args.loop)}",
         flush=True,
     )
     figures: list[Figure] = []

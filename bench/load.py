@@ -7,9 +7,14 @@ server; coroutine i talks to server (offset + i) mod n). Four kinds of load:
 - `intake`: `POST /api/v1/scans`, one new scan per request, as a source;
 - `fill`: `count` new scans through `POST /api/v1/scans/batch` (`batch` per request), or
   through the single route when `batch` is 1;
-- `loop`: the closed worker loop: poll `POST /api/v1/jobs?batch=N`, report `finished`
-  through `/jobs/{id}/result` (N = 1) or `/jobs/results`; with `count` it stops after
-  leasing that many or on the first empty poll (a drain).
+- `loop`: the closed worker loop, each coroutine one worker. With `fetch` (complete-and-fetch)
+  a worker polls `POST /api/v1/jobs?batch=N` only when it holds no job, and reports each
+  result with `?next=N`: one `/jobs/{id}/result?next=1` per scan at N = 1, one
+  `/jobs/results?next=N` for the N results otherwise; the reply's `next` jobs are its next
+  work, and an empty or missing `next` sends it back to polling (a server without
+  complete-and-fetch thus gets the two-request loop). Without `fetch`, the two-request loop:
+  poll, then report through `/jobs/{id}/result` (N = 1) or `/jobs/results`; with `count` it
+  stops after leasing that many or on the first empty poll (a drain).
 
 Timed kinds count the responses that arrive inside [measure_from, measure_until); nothing is
 sent after `deadline`. Latencies are kept for requests sent inside the window.
@@ -47,6 +52,7 @@ class LoadPlan:
     deadline: float
     batch: int = 1
     count: int = 0  # fill: scans to submit; loop: scans to lease (a drain); 0 = timed
+    fetch: bool = False  # loop: report with `?next=batch` (complete-and-fetch); timed only
     label: str = "s"  # scan names are {label}-{proc}-{n}
     proc: int = 0  # this process's index among the plan's processes
     offset: int = 0  # the server of this process's first coroutine
@@ -60,12 +66,17 @@ class LoadStats:
     items: int = 0  # scans created (intake, fill), accepted (loop), or 200s (ceiling), in it
     requests_total: int = 0
     items_total: int = 0
-    leased_total: int = 0
+    leased_total: int = 0  # jobs handed out, by polls and by `next`
+    fetched_total: int = 0  # of which by a result reply's `next`
+    fetch_replies: int = 0  # result replies that carried `next` (0: the server ignores it)
+    fetch_refused: int = 0  # result requests refused because of `next` (then resent without)
     statuses: dict[int, int] = field(default_factory=dict)  # HTTP status -> responses
     item_statuses: dict[int, int] = field(default_factory=dict)  # per item of a batch route
     errors: int = 0  # transport errors and timeouts
     empty_polls: int = 0
-    latency_ms: list[float] = field(default_factory=list)  # the request (poll for the loop)
+    # The request; for the loop, every request that handed out jobs: polls, and with
+    # complete-and-fetch the result requests whose reply carried `next`.
+    latency_ms: list[float] = field(default_factory=list)
     result_ms: list[float] = field(default_factory=list)  # the loop's result reports
     last_done: float = 0.0
 
@@ -95,8 +106,18 @@ class Tickets:
         return range(first, last)
 
 
+@dataclass
+class Shared:
+    """What a load process's coroutines share besides their LoadStats."""
+
+    tickets: Tickets
+    # Turned off for the whole process when a server refuses `next`: one refusal is enough to
+    # know, and every later result then goes out as the two-request loop's.
+    fetch: bool
+
+
 Task = Callable[
-    [aiohttp.ClientSession, LoadPlan, dict[str, str], LoadStats, Tickets], Awaitable[None]
+    [aiohttp.ClientSession, LoadPlan, dict[str, str], LoadStats, Shared], Awaitable[None]
 ]
 
 
@@ -114,7 +135,7 @@ def load_process(plan: LoadPlan, out: Connection) -> None:
 
 async def _drive(plan: LoadPlan) -> LoadStats:
     stats = LoadStats()
-    tickets = Tickets(plan.count)
+    shared = Shared(Tickets(plan.count), fetch=plan.fetch)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
     sessions = [
         aiohttp.ClientSession(
@@ -133,7 +154,7 @@ async def _drive(plan: LoadPlan) -> LoadStats:
             if plan.tokens:
                 headers["Authorization"] = f"Bearer {plan.tokens[i % len(plan.tokens)]}"
             session = sessions[(plan.offset + i) % len(sessions)]
-            coroutines.append(task(session, plan, headers, stats, tickets))
+            coroutines.append(task(session, plan, headers, stats, shared))
         budget = plan.deadline - time.monotonic() + EXTRA_SECONDS
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*coroutines), timeout=budget)
@@ -168,7 +189,8 @@ def _record(
     status: int,
     items: int,
     latencies: list[float],
-) -> None:
+) -> float | None:
+    """Count one response; return its latency in ms when it was sent inside the window."""
     done = time.monotonic()
     stats.statuses[status] = stats.statuses.get(status, 0) + 1
     stats.requests_total += 1
@@ -177,8 +199,10 @@ def _record(
     if plan.measure_from <= done < plan.measure_until:
         stats.requests += 1
         stats.items += items
-    if plan.measure_from <= started < plan.measure_until:
-        latencies.append((done - started) * 1000)
+    if not plan.measure_from <= started < plan.measure_until:
+        return None
+    latencies.append((done - started) * 1000)
+    return latencies[-1]
 
 
 def scan_body(plan: LoadPlan, n: int) -> dict[str, Any]:
@@ -199,19 +223,21 @@ async def _ceiling(session: Any, plan: LoadPlan, headers: Any, stats: LoadStats,
 
 
 async def _intake(
-    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, tickets: Any
+    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, shared: Shared
 ) -> None:
     while (started := time.monotonic()) < plan.deadline:
-        (n,) = tickets.take(1)
+        (n,) = shared.tickets.take(1)
         body = orjson.dumps(scan_body(plan, n))
         status, _body = await _call(session, "POST", "/api/v1/scans", headers, stats, body)
         _record(stats, plan, started, status, int(status == 201), stats.latency_ms)
 
 
-async def _fill(session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, tickets: Any) -> None:
+async def _fill(
+    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, shared: Shared
+) -> None:
     await asyncio.sleep(max(0.0, plan.measure_from - time.monotonic()))
     while (started := time.monotonic()) < plan.deadline:
-        numbers = tickets.take(plan.batch)
+        numbers = shared.tickets.take(plan.batch)
         if not numbers:
             return
         if plan.batch == 1:
@@ -238,28 +264,66 @@ def _count_items(stats: LoadStats, raw: bytes, status: int, *, created_status: i
     return good
 
 
-async def _loop(session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, _: Any) -> None:
-    lease_path = f"/api/v1/jobs?batch={plan.batch}"
-    while (started := time.monotonic()) < plan.deadline:
+async def _loop(
+    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, shared: Shared
+) -> None:
+    if plan.fetch:
+        await _fetch_loop(session, plan, headers, stats, shared)
+    else:
+        await _poll_loop(session, plan, headers, stats, shared)
+
+
+async def _poll_loop(
+    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, shared: Shared
+) -> None:
+    """The two-request loop: a poll for every batch, then its results."""
+    while time.monotonic() < plan.deadline:
         if plan.count and stats.leased_total >= plan.count:
             return
-        status, raw = await _call(session, "POST", lease_path, headers, stats)
-        _record(stats, plan, started, status, 0, stats.latency_ms)
-        if status != 200:
-            await asyncio.sleep(ERROR_PAUSE_SECONDS)
+        jobs = await _poll(session, plan, headers, stats)
+        if jobs is None:
             continue
-        jobs = orjson.loads(raw)
         if not jobs:
-            stats.empty_polls += 1
             if plan.count:
                 return
             await asyncio.sleep(EMPTY_PAUSE_SECONDS)
             continue
-        stats.leased_total += len(jobs)
-        if plan.batch == 1:
-            await _report_one(session, plan, headers, stats, jobs[0])
-        else:
-            await _report_batch(session, plan, headers, stats, jobs)
+        await _complete(session, plan, headers, stats, shared, jobs, fetch=False)
+
+
+async def _fetch_loop(
+    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, shared: Shared
+) -> None:
+    """Complete-and-fetch: poll only with empty hands; every report asks for the next jobs."""
+    jobs: list[dict[str, Any]] = []
+    while time.monotonic() < plan.deadline:
+        if jobs:
+            jobs = await _complete(session, plan, headers, stats, shared, jobs, fetch=True)
+            continue
+        jobs = await _poll(session, plan, headers, stats) or []
+        if not jobs:
+            await asyncio.sleep(EMPTY_PAUSE_SECONDS)
+    if jobs:
+        # Report what the last reply handed out, asking for nothing more: a bench run must not
+        # leave leases behind it (they would hold scans PENDING for the lease's 900 s).
+        await _complete(session, plan, headers, stats, shared, jobs, fetch=False)
+
+
+async def _poll(
+    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats
+) -> list[dict[str, Any]] | None:
+    """One job poll: the jobs leased, [] for an empty poll, None when refused or failed."""
+    started = time.monotonic()
+    path = f"/api/v1/jobs?batch={plan.batch}"
+    status, raw = await _call(session, "POST", path, headers, stats)
+    _record(stats, plan, started, status, 0, stats.latency_ms)
+    if status != 200:
+        await asyncio.sleep(ERROR_PAUSE_SECONDS)
+        return None
+    jobs: list[dict[str, Any]] = orjson.loads(raw)
+    stats.leased_total += len(jobs)
+    stats.empty_polls += not jobs
+    return jobs
 
 
 def _result_body(job: dict[str, Any]) -> dict[str, Any]:
@@ -272,26 +336,67 @@ def _result_body(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _report_one(
-    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, job: dict[str, Any]
-) -> None:
-    started = time.monotonic()
-    path = f"/api/v1/jobs/{job['scan_id']}/result"
-    body = orjson.dumps(_result_body(job))
-    status, _body = await _call(session, "POST", path, headers, stats, body)
-    _record(stats, plan, started, status, int(status == 200), stats.result_ms)
-
-
-async def _report_batch(
-    session: Any, plan: LoadPlan, headers: Any, stats: LoadStats, jobs: list[dict[str, Any]]
-) -> None:
-    started = time.monotonic()
-    body = orjson.dumps(
+def _batch_body(jobs: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps(
         {"results": [{"scan_id": job["scan_id"], **_result_body(job)} for job in jobs]}
     )
-    status, raw = await _call(session, "POST", "/api/v1/jobs/results", headers, stats, body)
-    accepted = _count_items(stats, raw, status, created_status=200)
-    _record(stats, plan, started, status, accepted, stats.result_ms)
+
+
+async def _complete(
+    session: Any,
+    plan: LoadPlan,
+    headers: Any,
+    stats: LoadStats,
+    shared: Shared,
+    jobs: list[dict[str, Any]],
+    *,
+    fetch: bool,
+) -> list[dict[str, Any]]:
+    """Report `jobs` (one result, or the batch route when batch > 1), asking for `batch` next
+    jobs when `fetch`; return the jobs the reply handed out."""
+    if plan.batch == 1:
+        path = f"/api/v1/jobs/{jobs[0]['scan_id']}/result"
+        body = orjson.dumps(_result_body(jobs[0]))
+    else:
+        path, body = "/api/v1/jobs/results", _batch_body(jobs)
+    asked = fetch and shared.fetch
+    started = time.monotonic()
+    query = f"?next={plan.batch}" if asked else ""
+    status, raw = await _call(session, "POST", path + query, headers, stats, body)
+    if asked and _refuses_next(status, raw):
+        _record(stats, plan, started, status, 0, stats.result_ms)
+        stats.fetch_refused += 1
+        shared.fetch = False
+        return await _complete(session, plan, headers, stats, shared, jobs, fetch=False)
+    if plan.batch == 1:
+        accepted = int(status == 200)
+    else:
+        accepted = _count_items(stats, raw, status, created_status=200)
+    latency = _record(stats, plan, started, status, accepted, stats.result_ms)
+    handed = _next_jobs(raw) if asked else None
+    if handed is None:
+        return []
+    stats.fetch_replies += 1
+    stats.fetched_total += len(handed)
+    stats.leased_total += len(handed)
+    if latency is not None:  # this request handed out work, as a poll does
+        stats.latency_ms.append(latency)
+    return handed
+
+
+def _refuses_next(status: int, raw: bytes) -> bool:
+    """A 400 or 422 naming `next`: a server that validates its query and does not know it."""
+    return status in (400, 422) and b"next" in raw
+
+
+def _next_jobs(raw: bytes) -> list[dict[str, Any]] | None:
+    """The reply's `next` jobs; None when the reply carries no `next` (or is no JSON object)."""
+    try:
+        reply = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    handed = reply.get("next") if isinstance(reply, dict) else None
+    return handed if isinstance(handed, list) else None
 
 
 TASKS: dict[str, Task] = {"ceiling": _ceiling, "intake": _intake, "fill": _fill, "loop": _loop}

@@ -54,11 +54,15 @@ def split(
     warmup: float = 0.0,
     duration: float = 0.0,
     limit: float = 0.0,
+    fetch: bool = False,
 ) -> list[LoadPlan]:
     """One plan per load process: concurrency, count and tokens shared out between them.
 
     Timed plans (count 0) warm up for `warmup` then measure `duration` seconds; counted
-    plans start at once and give up after `limit` seconds."""
+    plans start at once and give up after `limit` seconds. `fetch` (complete-and-fetch)
+    is for timed loops: a drain counts its leases by polls."""
+    if fetch and count:
+        raise ValueError("complete-and-fetch runs timed loops only")
     procs = max(1, min(procs, concurrency))
     start = time.monotonic() + SPAWN_SECONDS
     measure_from = start + (warmup if count == 0 else 0.0)
@@ -80,6 +84,7 @@ def split(
                 label=label,
                 proc=i,
                 offset=i,
+                fetch=fetch,
             )
         )
     return plans

@@ -9,6 +9,9 @@ from pathlib import Path
 import measure
 
 MODES = ("intake", "loop")
+# The worker loop: complete-and-fetch (a result reply hands out the next jobs), or the
+# two-request loop (poll, then report) it replaces, kept for before/after figures.
+LOOPS = ("fetch", "no-fetch")
 
 
 def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
@@ -46,12 +49,35 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         metavar="N",
         help="lease batch sizes; 1 reports single results, more the batch route",
     )
+    add(
+        "--loop",
+        nargs="+",
+        choices=LOOPS,
+        default=["fetch"],
+        help="worker loops to measure: fetch reports with ?next=<batch> and polls only with "
+        "empty hands; no-fetch polls for every batch, then reports (both: before/after)",
+    )
+    add(
+        "--no-fetch",
+        dest="loop",
+        action="store_const",
+        const=["no-fetch"],
+        help="the two-request loop only (same as --loop no-fetch)",
+    )
     add("--duration", type=float, default=15.0, help="seconds per measured window")
     add("--warmup", type=float, default=2.0, help="seconds of load before each window")
     add("--ceiling-duration", type=float, default=5.0, help="seconds of GET /healthz before each")
     add("--runs", type=int, default=3)
     add("--load-procs", type=int, default=2, help="load-generator processes")
-    add("--servers", type=int, default=1, help="server processes on one PostgreSQL database")
+    add(
+        "--servers",
+        type=int,
+        nargs="+",
+        default=[1],
+        metavar="N",
+        help="server processes on one PostgreSQL database; several counts (e.g. 1 3) measure "
+        "each on a fresh database of its own",
+    )
     add("--server-workers", type=int, default=1, help="`mainframe serve --workers N` if N > 1")
     add("--fill-step", type=int, default=250_000, help="scans per reported fill step")
     add("--fill-timeout", type=float, default=3600.0, help="seconds a fill step may take")
@@ -75,7 +101,9 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
     )
     add("--json", type=Path, help="also write every figure here")
     args = parser.parse_args(argv)
-    positive = (args.workers, args.load_procs, args.runs, args.servers, args.server_workers)
+    args.servers = sorted(set(args.servers))
+    args.loop = list(dict.fromkeys(args.loop))
+    positive = (args.workers, args.load_procs, args.runs, *args.servers, args.server_workers)
     if min(positive) < 1 or args.duration <= 0 or args.fill_step < 1:
         parser.error("counts and durations must be positive")
     if args.profile is not None:

@@ -1,13 +1,24 @@
 """Figures: one row per measurement, each beside the HTTP ceiling measured just before it;
-medians of the runs; the intake ratio of the issue (rate at N queued / rate at 0)."""
+medians of the runs; the intake ratio (rate at N queued / rate at 0); PostgreSQL over
+SQLite and the floors (`floors.py`).
+
+Run alone, it prints the tables again from the `--json` files of one or more runs (e.g. a
+SQLite run and a PostgreSQL `--servers 1 3` run, to read them side by side):
+
+    python bench/report.py /tmp/bench-sqlite.json /tmp/bench-pg.json
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
+import floors
 from load import LoadStats
 from measure import Window
 
@@ -25,6 +36,7 @@ class Figure:
     in_flight: int  # concurrent requests (workers for the loop)
     scans_per_s: float
     requests_per_s: float
+    requests_per_scan: float  # 2 for the two-request loop at batch 1, 1 with complete-and-fetch
     ceiling_rps: float  # GET /healthz at the same concurrency, same servers, just before
     ceiling_server_cpu_pct: float  # what limits the ceiling: the servers or the client
     ceiling_client_cpu_pct: float
@@ -38,11 +50,17 @@ class Figure:
     server_peak_rss_mib: float
     client_cpu_pct: float
     pg_cpu_pct: float
+    pg_us_per_scan: float  # the PostgreSQL backends' CPU per scan (what pgqueuer also pays)
     other_cpu_pct: float
     refused: int  # responses (or batch items) that were not the expected success
     errors: int  # transport errors and timeouts
     check: str
     note: str = ""
+
+
+def per_item_us(cpu_pct: float, per_second: float) -> float:
+    """CPU in % of one core, per item at `per_second` items a second, in microseconds."""
+    return cpu_pct * 1e4 / per_second if per_second else float("nan")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -88,6 +106,7 @@ def figure(
         in_flight=in_flight,
         scans_per_s=scans,
         requests_per_s=requests,
+        requests_per_scan=requests / scans if scans else float("nan"),
         ceiling_rps=ceiling_rps,
         ceiling_server_cpu_pct=ceiling.cpu["servers"],
         ceiling_client_cpu_pct=ceiling.cpu["clients"],
@@ -97,10 +116,11 @@ def figure(
         p99_ms=quantile(stats.latency_ms, 0.99),
         result_p99_ms=quantile(stats.result_ms, 0.99),
         server_cpu_pct=window.cpu["servers"],
-        server_us_per_scan=window.cpu["servers"] * 1e4 / scans if scans else float("nan"),
+        server_us_per_scan=per_item_us(window.cpu["servers"], scans),
         server_peak_rss_mib=window.peak_rss / MIB,
         client_cpu_pct=window.cpu["clients"],
         pg_cpu_pct=window.cpu["pg"],
+        pg_us_per_scan=per_item_us(window.cpu["pg"], scans),
         other_cpu_pct=window.cpu["other"],
         refused=refused(stats, ok),
         errors=stats.errors,
@@ -118,6 +138,7 @@ COLUMNS = (
     ("in flight", "in_flight", "{}"),
     ("scans/s", "scans_per_s", "{:,.0f}"),
     ("req/s", "requests_per_s", "{:,.0f}"),
+    ("req/scan", "requests_per_scan", "{:.2f}"),
     ("ceiling req/s", "ceiling_rps", "{:,.0f}"),
     ("ceil srv CPU %", "ceiling_server_cpu_pct", "{:.0f}"),
     ("ceil cli CPU %", "ceiling_client_cpu_pct", "{:.0f}"),
@@ -131,6 +152,7 @@ COLUMNS = (
     ("RSS MiB", "server_peak_rss_mib", "{:.0f}"),
     ("client CPU %", "client_cpu_pct", "{:.0f}"),
     ("PG CPU %", "pg_cpu_pct", "{:.0f}"),
+    ("PG µs/scan", "pg_us_per_scan", "{:,.0f}"),
     ("other CPU %", "other_cpu_pct", "{:.0f}"),
     ("refused", "refused", "{:.0f}"),
     ("errors", "errors", "{:.0f}"),
@@ -193,6 +215,19 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
+def aligned(headers: list[str], table: list[list[str]]) -> list[str]:
+    """A plain-text table, columns right-aligned."""
+    widths = [max(len(h), *(len(c[i]) for c in table)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in table]
+    return lines
+
+
+def markdown(headers: list[str], table: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    return lines + ["| " + " | ".join(line) + " |" for line in table]
+
+
 def print_tables(figures: list[Figure], notes: list[str]) -> None:
     rows = medians(figures)
     if not rows:
@@ -200,23 +235,45 @@ def print_tables(figures: list[Figure], notes: list[str]) -> None:
         return
     headers = [name for name, _, _ in COLUMNS]
     table = [cells(row) for row in rows]
-    widths = [max(len(h), *(len(c[i]) for c in table)) for i, h in enumerate(headers)]
     print("\n## Medians\n")
-    print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
-    for line in table:
-        print("  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)))
+    print("\n".join(aligned(headers, table)))
     print("\n## Markdown\n")
-    print("| " + " | ".join(headers) + " |")
-    print("|" + "|".join(" --- " for _ in headers) + "|")
-    for line in table:
-        print("| " + " | ".join(line) + " |")
+    print("\n".join(markdown(headers, table)))
     ratios = intake_ratios(figures)
     if ratios:
         print("\n## Intake as the queue grows\n")
         for ratio in ratios:
             print(f"- {ratio}")
+    comparison = floors.comparison_lines(rows)
+    if comparison:
+        print("\n## PostgreSQL over SQLite\n")
+        print("\n".join(comparison))
+    print("\n## Floors\n")
+    print("\n".join(floors.floor_lines(rows)))
     if notes:
         print("\n## Notes\n")
         for note in dict.fromkeys(notes):
             print(f"- {note}")
     sys.stdout.flush()
+
+
+def load_figures(path: Path) -> list[Figure]:
+    """The figures of a `--json` file; a column that file predates reads as NaN."""
+    names = {f.name for f in fields(Figure)}
+    figures = []
+    for raw in json.loads(path.read_text()):
+        row: dict[str, Any] = {name: float("nan") for name in names if name != "note"}
+        row.update((k, v) for k, v in raw.items() if k in names)
+        figures.append(Figure(**row))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Print the tables of bench.py --json files.")
+    parser.add_argument("json", type=Path, nargs="+", help="files written by bench.py --json")
+    args = parser.parse_args(argv)
+    print_tables([fig for path in args.json for fig in load_figures(path)], notes=[])
+
+
+if __name__ == "__main__":
+    main()

@@ -124,28 +124,42 @@ def _pg_admin(template: str, name: str) -> None:
         conn.execute(statement)
 
 
-@contextlib.contextmanager
-def fresh_database(kind: str, workdir: Path, tag: str) -> Iterator[str]:
-    """A migrated, empty database (a SQLite file, or a new PostgreSQL database); removed after."""
+def database_name(tag: str) -> str:
+    """A database name of this process's own, safe to CREATE and DROP."""
     name = f"mainframe_bench_{os.getpid()}_{tag}"
     if not _DATABASE_NAME.match(name):
         raise ValueError(f"refusing database name {name!r}")
-    path = workdir / f"{name}.db"
-    if kind == "sqlite":
-        url = f"sqlite:///{path}"
-    else:
+    return name
+
+
+@contextlib.contextmanager
+def pg_database(tag: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database beside PG_ADMIN_URL's; its URL; dropped after."""
+    name = database_name(tag)
+    _pg_admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
+    _pg_admin("CREATE DATABASE {}", name)
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
         _pg_admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
-        _pg_admin("CREATE DATABASE {}", name)
-        url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+@contextlib.contextmanager
+def fresh_database(kind: str, workdir: Path, tag: str) -> Iterator[str]:
+    """A migrated, empty database (a SQLite file, or a new PostgreSQL database); removed after."""
+    if kind == "postgresql":
+        with pg_database(tag) as url:
+            cli(url, "db", "upgrade")
+            yield url
+        return
+    path = workdir / f"{database_name(tag)}.db"
+    url = f"sqlite:///{path}"
     try:
         cli(url, "db", "upgrade")
         yield url
     finally:
-        if kind == "postgresql":
-            _pg_admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
-        else:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def pg_backends(database_url: str) -> list[psutil.Process]:

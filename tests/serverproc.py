@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +47,39 @@ def cli(database_url: str, *args: str, **extra_env: str) -> str:
 
 
 class ServerProcess:
-    """`mainframe serve` on a free loopback port, with its stdout and stderr kept in files."""
+    """`mainframe serve` on a free loopback port (or the given address and port), with its
+    stdout and stderr kept in files. `prefix` runs it through another command that then
+    becomes the server itself, such as `ip netns exec NAME`, so the PID stays the server's."""
 
-    def __init__(self, database_url: str, workdir: Path, **env: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stdout_path = workdir / f"server-{self.port}.out"
-        self.stderr_path = workdir / f"server-{self.port}.err"
+    def __init__(
+        self,
+        database_url: str,
+        workdir: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        prefix: Sequence[str] = (),
+        **env: str,
+    ) -> None:
+        self.port = free_port() if port is None else port
+        self.url = f"http://{host}:{self.port}"
+        # The address is in the name: servers in separate network namespaces share a port.
+        self.stdout_path = workdir / f"server-{host}-{self.port}.out"
+        self.stderr_path = workdir / f"server-{host}-{self.port}.err"
         self._out = self.stdout_path.open("w")
         self._err = self.stderr_path.open("w")
+        serve = ["serve", "--host", host, "--port", str(self.port)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mainframe", "serve", "--port", str(self.port)],
+            [*prefix, sys.executable, "-m", "mainframe", *serve],
             stdout=self._out,
             stderr=self._err,
             env=mainframe_env(database_url, **env),
         )
-        self._wait_healthy()
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()  # never leave a server behind that the test will not stop
+            raise
 
     def _wait_healthy(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -69,12 +87,19 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited: {self.stderr_path.read_text()}")
             try:
-                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
+                if (
+                    httpx.get(self.url + "/healthz", timeout=1.0, trust_env=False).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
-        raise AssertionError("server did not become healthy")
+        raise AssertionError(f"server did not become healthy: {self.tail()}")
+
+    def tail(self, lines: int = 20) -> str:
+        """The last lines the server wrote to stderr, for a failing test's report."""
+        return "\n".join(self.stderr_path.read_text().splitlines()[-lines:])
 
     def log_events(self) -> list[dict[str, Any]]:
         events = []

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -60,8 +61,8 @@ def load_settings(**overrides: object) -> Settings:
         raise AssertionError from exc  # unreachable: fail() exits
 
 
-def ready_store(settings: Settings) -> Store:
-    """A store whose schema is at head: SQLite is upgraded in place, PostgreSQL is checked."""
+def ready_schema(settings: Settings) -> None:
+    """The schema at head: SQLite is upgraded in place, PostgreSQL is checked."""
     engine = create_store_engine(settings.database_url)
     try:
         if is_sqlite(settings.database_url):
@@ -74,7 +75,20 @@ def ready_store(settings: Settings) -> Store:
         fail(f"cannot open the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
     finally:
         engine.dispose()
-    return open_store(settings)
+
+
+def on_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run `work` on a store whose schema is at head, then close the store."""
+    ready_schema(settings)
+
+    async def run() -> T:
+        store = open_store(settings)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
 
 
 DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
@@ -92,9 +106,9 @@ def db_upgrade(database_url: DatabaseOpt = None) -> None:
 @owner_app.command("create")
 def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
     """Create an owner; prints its token on the last line."""
-    store = ready_store(load_settings(database_url=database_url))
+    settings = load_settings(database_url=database_url)
     try:
-        secret = store.accounts.create_owner(name)
+        secret = on_store(settings, lambda store: store.accounts.create_owner(name))
     except NameTaken as exc:
         fail(str(exc))
     typer.echo(f"owner {name!r} created; its token (shown once):")
@@ -112,9 +126,14 @@ def endpoint_create(
     database_url: DatabaseOpt = None,
 ) -> None:
     """Create an endpoint owned by OWNER."""
-    store = ready_store(load_settings(database_url=database_url))
+    settings = load_settings(database_url=database_url)
     try:
-        record = store.accounts.create_endpoint(name, owner=owner, open_intake=open_intake)
+        record = on_store(
+            settings,
+            lambda store: store.accounts.create_endpoint(
+                name, owner=owner, open_intake=open_intake
+            ),
+        )
     except (NameTaken, UnknownName) as exc:
         fail(str(exc))
     typer.echo(f"endpoint {record.name!r} created for owner {owner!r}")
@@ -133,13 +152,45 @@ def token_create(
         fail("give exactly one of --worker NAME or --source NAME")
     role, principal = ("worker", worker) if worker is not None else ("source", source)
     assert principal is not None
-    store = ready_store(load_settings(database_url=database_url))
+    settings = load_settings(database_url=database_url)
     try:
-        secret = store.accounts.create_token(endpoint=endpoint, role=role, principal=principal)
+        secret = on_store(
+            settings,
+            lambda store: store.accounts.create_token(
+                endpoint=endpoint, role=role, principal=principal
+            ),
+        )
     except (NameTaken, UnknownName) as exc:
         fail(str(exc))
     typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
     typer.echo(secret)
+
+
+@token_app.command("list")
+def token_list(
+    endpoint: Annotated[str, typer.Option(help="The endpoint whose credentials to list.")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """The worker and source credentials of ENDPOINT, one row each (never a secret)."""
+    from mainframe.clock import rfc3339
+
+    settings = load_settings(database_url=database_url)
+    views = _on_store(settings, lambda store: store.accounts.tokens(endpoint))
+    typer.echo(f"{'ID':>6}  {'KIND':<7} {'CREATED':<28} NAME")
+    for view in views:
+        typer.echo(f"{view.id:>6}  {view.kind:<7} {rfc3339(view.created_at):<28} {view.name}")
+
+
+@token_app.command("delete")
+def token_delete(
+    token_id: int,
+    endpoint: Annotated[str, typer.Option(help="The endpoint the credential is for.")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Delete a credential: every server refuses it from its next request on."""
+    settings = load_settings(database_url=database_url)
+    _on_store(settings, lambda store: store.accounts.delete_token(endpoint, token_id))
+    typer.echo(f"token {token_id} deleted")
 
 
 @app.command()
@@ -149,7 +200,7 @@ def stats(
 ) -> None:
     """Print the reconciled figures (outcomes, live scans by state) from the database."""
     settings = load_settings(database_url=database_url)
-    snapshot = ready_store(settings).listings.snapshot()
+    snapshot = on_store(settings, lambda store: store.listings.snapshot())
     figures = stats_figures(snapshot)
     if as_json:
         typer.echo(json.dumps(figures))
@@ -169,6 +220,13 @@ def stats_figures(snapshot: Snapshot) -> dict[str, float | int]:
     age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
     figures["packages_oldest_queued_age_seconds"] = round(age, 3)
     return figures
+
+
+async def _bootstrap_owner(store: Store) -> str | None:
+    """The first owner's token, when the database has no owner yet."""
+    if await store.accounts.has_owners():
+        return None
+    return await store.accounts.create_owner(BOOTSTRAP_OWNER)
 
 
 @app.command()
@@ -191,12 +249,10 @@ def serve(
         database_url=database_url, job_timeout=job_timeout, max_job_attempts=max_job_attempts
     )
     logs.configure(fmt=settings.log_format, level=settings.log_level)
-    store = ready_store(settings)
-    if not store.accounts.has_owners():
-        secret = store.accounts.create_owner(BOOTSTRAP_OWNER)
+    secret = on_store(settings, _bootstrap_owner)
+    if secret is not None:
         typer.echo(f"bootstrap owner {BOOTSTRAP_OWNER!r} created; its token (shown once):")
         typer.echo(secret)
-    store.dispose()
     sys.stdout.flush()
     logs.get_logger().info(
         "server_starting",
@@ -276,6 +332,17 @@ def worker(
     url: Annotated[str, typer.Option(help="The Mainframe server's base URL.")],
     token: Annotated[str, typer.Option(help="A worker token.", envvar="MAINFRAME_TOKEN")],
     batch: Annotated[int, typer.Option(min=1, max=100, help="Scans per job poll.")] = 1,
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch/--no-fetch",
+            help=(
+                "Take the next scans in the reply to each result (?next=): one request per "
+                "batch. --no-fetch reports and polls separately (two requests per batch), "
+                "as workers did before ?next=."
+            ),
+        ),
+    ] = True,
     poll_interval: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 2.0,
     max_jobs: Annotated[int | None, typer.Option(help="Stop after this many results.")] = None,
     idle_exit: Annotated[bool, typer.Option(help="Stop when the queue is empty.")] = False,
@@ -293,6 +360,7 @@ def worker(
             token,
             command,
             batch=batch,
+            fetch=fetch,
             poll_interval=poll_interval,
             max_jobs=max_jobs,
             idle_exit=idle_exit,
@@ -321,10 +389,10 @@ def watch(
 HookEndpointOpt = Annotated[str, typer.Option("--endpoint", help="The endpoint's name.")]
 
 
-def _hook_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """Run a hook operation, turning its refusal into one clear line."""
+def _on_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    """`on_store`, a refusal becoming one clear line."""
     try:
-        return fn(*args, **kwargs)
+        return on_store(settings, work)
     except StoreError as exc:
         fail(exc.detail)
         raise AssertionError from exc  # unreachable: fail() exits
@@ -342,11 +410,12 @@ def hook_create(
     from mainframe.hooks import manage
 
     settings = load_settings(database_url=database_url)
-    store = ready_store(settings)
-    view, secret = _hook_call(
-        manage.create, store.hooks, settings, None, endpoint,
-        url=url, queue=queue, rate_per_minute=rate,
-    )  # fmt: skip
+    view, secret = _on_store(
+        settings,
+        lambda store: manage.create(
+            store.hooks, settings, None, endpoint, url=url, queue=queue, rate_per_minute=rate
+        ),
+    )
     typer.echo(f"hook {view.hook_id} on endpoint {endpoint!r} for {view.url}; secret (shown once):")
     typer.echo(secret)
 
@@ -356,10 +425,10 @@ def hook_list(endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> No
     """The hooks of ENDPOINT, one row each."""
     from mainframe.hooks import manage
 
-    store = ready_store(load_settings(database_url=database_url))
-    rows = [manage.public(v) for v in _hook_call(store.hooks.listing, None, endpoint)]
+    settings = load_settings(database_url=database_url)
+    views = _on_store(settings, lambda store: store.hooks.listing(None, endpoint))
     typer.echo(f"{'ID':>6}  {'ENABLED':<28} {'QUEUE':<12} {'RATE':>5} {'FAILS':>5}  URL")
-    for row in rows:
+    for row in map(manage.public, views):
         state = "yes" if row["enabled"] else f"no ({row['disabled_reason']})"
         typer.echo(
             f"{row['hook_id']:>6}  {state:<28} {row['queue'] or '*':<12} "
@@ -370,8 +439,8 @@ def hook_list(endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> No
 @hook_app.command("delete")
 def hook_delete(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
     """Remove a hook."""
-    store = ready_store(load_settings(database_url=database_url))
-    _hook_call(store.hooks.delete, None, endpoint, hook_id)
+    settings = load_settings(database_url=database_url)
+    _on_store(settings, lambda store: store.hooks.delete(None, endpoint, hook_id))
     typer.echo(f"hook {hook_id} deleted")
 
 
@@ -381,8 +450,8 @@ def hook_rotate(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseO
     from mainframe.clock import rfc3339
     from mainframe.hooks import manage
 
-    store = ready_store(load_settings(database_url=database_url))
-    done = _hook_call(manage.rotate, store.hooks, None, endpoint, hook_id)
+    settings = load_settings(database_url=database_url)
+    done = _on_store(settings, lambda store: manage.rotate(store.hooks, None, endpoint, hook_id))
     typer.echo(
         f"hook {hook_id}: the previous secret signs until {rfc3339(done.previous_valid_until)}"
     )
@@ -392,8 +461,8 @@ def hook_rotate(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseO
 @hook_app.command("enable")
 def hook_enable(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
     """Turn a disabled hook back on."""
-    store = ready_store(load_settings(database_url=database_url))
-    _hook_call(store.hooks.enable, None, endpoint, hook_id)
+    settings = load_settings(database_url=database_url)
+    _on_store(settings, lambda store: store.hooks.enable(None, endpoint, hook_id))
     typer.echo(f"hook {hook_id} enabled")
 
 

@@ -4,8 +4,11 @@ scripts; a redrive asks for confirmation with the count and shows progress."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -18,10 +21,10 @@ from mainframe.api import operator_shapes, shapes
 from mainframe.clock import rfc3339, to_us
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
-from mainframe.store import Store, StoreError
-from mainframe.store.accounts import UnknownName, owner_id_by_name
-from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.redrive import Redriven
+from mainframe.store import ScanRecord, Store, StoreError, open_store
+from mainframe.store.accounts import UnknownName
+from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
+from mainframe.store.redrive import Progress, Redriven
 
 dead_app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, redrive.")
 
@@ -39,21 +42,26 @@ SinceOpt = Annotated[
 ]
 
 
-def _open(database_url: str | None, owner: str) -> tuple[Store, int]:
-    from mainframe.cli import fail, load_settings, ready_store
+@asynccontextmanager
+async def _opened(database_url: str | None, owner: str) -> AsyncIterator[tuple[Store, int]]:
+    """The store on the configured database and the owner's id, closed on the way out."""
+    from mainframe.cli import fail, load_settings, ready_schema
 
     settings = load_settings(database_url=database_url)
     logs.configure(fmt=settings.log_format, level=settings.log_level)
-    store = ready_store(settings)
+    ready_schema(settings)
+    store = open_store(settings)
     # Logs and counters as the server has them (scans_redriven); hooks are the server's.
-    store.uow.publish = effects.wire(Metrics())
+    store.db.publish = effects.wire(Metrics())
     try:
-        with store.uow.read() as tx:
-            return store, owner_id_by_name(tx.conn, owner)
-    except UnknownName as exc:
-        store.dispose()
-        fail(str(exc))
-        raise AssertionError from exc  # unreachable: fail() exits
+        try:
+            owner_id = await store.accounts.owner_id(owner)
+        except UnknownName as exc:
+            fail(str(exc))
+            raise AssertionError from exc  # unreachable: fail() exits
+        yield store, owner_id
+    finally:
+        await store.close()
 
 
 def _filter(
@@ -113,10 +121,13 @@ def dead_list(
     database_url: DatabaseOpt = None,
 ) -> None:
     """The owner's dead letters, newest first, with how many match in all."""
-    store, owner_id = _open(database_url, owner)
-    page = store.dead_letters.page(
-        owner_id, _filter(q, endpoint, queue, reason, since), after=None, limit=limit
-    )
+    f = _filter(q, endpoint, queue, reason, since)
+
+    async def listed() -> DeadLetterPage:
+        async with _opened(database_url, owner) as (store, owner_id):
+            return await store.dead_letters.page(owner_id, f, after=None, limit=limit)
+
+    page = asyncio.run(listed())
     rows = [operator_shapes.dead_letter(item) for item in page.items]
     if as_json:
         body = {"scans": rows, "count": page.count}
@@ -135,9 +146,12 @@ def dead_show(
     """One scan with its whole attempt history."""
     from mainframe.cli import fail
 
-    store, owner_id = _open(database_url, owner)
+    async def opened() -> ScanRecord:
+        async with _opened(database_url, owner) as (store, owner_id):
+            return await store.dead_letters.get(owner_id, scan_id)
+
     try:
-        scan = store.dead_letters.get(owner_id, scan_id)
+        scan = asyncio.run(opened())
     except StoreError as exc:
         fail(exc.detail, code=1)
         raise AssertionError from exc  # unreachable: fail() exits
@@ -181,40 +195,47 @@ def dead_redrive(
     by_filter = any(v is not None for v in (q, endpoint, queue, reason, since))
     if bool(scan_ids) == by_filter:
         fail("give SCAN_ID... or filter options (--q, --endpoint, --queue, --reason, --since)")
-    store, owner_id = _open(database_url, owner)
     f = _filter(q, endpoint, queue, reason, since)
-    count = len(set(scan_ids or [])) if scan_ids else store.dead_letters.count(owner_id, f)
-    if count == 0:
-        fail("nothing matches; nothing redriven", code=1)
-    if not yes and not typer.confirm(f"Redrive {count} dead letters?"):
-        raise typer.Exit(1)
-    with progress_bar("redriving", total=count) as advance:
-        seen = [0]
 
-        def step(done: int, _total: int) -> None:
-            advance(done - seen[0])
-            seen[0] = done
+    async def redriven() -> Redriven:
+        async with _opened(database_url, owner) as (store, owner_id):
+            if scan_ids:
+                count = len(set(scan_ids))
+            else:
+                count = await store.dead_letters.count(owner_id, f)
+            if count == 0:
+                fail("nothing matches; nothing redriven", code=1)
+            if not yes and not typer.confirm(f"Redrive {count} dead letters?"):
+                raise typer.Exit(1)
+            with progress_bar("redriving", total=count) as advance:
+                seen = [0]
 
-        done = _redrive(store, owner_id, scan_ids, f, count, step)
+                def step(done: int, _total: int) -> None:
+                    advance(done - seen[0])
+                    seen[0] = done
+
+                return await _redrive(store, owner_id, scan_ids, f, count, step)
+
+    done = asyncio.run(redriven())
     for skipped in done.skipped[:50]:
         typer.echo(f"skipped {skipped.scan_id}: {skipped.reason}", err=True)
     typer.echo(f"redriven {done.redriven}, skipped {len(done.skipped)}")
 
 
-def _redrive(
+async def _redrive(
     store: Store,
     owner_id: int,
     scan_ids: list[int] | None,
     f: DeadLetterFilter,
     count: int,
-    step: Any,
+    step: Progress,
 ) -> Redriven:
     from mainframe.cli import fail
 
     try:
         if scan_ids:
-            return store.dead_letters.redrive_ids(owner_id, scan_ids, progress=step)
-        return store.dead_letters.redrive_filter(owner_id, f, confirm=count, progress=step)
+            return await store.dead_letters.redrive_ids(owner_id, scan_ids, progress=step)
+        return await store.dead_letters.redrive_filter(owner_id, f, confirm=count, progress=step)
     except StoreError as exc:
         fail(exc.detail, code=1)
         raise AssertionError from exc  # unreachable: fail() exits

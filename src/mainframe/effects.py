@@ -21,7 +21,7 @@ from mainframe.lifecycle.events import (
 )
 from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
-from mainframe.store.uow import Publish
+from mainframe.store.database import Publish
 
 
 def wire(metrics: Metrics, log: Any | None = None, dispatcher: Dispatcher | None = None) -> Publish:
@@ -51,8 +51,9 @@ def _apply(event: Event, metrics: Metrics, log: Any) -> None:
         case AttemptFailed():
             metrics.attempt_failures.labels(event.outcome).inc()
         case LeasesGranted():
-            metrics.leases.labels("reassigned").inc(event.reassigned)
-            metrics.leases.labels("new").inc(event.count - event.reassigned)
+            if event.reassigned:
+                metrics.reassigned_leases.inc(event.reassigned)
+            metrics.new_leases.inc(event.count - event.reassigned)
         case StaleResultRejected():
             metrics.stale_results.labels(event.code.value).inc()
             log.warning(

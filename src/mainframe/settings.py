@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -61,7 +63,13 @@ class Settings(BaseSettings):
     # How long the previous secret still signs after a rotation.
     hooks_rotation_grace_seconds: float = Field(default=86400.0, ge=0, le=30 * 86400)
     # Fernet key(s) that encrypt hook secrets at rest, comma-separated: the first encrypts.
+    # The dragonfly workers' sessions are signed with keys derived from them.
     secret_key: SecretStr | None = None
+    # How long a dragonfly worker's session (its CF_Authorization cookie) lasts; the worker
+    # handshakes again only once it has passed, so at least five minutes (docs/dragonfly.md).
+    dragonfly_session_seconds: int = Field(default=86_400, ge=300, le=30 * 86400)
+    # The directory whose *.yara files GET /dragonfly/rules serves; unset serves no rules.
+    dragonfly_rules_dir: Path | None = None
 
     @field_validator("database_url")
     @classmethod
@@ -84,6 +92,13 @@ class Settings(BaseSettings):
         from mainframe.hooks.policy import parse_backoff
 
         parse_backoff(value)
+        return value
+
+    @field_validator("dragonfly_rules_dir")
+    @classmethod
+    def _rules_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError("must be an existing directory")
         return value
 
     @field_validator("secret_key")

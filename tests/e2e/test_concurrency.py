@@ -41,7 +41,8 @@ SERVER_ENV = {
 ABANDON = 0.03
 FAIL_FOR_GOOD = 0.06
 FAIL_RETRYABLE = 0.16
-# Chance, per job, that a worker replays one of its accepted results (which must be a 409).
+# Chance, per job, that a worker sends one of its accepted results again, as after a lost
+# answer: it must get the first answer again and change nothing.
 STALE_REPLAY = 0.01
 # Scans that fail retryably on every attempt, or are abandoned on every lease, so that both
 # dead-letter reasons occur in numbers rather than by the luck of three bad draws in a row.
@@ -87,6 +88,7 @@ class Report:
     error: str | None
     done_at: float
     replay: bool = False
+    answer: Any = None  # what an accepted result was told about its scan
 
     @property
     def body(self) -> dict[str, Any]:
@@ -234,7 +236,8 @@ class Worker:
         status, body = await self.api.call(
             self.server, "POST", path, self.token, result_body(lease, *plan)
         )
-        self.record(lease, plan, status, body.get("error") if status != 200 else None)
+        error = body.get("error") if status != 200 else None
+        self.record(lease, plan, status, error, body if status == 200 else None)
 
     async def report_batch(self, todo: list[tuple[Lease, tuple[str, bool]]]) -> None:
         items = [{"scan_id": lease.scan_id, **result_body(lease, *plan)} for lease, plan in todo]
@@ -244,17 +247,20 @@ class Worker:
         assert status == 200, body
         assert [item["scan_id"] for item in body["results"]] == [x["scan_id"] for x in items]
         for (lease, plan), item in zip(todo, body["results"], strict=True):
-            self.record(lease, plan, item["status"], item.get("error"))
+            self.record(lease, plan, item["status"], item.get("error"), item.get("scan"))
 
-    def record(self, lease: Lease, plan: tuple[str, bool], status: int, error: str | None) -> None:
+    def record(
+        self, lease: Lease, plan: tuple[str, bool], status: int, error: str | None, answer: Any
+    ) -> None:
         assert status in (200, 409), (lease, status, error)
-        report = Report(lease, plan[0], plan[1], status, error, time.time())
+        report = Report(lease, plan[0], plan[1], status, error, time.time(), answer=answer)
         self.ledger.report(report)
         if status == 200:
             self.accepted.append(report)
 
     async def replay(self, old: Report) -> None:
-        """Send an accepted result again, to either server: the attempt is closed, so 409."""
+        """Send an accepted result again, to either server, as a worker whose answer was lost
+        would: it gets the first answer again."""
         server = self.rng.randrange(len(self.api.urls))
         path = f"/api/v1/jobs/{old.lease.scan_id}/result"
         status, body = await self.api.call(server, "POST", path, self.token, old.body)
@@ -267,6 +273,7 @@ class Worker:
                 body.get("error"),
                 time.time(),
                 replay=True,
+                answer=body if status == 200 else old.answer,
             )
         )
 
@@ -284,15 +291,20 @@ def create_accounts(database_url: str, workers: int) -> tuple[str, str, list[str
     owner = cli(database_url, "owner", "create", "ops")
     cli(database_url, "endpoint", "create", "fleet", "--owner", "ops")
     source = cli(database_url, "token", "create", "--endpoint", "fleet", "--source", "feed")
-    store = open_store(Settings(database_url=database_url))
-    try:
-        tokens = [
-            store.accounts.create_token(endpoint="fleet", role="worker", principal=f"w{i:02d}")
-            for i in range(workers)
-        ]
-    finally:
-        store.engine.dispose()
-    return owner, source, tokens
+
+    async def issue() -> list[str]:
+        store = open_store(Settings(database_url=database_url))
+        try:
+            return [
+                await store.accounts.create_token(
+                    endpoint="fleet", role="worker", principal=f"w{i:02d}"
+                )
+                for i in range(workers)
+            ]
+        finally:
+            await store.close()
+
+    return owner, source, asyncio.run(issue())
 
 
 def start_servers(stack: ExitStack, database_url: str, workdir: Path) -> list[ServerProcess]:
@@ -403,10 +415,18 @@ def accepted_by_scan(ledger: Ledger) -> dict[int, dict[int, Report]]:
 
 
 def check_refusals(ledger: Ledger) -> None:
-    """Replays are always refused; a fresh result is refused only after its lease lapsed."""
+    """A result sent again gets its first answer; a fresh one is refused only after its lease
+    lapsed."""
+    first = {
+        (r.lease.scan_id, r.lease.attempt): r.answer
+        for r in ledger.reports
+        if r.status == 200 and not r.replay
+    }
     for report in ledger.reports:
         if report.replay:
-            assert report.status == 409, ("a replayed result was accepted", report)
+            assert report.status == 200, ("a replayed result was refused", report)
+            key = (report.lease.scan_id, report.lease.attempt)
+            assert report.answer == first[key], ("a replay answered otherwise", report)
         if report.status == 409:
             assert report.error in STALE_CODES, report
             if not report.replay:
@@ -549,7 +569,8 @@ def summary(label: str, scans: list[dict[str, Any]], ledger: Ledger, seconds: fl
         f"{label}: {SCANS} scans submitted and drained in {seconds:.1f}s "
         f"({SCANS / seconds:.0f}/s), "
         f"{len(ledger.leases)} leases, {len(ledger.reports)} results, {refused} x 409 "
-        f"({replays} replays); ends {dict(sorted(statuses.items(), key=str))}"
+        f"({replays} replays answered as the first time); "
+        f"ends {dict(sorted(statuses.items(), key=str))}"
     )
 
 

@@ -9,19 +9,21 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mainframe.store import Budget, Principal, Report, ScanSpec, Store
+from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
 from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from tests.blocking import Blocking, portal
 from tests.serverproc import mainframe_env
 
 
 @dataclass
 class Fleet:
     url: str
-    store: Store
+    store: Any  # a blocking proxy of the Store (tests/blocking.py)
     alice_source: Principal
     alice_worker: Principal
     mallory_source: Principal
@@ -32,7 +34,7 @@ class Fleet:
         [job] = self.store.leasing.lease(worker, 1)
         report = Report("failed", True, job.attempt, job.assignment_id, summary, None, None)
         self.store.results.report(worker, job.scan_id, report)
-        return scan.id
+        return int(scan.id)
 
 
 @pytest.fixture
@@ -40,18 +42,23 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     url = f"sqlite:///{tmp_path / 'mainframe.db'}"
     engine = create_store_engine(url)
     upgrade(engine)
-    store = Store.build(engine, Budget.of(job_timeout=30, max_attempts=1))
-    principals = []
-    for owner, endpoint in (("alice", "pypi"), ("mallory", "evil")):
-        store.accounts.create_owner(owner)
-        store.accounts.create_endpoint(endpoint, owner=owner, open_intake=False)
-        for role in ("source", "worker"):
-            secret = store.accounts.create_token(endpoint=endpoint, role=role, principal=role[0])
-            found = store.accounts.authenticate(secret)
-            assert found is not None
-            principals.append(found)
-    yield Fleet(url, store, *principals)
-    store.dispose()
+    engine.dispose()
+    with portal() as loop:
+        built = Store.build(open_database(url), Budget.of(job_timeout=30, max_attempts=1))
+        store = Blocking(built, loop)
+        principals = []
+        for owner, endpoint in (("alice", "pypi"), ("mallory", "evil")):
+            store.accounts.create_owner(owner)
+            store.accounts.create_endpoint(endpoint, owner=owner, open_intake=False)
+            for role in ("source", "worker"):
+                secret = store.accounts.create_token(
+                    endpoint=endpoint, role=role, principal=role[0]
+                )
+                found = store.accounts.authenticate(secret)
+                assert found is not None
+                principals.append(found)
+        yield Fleet(url, store, *principals)
+        store.close()
 
 
 def dead(fleet: Fleet, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

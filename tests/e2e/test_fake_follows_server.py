@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from mainframe.client import Client, MainframeError, ResultReport
+from mainframe.client import Client, Job, MainframeError, ResultReport
 from mainframe.client.sdk import StaleAssignment
 from mainframe.client.testing import FakeMainframe
 from tests.serverproc import ServerProcess, cli
@@ -84,12 +85,20 @@ def test_a_finished_result_answers_the_same_shape(side: Side) -> None:
     assert reply["finished_at"].endswith("Z") and reply["dead_lettered_at"] is None
 
 
-def test_a_second_result_is_already_terminal(side: Side) -> None:
+def test_a_result_sent_again_gets_the_first_answer(side: Side) -> None:
+    side.submit("requests")
+    [job] = side.client.lease()
+    first = side.client.report(job, ResultReport("finished"))
+    assert side.client.report(job, ResultReport("finished")) == first
+
+
+def test_another_result_for_a_finished_scan_is_already_terminal(side: Side) -> None:
     side.submit("requests")
     [job] = side.client.lease()
     side.client.report(job, ResultReport("finished"))
+    other = replace(job, assignment_id=job.assignment_id + "x")
     with pytest.raises(StaleAssignment) as stale:
-        side.client.report(job, ResultReport("finished"))
+        side.client.report(other, ResultReport("finished"))
     assert stale.value.code == "already_terminal"
 
 
@@ -115,3 +124,73 @@ def test_a_lease_lapsed_at_the_cap_is_dead_lettered_not_leased_again(side: Side)
     assert side.client.lease() == []  # spent: never handed out again
     with pytest.raises(StaleAssignment):
         side.client.report(jobs[0], ResultReport("finished"))
+
+
+# Complete-and-fetch (`?next=`): the same scenarios against the fake and a real server.
+RESULT_KEYS = {
+    "scan_id",
+    "status",
+    "attempt_count",
+    "available_at",
+    "finished_at",
+    "dead_lettered_at",
+    "fail_reason",
+}
+
+
+@pytest.fixture(params=["fake", "server"])
+def fetch_side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
+    yield from (_fake() if request.param == "fake" else _server(tmp_path))
+
+
+def _result(side: Side, job: Job, *, next: str) -> Any:
+    body = {**job.assignment(), "outcome": "finished"}
+    return side.client._post(f"/api/v1/jobs/{job.scan_id}/result", json=body, params={"next": next})
+
+
+def test_fetch_a_result_with_next_answers_in_the_result_and_poll_shapes(
+    fetch_side: Side,
+) -> None:
+    for name in ("requests", "numpy", "left-pad"):
+        fetch_side.submit(name)
+    [job] = fetch_side.client.lease()
+    polled = fetch_side.client._post("/api/v1/jobs", params={"batch": 1})
+    reply = _result(fetch_side, job, next="1")
+    assert set(reply) == RESULT_KEYS | {"next"}
+    assert reply["status"] == "FINISHED"
+    [fetched] = reply["next"]
+    assert set(fetched) == set(polled[0]) and fetched["attempt"] == 1
+    assert fetched["scan_id"] not in (job.scan_id, polled[0]["scan_id"])
+
+
+def test_fetch_a_repeated_result_is_answered_as_the_first(fetch_side: Side) -> None:
+    for name in ("requests", "numpy", "left-pad"):
+        fetch_side.submit(name)
+    [job] = fetch_side.client.lease()
+    first = _result(fetch_side, job, next="1")
+    assert _result(fetch_side, job, next="1") == first  # not 409, and no second lease
+    assert [j.name for j in fetch_side.client.lease(batch=5)] == ["left-pad"]
+
+
+def test_fetch_next_zero_and_the_batch_route(fetch_side: Side) -> None:
+    for name in ("requests", "numpy"):
+        fetch_side.submit(name)
+    [job] = fetch_side.client.lease()
+    assert _result(fetch_side, job, next="0")["next"] == []
+    [other] = fetch_side.client.lease()
+    body = {"results": [{"scan_id": other.scan_id, **other.assignment(), "outcome": "finished"}]}
+    reply = fetch_side.client._post("/api/v1/jobs/results", json=body, params={"next": "3"})
+    assert set(reply) == {"results", "next"} and reply["next"] == []
+    assert [(item["scan_id"], item["status"]) for item in reply["results"]] == [
+        (other.scan_id, 200)
+    ]
+
+
+@pytest.mark.parametrize("value", ["abc", "101", "-1"])
+def test_fetch_a_bad_next_is_refused_naming_it(fetch_side: Side, value: str) -> None:
+    fetch_side.submit("requests")
+    [job] = fetch_side.client.lease()
+    with pytest.raises(MainframeError) as refused:
+        _result(fetch_side, job, next=value)
+    assert refused.value.status == 422
+    assert refused.value.body["detail"][0]["field"] == "query.next"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal
 from fastapi.testclient import TestClient
 
 from mainframe.api.app import create_app
@@ -15,8 +16,8 @@ from mainframe.clock import FakeClock
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import Event
 from mainframe.settings import Settings
-from mainframe.store import Budget, Principal, ScanRecord, ScanSpec, Store
-from mainframe.store.engine import create_store_engine
+from mainframe.store import Budget, Principal, Publish, ScanRecord, ScanSpec, Store, open_database
+from tests.blocking import Blocking, portal
 
 JOB_TIMEOUT = 30.0
 MAX_ATTEMPTS = 3
@@ -35,7 +36,7 @@ class Recorder:
 
 @dataclass
 class World:
-    store: Store
+    store: Any  # a Blocking proxy of the Store (tests/blocking.py)
     clock: FakeClock
     published: Recorder
     owner: Principal
@@ -58,7 +59,7 @@ class World:
 
 
 def submit_scan(
-    store: Store,
+    store: Any,
     principal: Principal | None,
     *,
     endpoint: str | None,
@@ -74,19 +75,44 @@ def submit_scan(
 
 
 @pytest.fixture
-def world(database_url: str) -> Iterator[World]:
+def loop() -> Iterator[BlockingPortal]:
+    """The event loop the store's coroutines run on, for one test."""
+    with portal() as found:
+        yield found
+
+
+def blocking_store(
+    database_url: str,
+    loop: BlockingPortal,
+    clock: FakeClock,
+    *,
+    budget: Budget | None = None,
+    retry: RetryPolicy | None = None,
+    publish: Publish | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A Store on `database_url` whose clock (the database's too) is `clock`, as a blocking
+    proxy on `loop`."""
+    db = open_database(database_url, clock=clock)
+    if publish is not None:
+        db.publish = publish
+    store = Store.build(
+        db,
+        budget or Budget.of(job_timeout=JOB_TIMEOUT, max_attempts=MAX_ATTEMPTS),
+        # Store tests see retries due at once unless they ask for a backoff (test_retry_wait).
+        retry=retry or RetryPolicy(base=0),
+        clock=clock,
+        rng=random.Random(7),
+        **kwargs,
+    )
+    return Blocking(store, loop)
+
+
+@pytest.fixture
+def world(database_url: str, loop: BlockingPortal) -> Iterator[World]:
     clock = FakeClock()
     recorder = Recorder()
-    engine = create_store_engine(database_url)
-    store = Store.build(
-        engine,
-        Budget.of(job_timeout=JOB_TIMEOUT, max_attempts=MAX_ATTEMPTS),
-        # Store tests see retries due at once unless they ask for a backoff (test_retry_wait).
-        retry=RetryPolicy(base=0),
-        clock=clock,
-        publish=recorder,
-        rng=random.Random(7),
-    )
+    store = blocking_store(database_url, loop, clock, publish=recorder)
     store.accounts.create_owner("alice")
     store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
     owner = store.accounts.authenticate(store.accounts.create_owner("bob"))
@@ -107,7 +133,7 @@ def world(database_url: str) -> Iterator[World]:
         found["worker"],  # type: ignore[arg-type]
         found["other"],
     )  # type: ignore[arg-type]
-    store.dispose()
+    store.close()
 
 
 # The HTTP contract, in process (fastapi.testclient), for test_api.py and its siblings.
@@ -145,13 +171,14 @@ class Api:
 def api(database_url: str) -> Iterator[Api]:
     settings = Settings(database_url=database_url, job_timeout=60, retry_base_seconds=0)
     app = create_app(settings, sweeper=False)
-    store = app.state.runtime.store
-    owner = store.accounts.create_owner("alice")
-    other_owner = store.accounts.create_owner("mallory")
-    store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-    store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
-    source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
-    worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
-    other_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
     with TestClient(app) as client:
+        # The app's store, driven on the app's own event loop.
+        store = Blocking(app.state.runtime.store, client.portal)
+        owner = store.accounts.create_owner("alice")
+        other_owner = store.accounts.create_owner("mallory")
+        store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
+        store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
+        source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
+        worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
+        other_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
         yield Api(client, owner, other_owner, source, worker, other_worker)

@@ -6,6 +6,7 @@ from fastapi.testclient import TestClient
 
 from mainframe.api.app import create_app
 from mainframe.settings import Settings
+from tests.blocking import Blocking
 from tests.integration.conftest import Api
 
 
@@ -40,10 +41,10 @@ def test_a_deleted_token_is_refused_at_once(api: Api) -> None:
 def test_another_process_refuses_a_deleted_token_too(database_url: str) -> None:
     settings = Settings(database_url=database_url)
     first, second = create_app(settings, sweeper=False), create_app(settings, sweeper=False)
-    store = first.state.runtime.store
-    owner = store.accounts.create_owner("alice")
-    store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
     with TestClient(first) as a, TestClient(second) as b:
+        store = Blocking(first.state.runtime.store, a.portal)
+        owner = store.accounts.create_owner("alice")
+        store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
         bearer = {"Authorization": f"Bearer {owner}"}
         made = a.post("/api/v1/endpoints/pypi/tokens", json={"worker": "w"}, headers=bearer)
         worker = {"Authorization": f"Bearer {made.json()['secret']}"}

@@ -1,37 +1,227 @@
-"""The dead-letter listing's plans on both databases, on the filled database of
-test_plans.py: the first page walks a partial index over dead letters, never the history."""
+"""The dead-letter statements' plans on both databases, on a filled database: the listing
+walks a partial index over dead letters (never the history, never a sort), a later page
+seeks its cursor, a search on PostgreSQL finds its matches in the trigram index, the
+unfiltered count reads the outcome totals, and redrive and the audit trail go by key.
+
+Each case plans the text the server runs, as tests/integration/plans.py does it; a search
+runs after PLAN_WITH_VALUES, so it is planned under a custom plan, and a negative control
+shows what a generic plan does to it. test_plans.py counts these cases in its check that
+every registered statement has one."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
+from typing import Any
 
-from sqlalchemy import Engine, Select, text
+import pytest
+from sqlalchemy import Connection, Engine, text
 
-from mainframe.store.dead_letters import DeadLetterFilter, page_query
-from tests.integration.test_plans import planned
+from mainframe.store import audit, redrive
+from mainframe.store.dead_letters import (
+    COUNT_DEAD_LETTERS,
+    DEAD_LETTER_IDS,
+    DEAD_LETTER_TOTAL,
+    LIST_DEAD_LETTERS,
+    NEWEST,
+    SEARCH_DEAD_LETTERS,
+    DeadLetterFilter,
+)
+from tests.integration.plans import (
+    DATABASES,
+    NOW,
+    SORTS,
+    Case,
+    assert_plan,
+    filled,
+    pg_index,
+    pg_plan,
+    plan_of,
+    sqlite_index,
+    sqlite_plan,
+)
 
-__all__ = ["planned"]  # the shared, filled database fixture
+FINISHED = 50_000  # the history a listing must never read
+DEAD = 5_000  # dead letters, over endpoints 1 and 2 (alice's) and 3 (mallory's)
+LIVE = 2_000  # QUEUED scans: keys a redrive must not duplicate
+AUDIT = 2_000  # audit rows, alternating over the two owners
+FIRST_DEAD = 1_000_000  # dead letter i has id FIRST_DEAD + i
+SERIES = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :rows)"
 
 
-def explain(engine: Engine, query: Select[tuple[object, ...]]) -> str:
-    sql = str(query.compile(engine, compile_kwargs={"literal_binds": True}))
-    if engine.dialect.name == "postgresql":
-        sql = sql.replace("%%", "%")
-    prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
-    with engine.connect() as conn:
-        rows = conn.execute(text(prefix + sql.replace(":", r"\:")))
-        return "\n".join(str(row[-1]) for row in rows)
+def _letters(number: str) -> str:
+    """SQL spelling a number's digits as letters (a-j): names with trigrams spread as real
+    package names have them, not one shared prefix."""
+    for digit, letter in zip("0123456789", "abcdefghij", strict=True):
+        number = f"replace({number}, '{digit}', '{letter}')"
+    return number
 
 
-def test_the_first_page_walks_a_dead_letter_index(planned: Engine) -> None:
-    for endpoints in ({1: "a"}, {1: "a", 2: "b"}):
-        plan = explain(planned, page_query(endpoints, DeadLetterFilter(), after=None, limit=50))
-        assert re.search(r"ix_scans_dead_(recent|letters)", plan), plan
-        assert not re.search(r"Seq Scan on scans|^SCAN scans$", plan, re.M), plan
+# A scrambled, unique package name per row number i, and the name that gives for one i.
+NAME = _letters("CAST(i * 2654435761 % 4294967296 AS TEXT)")
 
 
-def test_a_later_page_seeks_its_cursor(planned: Engine) -> None:
-    after = (1_750_000_000_000_000, 100_500)
-    plan = explain(planned, page_query({1: "a"}, DeadLetterFilter(), after=after, limit=50))
-    assert re.search(r"ix_scans_dead_(recent|letters)", plan), plan
-    assert not re.search(r"Seq Scan on scans|^SCAN scans$", plan, re.M), plan
+def name_of(i: int) -> str:
+    return str(i * 2654435761 % 4294967296).translate(str.maketrans("0123456789", "abcdefghij"))
+
+
+_COLUMNS = (
+    "id, endpoint_id, queue, name, version, kind, status, verified, source, worker, leased_at, "
+    "created_at, updated_at, finished_at, fail_reason, result, attempt_count, assignment_id, "
+    "dead_lettered_at, attempt_base, redrive_count"
+)
+# fmt: off
+_SEGMENTS = {
+    "finished": f"SELECT i, 1 + i % 3, 'default', {NAME}, '1.0', 'scan', 'FINISHED', TRUE, "
+                "'feed', 'w1', :now + i, :now + i, :now + i, :now + i, NULL, '{}', 1, "
+                "'a-' || CAST(i AS TEXT), NULL, 0, 0 FROM n",
+    "dead": f"SELECT :first + i, 1 + i % 3, CASE WHEN i % 7 = 0 THEN 'priority' ELSE 'default' "
+            f"END, {NAME}, '2.0', 'scan', 'FAILED', TRUE, 'feed', 'w1', :now + i * 1000, "
+            ":now + i * 1000, :now + i * 1000, :now + i * 1000, CASE WHEN i % 5 = 0 THEN "
+            "'lease_expired' ELSE 'attempts_exhausted' END, NULL, 3, 'd-' || CAST(i AS TEXT), "
+            ":now + i * 1000 + 5, 0, 0 FROM n",
+    "live": f"SELECT :first * 2 + i, 1 + i % 3, 'default', {NAME}, '3.0', 'scan', 'QUEUED', "
+            "TRUE, 'feed', NULL, NULL, :now, :now, NULL, NULL, NULL, 0, NULL, NULL, 0, 0 FROM n",
+}
+# fmt: on
+_ROWS = {"finished": FINISHED, "dead": DEAD, "live": LIVE}
+
+
+def _fill(conn: Connection) -> None:
+    """Owners, endpoints, scans, final attempts, totals and audit rows written directly:
+    this measures plans, not intake."""
+    conn.execute(
+        text(
+            "INSERT INTO owners (id, name, created_at) "
+            "VALUES (1, 'alice', :now), (2, 'mallory', :now)"
+        ),
+        {"now": NOW},
+    )
+    conn.execute(
+        text(
+            "INSERT INTO endpoints (id, name, owner_id, open_intake, created_at) VALUES "
+            "(1, 'pypi', 1, FALSE, :now), (2, 'npm', 1, FALSE, :now), (3, 'evil', 2, FALSE, :now)"
+        ),
+        {"now": NOW},
+    )
+    for segment, select in _SEGMENTS.items():
+        params = {"rows": _ROWS[segment], "now": NOW, "first": FIRST_DEAD}
+        conn.execute(text(f"INSERT INTO scans ({_COLUMNS}) {SERIES} {select}"), params)
+    conn.execute(
+        text(
+            "INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, "
+            "closed_at, outcome, summary, artifact) SELECT id, 3, 3, assignment_id, worker, "
+            "leased_at, dead_lettered_at, 'failed', 'exit 1', NULL FROM scans "
+            "WHERE dead_lettered_at IS NOT NULL"
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO scan_totals (endpoint_id, outcome, shard, count) SELECT endpoint_id, "
+            "'dead_lettered', 0, COUNT(*) FROM scans WHERE dead_lettered_at IS NOT NULL "
+            "GROUP BY endpoint_id"
+        )
+    )
+    conn.execute(
+        text(
+            f"INSERT INTO audit (owner_id, at, action, count, scan_ids, filter) {SERIES} "
+            "SELECT 1 + i % 2, :now + i, 'redrive', 1, '[1]', NULL FROM n"
+        ),
+        {"rows": AUDIT, "now": NOW},
+    )
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def dead_planned(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    """One filled database of each kind, shared by the module (plans only read)."""
+    yield from filled(request, tmp_path_factory, _fill)
+
+
+SQLITE_DEAD = sqlite_index("ix_scans_dead_(recent|letters)")
+PG_DEAD = pg_index("ix_scans_dead_(recent|letters)")
+SQLITE_PK = r"^SEARCH (scans|dead) USING INTEGER PRIMARY KEY \(rowid=\?\)"
+PG_PK = pg_index("scans_pkey")
+PG_TRIGRAMS = r"Bitmap Index Scan on ix_scans_dead_search\b"
+
+
+def page(f: DeadLetterFilter, after: tuple[int, int] = NEWEST) -> dict[str, Any]:
+    return f.params(1) | {"after_at": after[0], "after_id": after[1], "limit": 50}
+
+
+# The cursor of a page far down the listing: dead letter 2,000 of alice's.
+LATER = (NOW + 2_000 * 1_000 + 5, FIRST_DEAD + 2_000)
+TERM = name_of(4_242)  # one dead letter's package name, as an operator would type it
+LEASE_EXPIRED = DeadLetterFilter(reason="lease_expired")
+REDRIVEN = "[1000010, 1000011, 5, 99999999]"  # two dead letters, a finished scan, nothing
+# fmt: off
+CASES = {
+    "first_page": Case(LIST_DEAD_LETTERS, page(DeadLetterFilter()), SQLITE_DEAD, PG_DEAD),
+    "first_page_of_an_endpoint": Case(LIST_DEAD_LETTERS, page(DeadLetterFilter(endpoint="npm")),
+                                      SQLITE_DEAD, PG_DEAD),
+    "filtered_page": Case(LIST_DEAD_LETTERS,
+                          page(DeadLetterFilter(reason="lease_expired", queue="priority")),
+                          SQLITE_DEAD, PG_DEAD),
+    "later_page": Case(LIST_DEAD_LETTERS, page(DeadLetterFilter(), LATER),
+                       sqlite_index("ix_scans_dead_recent") + r".*dead_lettered_at<\?",
+                       r"Index Cond: \(ROW\(dead_lettered_at, id\) < ROW\("),
+    "search": Case(SEARCH_DEAD_LETTERS, page(DeadLetterFilter(q=TERM)), SQLITE_DEAD, PG_TRIGRAMS,
+                   sorts=SORTS, custom_plan=True),
+    "search_by_id": Case(SEARCH_DEAD_LETTERS, page(DeadLetterFilter(q=str(FIRST_DEAD + 4_242))),
+                         SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
+    "count_of_a_search": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(q=TERM).params(1),
+                              SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
+    "count_of_a_filter": Case(COUNT_DEAD_LETTERS, LEASE_EXPIRED.params(1), SQLITE_DEAD, PG_DEAD),
+    "ids_of_a_search": Case(DEAD_LETTER_IDS, DeadLetterFilter(q=TERM).params(1),
+                            SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
+    "ids_of_a_filter": Case(DEAD_LETTER_IDS, DeadLetterFilter(queue="priority").params(1),
+                            SQLITE_DEAD, PG_DEAD, sorts=SORTS),
+    "unfiltered_count": Case(DEAD_LETTER_TOTAL, {"owner": 1, "endpoint": None},
+                             r"\bscan_totals\b", r"on scan_totals\b"),
+    "redrive_candidates": Case(redrive.CANDIDATES, {"ids": REDRIVEN, "owner": 1},
+                               SQLITE_PK, PG_PK, sorts=SORTS),
+    "redrive_live_keys": Case(redrive.LIVE_KEYS, {"ids": REDRIVEN},
+                              r"^SEARCH live USING (COVERING )?INDEX ux_scans_live_key \(",
+                              pg_index("ux_scans_live_key")),
+    "redrive_requeue": Case(redrive.REQUEUE, {"ids": REDRIVEN}, SQLITE_PK, PG_PK),
+    "audit_page": Case(audit.AUDIT_ENTRIES, {"owner": 1, "before": audit.NEWEST, "limit": 50},
+                       r"^SEARCH audit USING INDEX ix_audit_owner \(owner_id=\? AND id<\?\)",
+                       pg_index("(ix_audit_owner|audit_pkey)", "audit")),
+}
+# fmt: on
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dead_letter_statement_walks_its_index(dead_planned: Engine, name: str) -> None:
+    case = CASES[name]
+    assert_plan(dead_planned, case, plan_of(dead_planned, case))
+
+
+def test_a_generic_plan_cannot_search_through_the_trigram_index(dead_planned: Engine) -> None:
+    """Negative control, why a search is planned with its values: under the generic plan
+    PostgreSQL may keep for a prepared statement, the optional search (`:pattern IS NULL OR
+    ...`) is no index condition, and the count reads every dead letter of the owner."""
+    if dead_planned.dialect.name == "sqlite":
+        pytest.skip("SQLite plans every statement with its values bound")
+    case = CASES["count_of_a_search"]
+    plan = pg_plan(dead_planned, case.sql, case.params, mode="force_generic_plan")
+    assert "ix_scans_dead_search" not in plan, plan
+    with pytest.raises(AssertionError):
+        assert_plan(dead_planned, case, plan)
+
+
+def test_a_plain_join_sorts_every_dead_letter_on_sqlite(dead_planned: Engine) -> None:
+    """Negative control, why the listing is a CROSS JOIN: joined the ordinary way, SQLite
+    starts from the owner's endpoints, reads each one's dead letters and sorts them all."""
+    if dead_planned.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL plans a CROSS JOIN as any join")
+    case = CASES["first_page"]
+    joined = case.sql.sqlite.replace(
+        "CROSS JOIN endpoints", "JOIN endpoints ON endpoints.id = scans.endpoint_id"
+    )
+    assert joined != case.sql.sqlite
+    assert dead_planned.url.database is not None
+    plan = sqlite_plan(dead_planned.url.database, joined, case.params)
+    assert "USE TEMP B-TREE FOR ORDER BY" in plan, plan
+    with pytest.raises(AssertionError):
+        assert_plan(dead_planned, case, plan)

@@ -15,14 +15,14 @@ from fastapi.testclient import TestClient
 from mainframe.api.app import build_runtime, create_app
 from mainframe.clock import FakeClock
 from mainframe.settings import Settings
-from mainframe.store import Store
 from mainframe.store import redrive as redrive_module
+from tests.blocking import Blocking
 
 
 @dataclass
 class Desk:
     client: TestClient
-    store: Store
+    store: Any  # the app's Store as a blocking proxy on the app's own loop (tests/blocking.py)
     clock: FakeClock
     alice: str
     mallory: str
@@ -73,16 +73,18 @@ def open_desk(settings: Settings, *, base_url: str = "http://testserver") -> Ite
     """An in-process app with two owners: alice (pypi open, npm closed) and mallory (evil)."""
     clock = FakeClock()
     app = create_app(settings, runtime=build_runtime(settings, clock=clock), sweeper=False)
-    store: Store = app.state.runtime.store
-    alice = store.accounts.create_owner("alice")
-    mallory = store.accounts.create_owner("mallory")
-    store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-    store.accounts.create_endpoint("npm", owner="alice", open_intake=False)
-    store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
-    source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
-    worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
-    evil_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
     with TestClient(app, base_url=base_url) as client:
+        # The store runs on the app's loop: PostgreSQL's pool belongs to the loop it opened on.
+        assert client.portal is not None
+        store = Blocking(app.state.runtime.store, client.portal)
+        alice = store.accounts.create_owner("alice")
+        mallory = store.accounts.create_owner("mallory")
+        store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
+        store.accounts.create_endpoint("npm", owner="alice", open_intake=False)
+        store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
+        source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
+        worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
+        evil_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
         yield Desk(client, store, clock, alice, mallory, source, worker, evil_worker)
 
 
@@ -153,6 +155,7 @@ def test_each_filter_narrows_the_listing_and_its_count(desk: Desk) -> None:
         "?q=feed": [d, c, b, a],
         f"?q={c}": [c],
         "?q=%25": [],  # a literal percent sign, not a wildcard
+        "?q=%C2%B2": [],  # a digit to str.isdigit, not to int(): text, not an id
         "?reason=lease_expired": [d],
         "?reason=attempts_exhausted&queue=priority": [a],
         f"?since={since}": [d, c, b],

@@ -5,31 +5,42 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from anyio.from_thread import BlockingPortal
 from fastapi.testclient import TestClient
 
 from mainframe.api.app import build_runtime, create_app
 from mainframe.clock import MICROS, FakeClock, rfc3339
 from mainframe.settings import Settings
+from tests.integration.conftest import blocking_store
 
 START = 1_790_000_040 * MICROS  # a whole minute
 
 
 @pytest.fixture
-def stats_api(database_url: str) -> Iterator[tuple[TestClient, FakeClock, dict[str, str]]]:
-    clock = FakeClock(START)
+def stats_api(
+    database_url: str, loop: BlockingPortal
+) -> Iterator[tuple[TestClient, FakeClock, dict[str, str]]]:
     settings = Settings(database_url=database_url, stats_rate_per_minute=60, stats_burst=3)
-    runtime = build_runtime(settings, clock=clock)
-    store = runtime.store
+    # Deliveries count in the minute of the database's clock: this store's clock is moved to
+    # each moment before recording, and the app's clock starts at START on its own.
+    recorded = FakeClock(START)
+    store = blocking_store(database_url, loop, recorded)
     tokens = {
         "alice": store.accounts.create_owner("alice"),
         "bob": store.accounts.create_owner("bob"),
     }
     a = store.accounts.create_endpoint("a", owner="alice", open_intake=False)
     b = store.accounts.create_endpoint("b", owner="bob", open_intake=False)
-    store.deliveries.record(a.id, at_us=START + 5 * MICROS, attempts=10, failures=3)
-    store.deliveries.record(a.id, at_us=START + 50 * MICROS, attempts=5, failures=0)
-    store.deliveries.record(a.id, at_us=START + 61 * MICROS, attempts=7, failures=7)
-    store.deliveries.record(b.id, at_us=START + 5 * MICROS, attempts=100, failures=100)
+    recorded.advance(5)
+    store.deliveries.record(a.id, attempts=10, failures=3)
+    store.deliveries.record(b.id, attempts=100, failures=100)
+    recorded.advance(45)
+    store.deliveries.record(a.id, attempts=5, failures=0)
+    recorded.advance(11)
+    store.deliveries.record(a.id, attempts=7, failures=7)
+    store.close()
+    clock = FakeClock(START)
+    runtime = build_runtime(settings, clock=clock)
     with TestClient(create_app(settings, runtime=runtime, sweeper=False)) as client:
         yield client, clock, tokens
 

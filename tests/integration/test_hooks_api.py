@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal
 from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
 from mainframe.api.app import create_app
+from mainframe.clock import SystemClock
 from mainframe.settings import Settings
+from tests.integration.conftest import blocking_store
 
 CREATED_FIELDS = {
     "hook_id", "endpoint", "url", "queue", "rate_per_minute", "enabled", "disabled_reason",
@@ -36,25 +39,27 @@ class Client:
         return self.call("POST", BASE, {"url": "https://hooks.example.com/in", **body})
 
 
-def make_client(database_url: str, **settings: Any) -> Iterator[Client]:
+def make_client(database_url: str, loop: BlockingPortal, **settings: Any) -> Iterator[Client]:
     config = Settings(
         database_url=database_url,
         secret_key=Fernet.generate_key().decode(),
         **settings,
     )
-    app = create_app(config, sweeper=False)
-    accounts = app.state.runtime.store.accounts
-    owner = accounts.create_owner("alice")
-    other = accounts.create_owner("mallory")
-    accounts.create_endpoint("pypi", owner="alice", open_intake=False)
-    accounts.create_endpoint("evil", owner="mallory", open_intake=False)
-    with TestClient(app) as http:
+    # The owners and endpoints are made through a store of the test's own; the app opens
+    # its store on its own loop.
+    provision = blocking_store(database_url, loop, SystemClock())
+    owner = provision.accounts.create_owner("alice")
+    other = provision.accounts.create_owner("mallory")
+    provision.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
+    provision.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
+    provision.close()
+    with TestClient(create_app(config, sweeper=False)) as http:
         yield Client(http, owner, other)
 
 
 @pytest.fixture
-def client(database_url: str) -> Iterator[Client]:
-    yield from make_client(database_url)
+def client(database_url: str, loop: BlockingPortal) -> Iterator[Client]:
+    yield from make_client(database_url, loop)
 
 
 def test_create_answers_201_with_the_secret_once(client: Client) -> None:
@@ -142,8 +147,10 @@ def test_rotate_enable_delete(client: Client) -> None:
 
 
 @pytest.fixture
-def http_allowed(database_url: str) -> Iterator[Client]:
-    yield from make_client(database_url, hooks_allow_http=True, hooks_allow_cidrs="10.0.0.0/8")
+def http_allowed(database_url: str, loop: BlockingPortal) -> Iterator[Client]:
+    yield from make_client(
+        database_url, loop, hooks_allow_http=True, hooks_allow_cidrs="10.0.0.0/8"
+    )
 
 
 def test_settings_allow_plain_http_and_exempt_ranges(http_allowed: Client) -> None:

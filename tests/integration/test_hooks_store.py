@@ -1,30 +1,38 @@
 """The hooks role on SQLite and PostgreSQL: owners' management, the secret at rest, and the
-dispatcher's reads and bookkeeping."""
+dispatcher's reads and bookkeeping. The database's clock is the test's FakeClock."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
-from mainframe.clock import FakeClock
+from mainframe.clock import MICROS, FakeClock
 from mainframe.hooks import signing
-from mainframe.store import Budget, Conflict, NotFound, Store
-from mainframe.store.deliveries import MINUTE_US, window_totals
+from mainframe.store import Conflict, NotFound
+from mainframe.store.deliveries import MINUTE_US
 from mainframe.store.engine import create_store_engine
 from mainframe.store.hook_secrets import SecretBox
+from mainframe.store.hooks import HookView
 from mainframe.store.schema import hooks
+from tests.integration.conftest import blocking_store
 
 GRACE_US = 3_600_000_000
 
 
 @dataclass
 class Hooked:
-    store: Store
+    store: Any  # a Blocking proxy of the Store (tests/blocking.py)
     clock: FakeClock
+    database_url: str
+    loop: BlockingPortal
     owner_id: int
     other_owner_id: int
     endpoint_id: int
@@ -34,21 +42,39 @@ class Hooked:
             self.owner_id,
             "pypi",
             url=url,
-            queue=kw.get("queue"),  # type: ignore[arg-type]
+            queue=kw.get("queue"),
             rate_per_minute=int(kw.get("rate", 120)),  # type: ignore[call-overload]
             secret=str(kw.get("secret", signing.new_secret())),
         )
-        return view.hook_id
+        hook_id: int = view.hook_id
+        return hook_id
+
+    @contextmanager
+    def another_store(self, box: SecretBox | None) -> Iterator[Any]:
+        """A second store on the same database: another process, holding `box`'s key."""
+        other = blocking_store(self.database_url, self.loop, self.clock, hook_box=box)
+        try:
+            yield other
+        finally:
+            other.close()
+
+    def stored_secret(self) -> str:
+        """The one hook's secret column as a dump of the database would show it."""
+        engine = create_store_engine(self.database_url)
+        try:
+            with engine.connect() as conn:
+                return str(conn.execute(select(hooks.c.secret)).scalar_one())
+        finally:
+            engine.dispose()
 
 
 @pytest.fixture
-def hooked(database_url: str) -> Iterator[Hooked]:
+def hooked(database_url: str, loop: BlockingPortal) -> Iterator[Hooked]:
     clock = FakeClock()
-    engine = create_store_engine(database_url)
-    store = Store.build(
-        engine,
-        Budget.of(job_timeout=30, max_attempts=3),
-        clock=clock,
+    store = blocking_store(
+        database_url,
+        loop,
+        clock,
         hook_box=SecretBox([Fernet.generate_key()]),
         rotation_grace_us=GRACE_US,
     )
@@ -58,8 +84,8 @@ def hooked(database_url: str) -> Iterator[Hooked]:
     assert owner.owner_id is not None and other.owner_id is not None
     endpoint = store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
     store.accounts.create_endpoint("npm", owner="mallory", open_intake=False)
-    yield Hooked(store, clock, owner.owner_id, other.owner_id, endpoint.id)
-    store.dispose()
+    yield Hooked(store, clock, database_url, loop, owner.owner_id, other.owner_id, endpoint.id)
+    store.close()
 
 
 def test_create_list_delete(hooked: Hooked) -> None:
@@ -71,6 +97,7 @@ def test_create_list_delete(hooked: Hooked) -> None:
         (second, None, 120, True),
     ]
     assert views[0].created_at == hooked.clock.now_us() and views[0].consecutive_failures == 0
+    assert views[0].endpoint == "pypi" and views[0].last_delivery_at is None
     assert hooked.store.hooks.delete(hooked.owner_id, "pypi", first) == hooked.endpoint_id
     assert [v.hook_id for v in hooked.store.hooks.listing(hooked.owner_id, "pypi")] == [second]
     with pytest.raises(NotFound):
@@ -85,6 +112,26 @@ def test_at_most_five_hooks_per_endpoint(hooked: Hooked) -> None:
     assert refused.value.code == "too_many_hooks"
 
 
+def test_creations_at_once_keep_the_cap(hooked: Hooked) -> None:
+    role = hooked.store.target.hooks  # the raw role: the creations race on the store's loop
+
+    async def create() -> HookView:
+        view: HookView = await role.create(
+            hooked.owner_id, "pypi", url="https://hooks.example.com/in", queue=None,
+            rate_per_minute=60, secret=signing.new_secret(),
+        )  # fmt: skip
+        return view
+
+    async def race() -> list[object]:
+        return await asyncio.gather(*(create() for _ in range(8)), return_exceptions=True)
+
+    results = hooked.store.run(race)
+    assert sum(isinstance(r, HookView) for r in results) == 5
+    refused = [r for r in results if not isinstance(r, HookView)]
+    assert [getattr(r, "code", r) for r in refused] == ["too_many_hooks"] * 3
+    assert len(hooked.store.hooks.listing(hooked.owner_id, "pypi")) == 5
+
+
 def test_another_owners_endpoint_and_hook_are_not_found(hooked: Hooked) -> None:
     hook_id = hooked.create()
     mallory = hooked.other_owner_id
@@ -94,6 +141,8 @@ def test_another_owners_endpoint_and_hook_are_not_found(hooked: Hooked) -> None:
         lambda: hooked.store.hooks.enable(mallory, "pypi", hook_id),
         lambda: hooked.store.hooks.rotate(mallory, "pypi", hook_id, secret="whsec_x"),
         lambda: hooked.store.hooks.delete(mallory, "npm", hook_id),
+        lambda: hooked.store.hooks.enable(hooked.owner_id, "pypi", hook_id + 1),
+        lambda: hooked.store.hooks.rotate(hooked.owner_id, "pypi", hook_id + 1, secret="whsec_x"),
     ):
         with pytest.raises(NotFound):
             call()
@@ -111,41 +160,48 @@ def test_a_revoked_endpoint_takes_no_hooks_and_delivers_to_none(hooked: Hooked) 
 def test_the_secret_is_not_in_the_database_but_the_dispatcher_can_sign(hooked: Hooked) -> None:
     secret = signing.new_secret()
     hooked.create(secret=secret)
-    with hooked.store.engine.connect() as conn:
-        stored = conn.execute(select(hooks.c.secret)).scalar_one()
+    stored = hooked.stored_secret()
     assert secret not in stored and secret.removeprefix("whsec_") not in stored
     [target] = hooked.store.hooks.targets(hooked.endpoint_id)
-    assert target.signing_secrets(hooked.clock.now_us()) == (secret,)
+    assert target.signing_secrets() == (secret,)
 
 
-def test_rotation_signs_with_both_until_the_grace_ends(hooked: Hooked) -> None:
+def test_rotation_signs_with_both_until_the_grace_ends_by_the_database_clock(
+    hooked: Hooked,
+) -> None:
     old, new = signing.new_secret(), signing.new_secret()
     hook_id = hooked.create(secret=old)
     rotation = hooked.store.hooks.rotate(hooked.owner_id, "pypi", hook_id, secret=new)
     assert rotation.previous_valid_until == hooked.clock.now_us() + GRACE_US
+    assert (rotation.secret, rotation.endpoint_id) == (new, hooked.endpoint_id)
     [target] = hooked.store.hooks.targets(hooked.endpoint_id)
-    assert target.signing_secrets(hooked.clock.now_us()) == (new, old)
-    hooked.clock.advance(GRACE_US / 1e6)
-    assert target.signing_secrets(hooked.clock.now_us()) == (new,)
+    assert target.signing_secrets() == (new, old)
+    hooked.clock.advance((GRACE_US - 1) / MICROS)
+    [target] = hooked.store.hooks.targets(hooked.endpoint_id)
+    assert target.signing_secrets() == (new, old)
+    hooked.clock.advance(1 / MICROS)
+    [target] = hooked.store.hooks.targets(hooked.endpoint_id)
+    assert target.signing_secrets() == (new,)
 
 
-def test_a_lost_key_leaves_secrets_unreadable_not_wrong(hooked: Hooked) -> None:
-    hooked.create()
-    blind = Store.build(
-        hooked.store.engine,
-        Budget.of(job_timeout=30, max_attempts=3),
-        hook_box=SecretBox([Fernet.generate_key()]),
-    )
-    [target] = blind.hooks.targets(hooked.endpoint_id)
-    assert target.secret is None and target.signing_secrets(0) == ()
+def test_a_lost_key_leaves_secrets_unreadable_not_wrong_until_rotated(hooked: Hooked) -> None:
+    hook_id = hooked.create()
+    with hooked.another_store(SecretBox([Fernet.generate_key()])) as blind:
+        [target] = blind.hooks.targets(hooked.endpoint_id)
+        assert target.secret is None and target.signing_secrets() == ()
+        # The recovery: a fresh secret under the new key; the unreadable one never co-signs.
+        fresh = signing.new_secret()
+        blind.hooks.rotate(hooked.owner_id, "pypi", hook_id, secret=fresh)
+        [target] = blind.hooks.targets(hooked.endpoint_id)
+        assert target.signing_secrets() == (fresh,)
 
 
 def test_ten_failed_notifications_disable_and_enable_resets(hooked: Hooked) -> None:
     hook_id = hooked.create()
-    role, now = hooked.store.hooks, hooked.clock.now_us()
+    role = hooked.store.hooks
     for _ in range(9):
-        assert not role.record_notification(hook_id, delivered=False, at_us=now, disable_after=10)
-    assert role.record_notification(hook_id, delivered=False, at_us=now, disable_after=10)
+        assert not role.record_notification(hook_id, delivered=False, disable_after=10)
+    assert role.record_notification(hook_id, delivered=False, disable_after=10)
     [view] = role.listing(hooked.owner_id, "pypi")
     assert (view.enabled, view.disabled_reason, view.consecutive_failures) == (
         False,
@@ -153,33 +209,44 @@ def test_ten_failed_notifications_disable_and_enable_resets(hooked: Hooked) -> N
         10,
     )
     assert role.targets(hooked.endpoint_id) == []
+    assert not role.record_notification(hook_id, delivered=False, disable_after=10)
     enabled = role.enable(hooked.owner_id, "pypi", hook_id)
     assert (enabled.enabled, enabled.disabled_reason, enabled.consecutive_failures) == (
         True,
         None,
         0,
     )
-    role.record_notification(hook_id, delivered=True, at_us=now + 5, disable_after=10)
-    assert role.listing(hooked.owner_id, "pypi")[0].last_delivery_at == now + 5
+    hooked.clock.advance(5)
+    role.record_notification(hook_id, delivered=True, disable_after=10)
+    assert role.listing(hooked.owner_id, "pypi")[0].last_delivery_at == hooked.clock.now_us()
 
 
-def test_every_attempt_adds_to_the_delivery_counts(hooked: Hooked) -> None:
+def test_disabling_answers_true_once(hooked: Hooked) -> None:
+    hook_id = hooked.create()
+    assert hooked.store.hooks.disable(hook_id, reason="secret_unreadable")
+    assert not hooked.store.hooks.disable(hook_id, reason="secret_unreadable")
+    [view] = hooked.store.hooks.listing(hooked.owner_id, "pypi")
+    assert (view.enabled, view.disabled_reason) == (False, "secret_unreadable")
+
+
+def test_every_attempt_adds_to_the_minute_of_the_database_clock(hooked: Hooked) -> None:
     now = hooked.clock.now_us()
+    minute = now - now % MINUTE_US
     for failed in (True, True, False):
-        hooked.store.hooks.record_attempt(hooked.endpoint_id, at_us=now, failed=failed)
-    with hooked.store.engine.connect() as conn:
-        totals = window_totals(
-            conn,
-            endpoint_ids=[hooked.endpoint_id],
-            start_us=now - now % MINUTE_US,
-            end_us=now - now % MINUTE_US + MINUTE_US,
-        )
-    assert (totals.attempts, totals.failures) == (3, 2)
+        hooked.store.hooks.record_attempt(hooked.endpoint_id, failed=failed)
+    hooked.clock.advance(60)
+    hooked.store.hooks.record_attempt(hooked.endpoint_id, failed=True)
+    deliveries = hooked.store.deliveries
+    first = deliveries.totals(hooked.owner_id, start_us=minute, end_us=minute + MINUTE_US)
+    assert (first.attempts, first.failures) == (3, 2)
+    later = deliveries.totals(
+        hooked.owner_id, start_us=minute + MINUTE_US, end_us=minute + 2 * MINUTE_US
+    )
+    assert (later.attempts, later.failures) == (1, 1)
 
 
 def test_without_a_key_hooks_cannot_be_created(hooked: Hooked) -> None:
-    keyless = Store.build(hooked.store.engine, Budget.of(job_timeout=30, max_attempts=3))
-    with pytest.raises(Conflict) as refused:
+    with hooked.another_store(None) as keyless, pytest.raises(Conflict) as refused:
         keyless.hooks.create(
             hooked.owner_id, "pypi", url="https://x.example/", queue=None, rate_per_minute=1,
             secret="whsec_x",

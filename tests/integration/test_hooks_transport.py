@@ -82,7 +82,7 @@ class Rig:
         )
 
     async def deliver(self, url: str) -> str:
-        hook = HookTarget(1, 1, url, None, 120, SECRET, None, None)
+        hook = HookTarget(1, 1, url, None, 120, SECRET, None)
         self.book.hooks[1] = hook
         return await self.dispatcher.deliver(hook, body.notification(event(), now_us=now()))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from anyio.from_thread import BlockingPortal
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -35,6 +36,7 @@ from mainframe.watch import migrate as watch_migrate
 from mainframe.watch import tables as watch_tables
 from mainframe.watch.database import create_watch_engine
 from mainframe.watch.state import WatchStore
+from tests.integration.conftest import blocking_store
 
 BOTH = pytest.mark.parametrize("empty_database_url", ["sqlite", "postgresql"], indirect=True)
 NOW = 1_790_000_000_000_000
@@ -136,10 +138,11 @@ def test_boundary_records_pending_scans_as_first_assignment(empty_database_url: 
 
 
 @BOTH
-def test_budget_is_enforced_from_the_boundary(empty_database_url: str) -> None:
+def test_budget_is_enforced_from_the_boundary(
+    empty_database_url: str, loop: BlockingPortal
+) -> None:
     from mainframe.clock import FakeClock
-    from mainframe.lifecycle.backoff import RetryPolicy
-    from mainframe.store import Budget, Store
+    from mainframe.store import Budget
 
     engine = create_store_engine(empty_database_url)
     upgrade(engine, revision="0001")
@@ -147,7 +150,7 @@ def test_budget_is_enforced_from_the_boundary(empty_database_url: str) -> None:
     upgrade(engine, job_timeout=TIMEOUT)
     clock = FakeClock(NOW)
     budget = Budget.of(job_timeout=TIMEOUT, max_attempts=2)
-    store = Store.build(engine, budget, retry=RetryPolicy(base=0), clock=clock)
+    store = blocking_store(empty_database_url, loop, clock, budget=budget)
     worker = store.accounts.authenticate(
         store.accounts.create_token(endpoint="e", role="worker", principal="w")
     )
@@ -170,6 +173,7 @@ def test_budget_is_enforced_from_the_boundary(empty_database_url: str) -> None:
         dead_letters_only=True,
     )
     assert [scan.name for scan in dead] == ["pending"], "the migrated scan spent its budget of 2"
+    store.close()
     engine.dispose()
 
 

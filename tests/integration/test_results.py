@@ -87,9 +87,88 @@ def test_stale_codes(world: World) -> None:
     wrong = Report("finished", True, job.attempt, "nope", None, None, None)
     assert stale_code(world, world.worker, scan_id, wrong) == "stale_assignment"
     world.store.results.report(world.worker, scan_id, report(job))
-    assert stale_code(world, world.worker, scan_id, report(job)) == "already_terminal"
+    # Without the assignment the repeat cannot be told from another result: refused.
+    assert stale_code(world, world.worker, scan_id, report(None)) == "already_terminal"
     codes = [e.code for e in world.published.of(StaleResultRejected)]  # type: ignore[attr-defined]
     assert codes == ["not_lease_holder", "stale_assignment", "already_terminal"]
+
+
+def test_a_result_sent_again_gets_the_first_answer(world: World) -> None:
+    scan_id = world.submit()
+    [job] = world.store.leasing.lease(world.worker, 1)
+    first = world.store.results.report(world.worker, scan_id, report(job))
+    world.clock.advance(5)
+    events = len(world.published.events)
+    assert world.store.results.report(world.worker, scan_id, report(job)) == first
+    assert len(world.published.events) == events, "a replay changes and announces nothing"
+    [attempt] = owner_view(world, scan_id).attempts
+    assert attempt.outcome == "finished"
+
+
+def test_a_replayed_retry_keeps_its_due_time(world: World) -> None:
+    scan_id = world.submit()
+    [job] = world.store.leasing.lease(world.worker, 1)
+    first = world.store.results.report(world.worker, scan_id, report(job, "failed"))
+    assert first.status is Status.QUEUED
+    [again] = world.store.leasing.lease(world.worker, 1)
+    assert again.attempt == 2, "leased again in between"
+    assert world.store.results.report(world.worker, scan_id, report(job, "failed")) == first
+
+
+def test_another_worker_sending_the_same_result_is_not_a_replay(world: World) -> None:
+    scan_id = world.submit()
+    [job] = world.store.leasing.lease(world.worker, 1)
+    world.store.results.report(world.worker, scan_id, report(job))
+    assert stale_code(world, world.other_worker, scan_id, report(job)) == "already_terminal"
+
+
+def test_complete_and_fetch_leases_the_next_jobs_once(world: World) -> None:
+    ids = [world.submit(f"p{i}") for i in range(4)]
+    [job] = world.store.leasing.lease(world.worker, 1)
+    done = world.store.results.complete(world.worker, [(job.scan_id, report(job))], fetch=2)
+    assert [j.scan_id for j in done.jobs] == ids[1:3]
+    assert [j.attempt for j in done.jobs] == [1, 1]
+    again = world.store.results.complete(world.worker, [(job.scan_id, report(job))], fetch=2)
+    assert again.outcomes == done.outcomes
+    assert again.jobs == done.jobs, "the same jobs, not a second set of leases"
+    [last] = world.store.leasing.lease(world.worker, 5)
+    assert last.scan_id == ids[3]
+
+
+def test_a_replay_leaves_out_jobs_no_longer_held(world: World) -> None:
+    for i in range(3):
+        world.submit(f"p{i}")
+    [job] = world.store.leasing.lease(world.worker, 1)
+    done = world.store.results.complete(world.worker, [(job.scan_id, report(job))], fetch=2)
+    finished, _lapsed = done.jobs
+    world.store.results.report(world.worker, finished.scan_id, report(finished))
+    world.clock.advance(JOB_TIMEOUT + 1)
+    again = world.store.results.complete(world.worker, [(job.scan_id, report(job))], fetch=2)
+    assert again.jobs == [], "one finished, one lapsed: neither is the worker's any more"
+    assert again.outcomes == done.outcomes
+
+
+def test_a_refused_result_leases_nothing(world: World) -> None:
+    world.submit("a")
+    world.submit("b")
+    [job] = world.store.leasing.lease(world.worker, 1)
+    wrong = Report("finished", True, job.attempt, "nope", None, None, None)
+    done = world.store.results.complete(world.worker, [(job.scan_id, wrong)], fetch=1)
+    assert done.jobs == [] and isinstance(done.outcomes[0].error, Stale)
+    assert len(world.store.leasing.lease(world.worker, 5)) == 1
+
+
+def test_a_batch_with_a_replayed_item_takes_no_new_leases(world: World) -> None:
+    ids = [world.submit(f"p{i}") for i in range(6)]
+    a, b = world.store.leasing.lease(world.worker, 2)
+    first = world.store.results.complete(world.worker, [(a.scan_id, report(a))], fetch=1)
+    [fetched] = first.jobs
+    mixed = world.store.results.complete(
+        world.worker, [(a.scan_id, report(a)), (b.scan_id, report(b))], fetch=3
+    )
+    assert [o.closed is not None for o in mixed.outcomes] == [True, True]
+    assert mixed.jobs == [fetched], "the replayed item's jobs, and no new ones"
+    assert len(world.store.leasing.lease(world.worker, 10)) == len(ids) - 3
 
 
 def test_result_for_dead_lettered_scan_is_refused(world: World) -> None:
@@ -166,14 +245,14 @@ def test_heartbeat_extends_the_lease(world: World) -> None:
     scan_id = world.submit()
     [job] = world.store.leasing.lease(world.worker, 1)
     world.clock.advance(JOB_TIMEOUT - 1)
-    until = world.store.results.heartbeat(
+    until = world.store.assignments.heartbeat(
         world.worker, scan_id, attempt=job.attempt, assignment_id=job.assignment_id
     )
     assert until == world.clock.now_us() + int(JOB_TIMEOUT * 1_000_000)
     world.clock.advance(JOB_TIMEOUT - 1)
     assert world.store.leasing.lease(world.other_worker, 1) == []
     with pytest.raises(Stale):
-        world.store.results.heartbeat(
+        world.store.assignments.heartbeat(
             world.other_worker, scan_id, attempt=job.attempt, assignment_id=job.assignment_id
         )
 
@@ -184,7 +263,7 @@ def test_wait_that_lapses_at_the_cap_dead_letters_as_interrupt_expired(world: Wo
         world.store.leasing.lease(world.worker, 1)
         world.clock.advance(JOB_TIMEOUT + 1)
     [job] = world.store.leasing.lease(world.worker, 1)
-    world.store.results.wait(
+    world.store.assignments.wait(
         world.worker,
         scan_id,
         attempt=job.attempt,
@@ -206,7 +285,7 @@ def test_wait_that_lapses_at_the_cap_dead_letters_as_interrupt_expired(world: Wo
 def test_resume_returns_to_an_ordinary_lease(world: World) -> None:
     scan_id = world.submit()
     [job] = world.store.leasing.lease(world.worker, 1)
-    world.store.results.wait(
+    world.store.assignments.wait(
         world.worker,
         scan_id,
         attempt=1,
@@ -214,7 +293,7 @@ def test_resume_returns_to_an_ordinary_lease(world: World) -> None:
         seconds=5,
         reason="review",
     )
-    until = world.store.results.resume(
+    until = world.store.assignments.resume(
         world.worker, scan_id, attempt=1, assignment_id=job.assignment_id
     )
     assert until == world.clock.now_us() + int(JOB_TIMEOUT * 1_000_000)
@@ -224,7 +303,7 @@ def test_resume_returns_to_an_ordinary_lease(world: World) -> None:
 def test_lapsed_wait_below_cap_is_reclaimed(world: World) -> None:
     scan_id = world.submit()
     [job] = world.store.leasing.lease(world.worker, 1)
-    world.store.results.wait(
+    world.store.assignments.wait(
         world.worker,
         scan_id,
         attempt=1,

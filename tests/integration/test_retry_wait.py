@@ -4,39 +4,46 @@ own delay; a scan waiting for its retry is `scheduled`, not stuck. On both datab
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 
 import pytest
+from anyio.from_thread import BlockingPortal
 
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import QueueState, Status
-from mainframe.store import Budget, Report, Store
-from mainframe.store.engine import create_store_engine
-from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, Recorder, World, submit_scan
+from mainframe.store import Report
+from mainframe.store.postgres import PgTx
+from mainframe.store.sql import Sql
+from mainframe.store.sqlite import SqliteTx
+from tests.integration.conftest import (
+    JOB_TIMEOUT,
+    MAX_ATTEMPTS,
+    Recorder,
+    World,
+    blocking_store,
+    submit_scan,
+)
 
 BASE, CAP = 10.0, 600.0
 S = 1_000_000
 
 
 @pytest.fixture
-def waiting(world: World, database_url: str) -> Iterator[World]:
+def waiting(world: World, database_url: str, loop: BlockingPortal) -> Iterator[World]:
     """The same world, its store rebuilt with the default backoff (10 s doubling)."""
-    engine = create_store_engine(database_url)
     recorder = Recorder()
-    store = Store.build(
-        engine,
-        Budget.of(job_timeout=JOB_TIMEOUT, max_attempts=MAX_ATTEMPTS),
+    store = blocking_store(
+        database_url,
+        loop,
+        world.clock,
         retry=RetryPolicy(base=BASE, cap=CAP),
-        clock=world.clock,
         publish=recorder,
-        rng=random.Random(3),
     )
     yield World(
         store, world.clock, recorder, world.owner, world.source, world.worker, world.other_worker
     )
-    store.dispose()
+    store.close()
 
 
 def failed(job_attempt: int, assignment: str, *, after: float | None = None) -> Report:
@@ -134,21 +141,32 @@ def test_the_cap_still_dead_letters_without_waiting(waiting: World) -> None:
     assert closed.dead_lettered_at == waiting.clock.now_us()
 
 
-def test_a_steady_poll_is_one_statement_when_no_lapse_is_due(world: World) -> None:
-    if not world.store.uow.sqlite:
-        pytest.skip("statement tracing uses sqlite3's trace callback")
+def test_a_steady_poll_is_one_statement_when_no_lapse_is_due(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for i in range(5):
         world.submit(name=f"s{i}")
     world.store.leasing.lease(world.worker, 1)  # the first poll looks for lapses once
-    seen: list[str] = []
-    driver = world.store.uow._sqlite_connection().connection.driver_connection
-    driver.set_trace_callback(seen.append)
-    try:
-        world.store.leasing.lease(world.worker, 1)
-    finally:
-        driver.set_trace_callback(None)
-    statements = [s for s in seen if not s.startswith(("BEGIN", "COMMIT"))]
-    assert len(statements) == 1 and statements[0].startswith("UPDATE scans"), seen
+    ran = statements_run(monkeypatch)
+    world.store.leasing.lease(world.worker, 1)
+    assert ran == ["lease"], "the token check and the lease are one statement"
+
+
+def statements_run(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the statements every transaction runs from now on, in order."""
+    ran: list[str] = []
+    for tx in (SqliteTx, PgTx):
+        for method in ("rows", "run", "many"):
+            original = getattr(tx, method)
+
+            async def traced(
+                self: object, sql: Sql, *args: object, _o: object = original
+            ) -> object:
+                ran.append(sql.name)
+                return await _o(self, sql, *args)  # type: ignore[operator]
+
+            monkeypatch.setattr(tx, method, traced)
+    return ran
 
 
 def test_owner_submissions_are_due_at_once(world: World) -> None:

@@ -1,33 +1,41 @@
-"""The pure lifecycle rules and their SQL twins agree on every database (issue 7, item 5).
+"""The pure lifecycle rules and their SQL twins agree on every database.
 
-`lifecycle.rules.queue_state` names the state a live scan counts under, and `store/stats.py`
-counts the same states in SQL; `lifecycle.rules.diagnose_stale` says why a report misses the
-current assignment, and `closing.holder_where` is the compare-and-set that must miss exactly
-then. Hypothesis draws rows around the boundaries (equal times, the attempt cap, the rollout
-form) and each pair must give the same answer."""
+`lifecycle.rules.queue_state` names the state a live scan counts under, and `stats.snapshot`
+counts the same states in SQL, judged by `mf_now()`; `lifecycle.rules.diagnose_stale` says
+why a report misses the current assignment, and the compare-and-set the server runs to close
+a result (COMPLETE on PostgreSQL, CLOSE_RESULTS on SQLite) or to touch a lease (HEARTBEAT,
+WAIT, RESUME) must miss exactly then, refusing with the rule's code. Hypothesis draws rows
+around the boundaries (equal times, the attempt cap, the rollout form); each is written
+directly, judged through the store on the fake clock that pins the database's clock, and
+removed before the next example."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Connection, insert, text
+from sqlalchemy import Engine, insert, text
 
+from mainframe.clock import FakeClock
 from mainframe.lifecycle.rules import Holding, QueueState, Status, diagnose_stale, queue_state
-from mainframe.store import stats
-from mainframe.store.closing import holder_where
+from mainframe.store import Presented, Report, Stale, stats
+from mainframe.store.accounts import digest
+from mainframe.store.database import Database
 from mainframe.store.engine import create_store_engine
-from mainframe.store.schema import endpoints, owners, scans
+from mainframe.store.schema import scans
+from tests.integration.conftest import MAX_ATTEMPTS, blocking_store
 
-NOW = 1_750_000_000_000_000
-MAX_ATTEMPTS = 3
-ENDPOINT = 1
+NOW = 1_750_000_000_000_000  # the fake clock, and so `mf_now()` on both databases
+# Each example writes, judges and removes its rows on a real database: a few dozen examples
+# find the boundaries (the strategies stay near them) without slowing a loaded machine.
 EXAMPLES = settings(
-    max_examples=60,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -43,42 +51,28 @@ class Row:
     assignment_id: str | None = None
 
 
-# Times one microsecond either side of now, and now itself, where `<` and `<=` part ways.
-_near = st.integers(min_value=-2, max_value=2).map(lambda d: NOW + d)
+@dataclass
+class Twins:
+    """A store on the database at NOW, an engine beside it, and its workers' tokens."""
 
+    store: Any  # a Blocking proxy of the Store (tests/blocking.py)
+    engine: Engine
+    endpoint_id: int
+    tokens: dict[str, Presented]  # by worker name
 
-@st.composite
-def live_rows(draw: st.DrawFn) -> Row:
-    """A scan in any status, its timestamps as the store keeps them: a QUEUED scan always
-    has `available_at`, a PENDING one always has a lease expiry."""
-    status = draw(st.sampled_from(list(Status)))
-    lease = draw(_near) if status is Status.PENDING else draw(st.none() | _near)
-    available = draw(_near) if status is Status.QUEUED else draw(st.none() | _near)
-    attempts = draw(st.integers(min_value=0, max_value=MAX_ATTEMPTS + 1))
-    return Row(status, lease, available, attempts)
+    def insert(self, rows: list[Row]) -> list[int]:
+        """Write the rows as scans of the endpoint, committed; their ids."""
+        with self.engine.begin() as conn:
+            return [
+                conn.execute(
+                    insert(scans).values(**self._values(number, row)).returning(scans.c.id)
+                ).scalar_one()
+                for number, row in enumerate(rows, start=1)
+            ]
 
-
-@pytest.fixture
-def conn(database_url: str) -> Iterator[Connection]:
-    """A connection with one endpoint; every example's rows are rolled back."""
-    engine = create_store_engine(database_url)
-    with engine.begin() as setup:
-        setup.execute(insert(owners).values(id=1, name="alice", created_at=NOW))
-        setup.execute(
-            insert(endpoints).values(
-                id=ENDPOINT, name="pypi", owner_id=1, open_intake=True, created_at=NOW
-            )
-        )
-    with engine.connect() as connection:
-        yield connection
-    engine.dispose()
-
-
-def _insert(conn: Connection, rows: list[Row]) -> list[int]:
-    ids = []
-    for number, row in enumerate(rows, start=1):
-        values = {
-            "endpoint_id": ENDPOINT,
+    def _values(self, number: int, row: Row) -> dict[str, object]:
+        return {
+            "endpoint_id": self.endpoint_id,
             "queue": "default",
             "name": f"pkg{number}",
             "version": "1.0",
@@ -93,8 +87,46 @@ def _insert(conn: Connection, rows: list[Row]) -> list[int]:
             "lease_expires_at": row.lease_expires_at,
             "available_at": row.available_at,
         }
-        ids.append(conn.execute(insert(scans).values(**values).returning(scans.c.id)).scalar_one())
-    return ids
+
+    def clear(self) -> None:
+        """Remove every scan and attempt an example left (closes write history rows)."""
+        with self.engine.begin() as conn:
+            conn.execute(text("DELETE FROM attempts"))
+            conn.execute(text("DELETE FROM scans"))
+
+
+@pytest.fixture
+def twins(database_url: str, loop: BlockingPortal) -> Iterator[Twins]:
+    """One endpoint with workers w1 and w2, on a store whose clock (the database's) is NOW."""
+    store = blocking_store(database_url, loop, FakeClock(NOW))
+    store.accounts.create_owner("alice")
+    endpoint = store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
+    secrets = {
+        worker: store.accounts.create_token(endpoint="pypi", role="worker", principal=worker)
+        for worker in ("w1", "w2")
+    }
+    tokens = {worker: Presented(digest(secret)) for worker, secret in secrets.items()}
+    engine = create_store_engine(database_url)
+    yield Twins(store, engine, endpoint.id, tokens)
+    engine.dispose()
+    store.close()
+
+
+# Times one microsecond either side of now, and now itself, where `<` and `<=` part ways.
+_near = st.integers(min_value=-2, max_value=2).map(lambda d: NOW + d)
+
+
+@st.composite
+def live_rows(draw: st.DrawFn) -> Row:
+    """A scan in any status, most often one of the two whose state turns on a boundary
+    (a due time, a lapse, the attempt cap), its timestamps as the store keeps them: a QUEUED
+    scan always has `available_at`, a PENDING one always has a lease expiry."""
+    status = draw(st.sampled_from([Status.QUEUED, Status.PENDING]) | st.sampled_from(list(Status)))
+    lease = draw(_near) if status is Status.PENDING else draw(st.none() | _near)
+    available = draw(_near) if status is Status.QUEUED else draw(st.none() | _near)
+    cap = st.sampled_from([MAX_ATTEMPTS - 1, MAX_ATTEMPTS])
+    attempts = draw(cap | st.integers(min_value=0, max_value=MAX_ATTEMPTS + 1))
+    return Row(status, lease, available, attempts)
 
 
 def _expected_queue(rows: list[Row]) -> dict[QueueState, int]:
@@ -113,15 +145,20 @@ def _expected_queue(rows: list[Row]) -> dict[QueueState, int]:
     return {state: counted.get(state, 0) for state in QueueState}
 
 
+async def _snapshot(db: Database) -> stats.Snapshot:
+    async with db.read() as tx:
+        return await stats.snapshot(tx, max_attempts=MAX_ATTEMPTS)
+
+
 @EXAMPLES
 @given(rows=st.lists(live_rows(), max_size=12))
-def test_the_metrics_count_each_scan_where_the_rule_puts_it(
-    conn: Connection, rows: list[Row]
-) -> None:
-    with conn.begin() as tx:
-        _insert(conn, rows)
-        found = stats.snapshot(conn, now=NOW, max_attempts=MAX_ATTEMPTS)
-        tx.rollback()
+def test_the_metrics_count_each_scan_where_the_rule_puts_it(twins: Twins, rows: list[Row]) -> None:
+    twins.insert(rows)
+    try:
+        found = twins.store.run(_snapshot, twins.store.target.db)
+    finally:
+        twins.clear()
+    assert found.taken_at == NOW
     assert found.queue == _expected_queue(rows)
     due = [
         row.available_at
@@ -132,40 +169,82 @@ def test_the_metrics_count_each_scan_where_the_rule_puts_it(
     assert found.oldest_due_at == (min(due) if due else None)
 
 
-_WORKERS = st.sampled_from(["w1", "w2"])
 _ASSIGNMENTS = st.sampled_from(["a-1", "a-2"])
 
 
+@dataclass(frozen=True)
+class Reported:
+    """A scan as a report may find it, and the report: its worker and what it echoes (the
+    attempt with the assignment, or neither: the rollout form)."""
+
+    row: Row
+    worker: str
+    echo: tuple[int, str] | None
+
+
+# How a report's echo stands to the scan's assignment, each drawn as often.
+_ECHOES = ("rollout", "exact", "other attempt", "other assignment", "both other")
+
+
 @st.composite
-def held_rows(draw: st.DrawFn) -> Row:
-    status = draw(st.sampled_from(list(Status)))
-    attempts = draw(st.integers(min_value=0, max_value=3))
-    worker = draw(st.none() | _WORKERS)
-    return Row(status, NOW, NOW, attempts, worker, draw(st.none() | _ASSIGNMENTS))
+def reports(draw: st.DrawFn) -> Reported:
+    """Mostly near misses: the scan is often PENDING and held by the reporting worker, and
+    the echo matches it, or misses it in one field, or in both, or is the rollout form. The
+    scan is as the store keeps it: a PENDING one always has an assignment."""
+    worker = draw(st.sampled_from(["w1", "w2"]))
+    status = draw(st.just(Status.PENDING) | st.sampled_from(list(Status)))
+    holder = draw(st.just(worker) | st.sampled_from([None, "w1", "w2"]))
+    count = draw(st.integers(min_value=0, max_value=MAX_ATTEMPTS))
+    assignment = draw(_ASSIGNMENTS if status is Status.PENDING else st.none() | _ASSIGNMENTS)
+    current = assignment or "a-1"
+    other = "a-2" if current == "a-1" else "a-1"
+    missed = draw(st.integers(min_value=0, max_value=MAX_ATTEMPTS).filter(lambda n: n != count))
+    echo = {
+        "rollout": None,
+        "exact": (count, current),
+        "other attempt": (missed, current),
+        "other assignment": (count, other),
+        "both other": (missed, other),
+    }[draw(st.sampled_from(_ECHOES))]
+    row = Row(status, NOW + 1_000_000, NOW, count, holder, assignment)
+    return Reported(row, worker, echo)
 
 
-# A report names its attempt and assignment together, or neither (the rollout form).
-_echoes = st.none() | st.tuples(st.integers(min_value=0, max_value=3), _ASSIGNMENTS)
+def _act(twins: Twins, action: str, scan_id: int, drawn: Reported) -> str | None:
+    """Run the worker's statement as the server does; None when it took, else the code of
+    its refusal."""
+    attempt, assignment = drawn.echo if drawn.echo is not None else (None, None)
+    caller = twins.tokens[drawn.worker]
+    if action == "result":
+        report = Report("finished", False, attempt, assignment, None, None, "{}")
+        [outcome] = twins.store.results.complete(caller, [(scan_id, report)]).outcomes
+        if outcome.error is None:
+            return None
+        assert isinstance(outcome.error, Stale), outcome.error
+        return str(outcome.error.code)
+    touch = getattr(twins.store.assignments, action)
+    extra = {"seconds": 60.0, "reason": "sandbox"} if action == "wait" else {}
+    try:
+        touch(caller, scan_id, attempt=attempt, assignment_id=assignment, **extra)
+    except Stale as refused:
+        return str(refused.code)
+    return None
 
 
+# A result (COMPLETE on PostgreSQL, CLOSE_RESULTS on SQLite) and each touch of a lease.
+@pytest.mark.parametrize("action", ["result", "heartbeat", "wait", "resume"])
 @EXAMPLES
-@given(row=held_rows(), worker=_WORKERS, echo=_echoes)
-def test_the_compare_and_set_misses_exactly_when_the_rule_names_a_reason(
-    conn: Connection, row: Row, worker: str, echo: tuple[int, str] | None
+@given(drawn=reports())
+def test_the_compare_and_set_takes_exactly_when_the_rule_names_no_reason(
+    twins: Twins, action: str, drawn: Reported
 ) -> None:
-    attempt, assignment = echo if echo is not None else (None, None)
-    where = holder_where(echoed=echo is not None, with_worker=True)
-    with conn.begin() as tx:
-        (scan_id,) = _insert(conn, [row])
-        params = {
-            "scan": scan_id,
-            "endpoint": ENDPOINT,
-            "worker": worker,
-            "attempt": attempt,
-            "assignment": assignment,
-        }
-        matched = conn.execute(text(f"SELECT count(*) FROM scans WHERE {where}"), params).scalar()
-        tx.rollback()
+    (scan_id,) = twins.insert([drawn.row])
+    try:
+        refused = _act(twins, action, scan_id, drawn)
+    finally:
+        twins.clear()
+    attempt, assignment = drawn.echo if drawn.echo is not None else (None, None)
+    row = drawn.row
     holding = Holding(row.status, row.attempt_count, row.assignment_id, row.worker)
-    reason = diagnose_stale(holding, worker=worker, attempt=attempt, assignment_id=assignment)
-    assert (matched == 1) == (reason is None), (reason, matched)
+    reason = diagnose_stale(holding, worker=drawn.worker, attempt=attempt, assignment_id=assignment)
+    assert refused == (None if reason is None else reason.value)

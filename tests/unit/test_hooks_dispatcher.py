@@ -9,7 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 import orjson
@@ -38,7 +38,7 @@ def anyio_backend() -> str:
 def target(hook_id: int, *, endpoint_id: int = 1, queue: str | None = None, rate: int = 120,
            secret: str | None = SECRET) -> HookTarget:  # fmt: skip
     return HookTarget(hook_id, endpoint_id, f"https://hook{hook_id}.test/in", queue, rate,
-                      secret, None, None)  # fmt: skip
+                      secret, None)  # fmt: skip
 
 
 def ref(*, queue: str = "default", endpoint_id: int = 1, verified: bool = True) -> ScanRef:
@@ -86,7 +86,7 @@ def rig(targets: list[HookTarget], respond: Responder | None = None, **config: o
     # later second of `webhook-timestamp` (whole seconds) instead of only most of the time.
     clock = FakeClock(start_us=int(time.time()) * 1_000_000 + 500_000)
     registry = CollectorRegistry()
-    book = MemoryHookBook(targets)
+    book = MemoryHookBook(targets, clock=clock)
     holder: list[Rig] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -139,6 +139,19 @@ async def test_both_types_reach_exactly_the_matching_hooks_signed() -> None:
         r.value("mainframe_hook_notifications_total", type="scan.ready", outcome="delivered") == 2
     )
     assert r.book.attempts and all(not failed for _, _, failed in r.book.attempts)
+
+
+async def test_a_target_in_its_rotation_grace_is_signed_by_both_secrets() -> None:
+    # The store hands over the previous secret only while its grace lasts by the database's
+    # clock; whatever it hands over co-signs, after the current secret.
+    previous = signing.new_secret()
+    r = rig([replace(target(1), previous_secret=previous)])
+    await run(r, ready())
+    [request] = r.requests
+    current, old = request.headers["webhook-signature"].split(" ")
+    for secret, signature in ((SECRET, current), (previous, old)):
+        headers = dict(request.headers) | {"webhook-signature": signature}
+        Webhook(secret).verify(request.content, headers)
 
 
 async def test_unverified_scans_revocations_and_the_kill_switch_are_silent() -> None:
@@ -280,7 +293,7 @@ async def test_failing_bookkeeping_does_not_cost_the_attempts() -> None:
     answers = iter([httpx.Response(503), httpx.Response(204)])
     r = rig([target(1)], lambda _r: next(answers))
 
-    def broken(*_args: object, **_kw: object) -> None:
+    async def broken(*_args: object, **_kw: object) -> None:
         raise RuntimeError("database is locked")
 
     r.book.record_attempt = broken  # type: ignore[method-assign]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import sys
@@ -48,7 +49,8 @@ def work_through(
     pauses it took (sleep is recorded, never waited)."""
     sleeps: list[float] = []
     options.setdefault("idle_exit", True)
-    with Client(BASE_URL, TOKEN, transport=httpx.MockTransport(handle)) as client:
+    transport = httpx.MockTransport(handle)
+    with Client(BASE_URL, TOKEN, transport=transport, sleep=sleeps.append) as client:
         processed = run_worker(
             BASE_URL, TOKEN, python("pass"), client=client, sleep=sleeps.append, **options
         )
@@ -278,7 +280,14 @@ def test_a_stop_signal_finishes_the_current_scan_then_stops(
     assert signal.getsignal(signum) is previous
 
 
-def test_a_result_lost_in_transit_is_sent_again(fake: FakeMainframe) -> None:
+@pytest.mark.parametrize(
+    ("fetch", "first_pause"),
+    [(True, (0.25, 0.5)), (False, (0.5, 1.0))],
+    ids=["sdk-retries-a-completion", "runner-retries-a-plain-report"],
+)
+def test_a_result_lost_in_transit_is_sent_again(
+    fake: FakeMainframe, fetch: bool, first_pause: tuple[float, float]
+) -> None:
     scan = fake.submit("requests")
     dropped: list[str] = []
 
@@ -288,8 +297,9 @@ def test_a_result_lost_in_transit_is_sent_again(fake: FakeMainframe) -> None:
             raise httpx.ReadTimeout("no answer", request=request)
         return fake.handle(request)
 
-    processed, sleeps = work_through(handle)
-    assert processed == 1 and len(sleeps) == 1 and 0.5 <= sleeps[0] <= 1.0
+    processed, sleeps = work_through(handle, fetch=fetch)
+    assert processed == 1 and len(sleeps) == 1
+    assert first_pause[0] <= sleeps[0] <= first_pause[1]
     assert scan.status == "FINISHED"
 
 
@@ -323,3 +333,113 @@ def test_report_for_exit_keeps_the_tails_a_reader_needs(
 ) -> None:
     report = report_for_exit(returncode, stdout, stderr)
     assert (report.summary, report.artifact) == (summary, artifact)
+
+
+# Complete-and-fetch: the reply to a result brings the next scans, so a worker polls only when
+# it holds nothing.
+
+
+def calls(fake: FakeMainframe) -> list[str]:
+    """The requests the fake saw, heartbeats aside: poll, result or results."""
+    kinds = {"jobs": "poll", "result": "result", "results": "results"}
+    return [kinds[path.rsplit("/", 1)[1]] for path, _ in fake.requests if "heartbeat" not in path]
+
+
+def test_at_batch_1_each_scan_takes_one_request(fake: FakeMainframe) -> None:
+    scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
+    assert work(fake, python("pass")) == 3
+    # One poll to start and one to find the queue empty after a reply without jobs.
+    assert calls(fake) == ["poll", "result", "result", "result", "poll"]
+    assert [(scan.status, scan.attempt) for scan in scans] == [("FINISHED", 1)] * 3
+
+
+def test_without_fetch_a_worker_polls_before_each_scan(fake: FakeMainframe) -> None:
+    scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
+    assert work(fake, python("pass"), fetch=False) == 3
+    assert calls(fake) == ["poll", "result", "poll", "result", "poll", "result", "poll"]
+    assert [scan.status for scan in scans] == ["FINISHED"] * 3
+
+
+def test_a_batch_worker_takes_its_next_batch_with_its_results(fake: FakeMainframe) -> None:
+    scans = [fake.submit(name) for name in ("alpha", "beta", "gamma", "delta", "epsilon")]
+    assert work(fake, python("pass"), batch=2) == 5
+    assert calls(fake) == ["poll", "results", "results", "result", "poll"]
+    assert [len(body["results"]) for body in fake.posted("/results")] == [2, 2]
+    assert [scan.status for scan in scans] == ["FINISHED"] * 5
+
+
+def test_max_jobs_fetches_no_more_than_it_will_run(fake: FakeMainframe) -> None:
+    scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
+    assert work(fake, python("pass"), max_jobs=2) == 2
+    assert calls(fake) == ["poll", "result", "result"]
+    assert [scan.status for scan in scans] == ["FINISHED", "FINISHED", "QUEUED"]
+
+
+def test_a_lost_answer_costs_no_scan_and_no_second_lease(fake: FakeMainframe) -> None:
+    first, second = fake.submit("alpha"), fake.submit("beta")
+    lost: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        response = fake.handle(request)  # the server takes the result and leases beta...
+        if request.url.path.endswith("/result") and not lost:
+            lost.append(request.url.path)
+            raise httpx.ReadTimeout("the answer was lost", request=request)  # ...unheard
+        return response
+
+    with capture_logs() as logs:
+        processed, sleeps = work_through(handle)
+    assert processed == 2 and len(sleeps) == 1
+    assert calls(fake) == ["poll", "result", "result", "result", "poll"]
+    assert [(scan.status, scan.attempt, len(scan.results)) for scan in (first, second)] == [
+        ("FINISHED", 1, 1),
+        ("FINISHED", 1, 1),
+    ]
+    assert [entry for entry in logs if entry["event"] == "job_rejected"] == []
+
+
+def test_a_refused_result_makes_the_worker_poll(fake: FakeMainframe) -> None:
+    first, second = fake.submit("alpha"), fake.submit("beta")
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith(f"/{first.scan_id}/result"):
+            fake.reassign(first.scan_id)  # alpha's lease went to another worker meanwhile
+        return fake.handle(request)
+
+    with capture_logs() as logs:
+        processed, _ = work_through(handle)
+    assert processed == 2  # answered: one refused, one accepted
+    assert calls(fake) == ["poll", "result", "poll", "result", "poll"]
+    assert (first.status, second.status, second.attempt) == ("PENDING", "FINISHED", 1)
+    rejected = [entry for entry in logs if entry["event"] == "job_rejected"]
+    assert [(entry["scan_id"], entry["error"]) for entry in rejected] == [
+        (first.scan_id, "stale_assignment")
+    ]
+
+
+def test_a_fetched_scan_is_heartbeated_while_it_runs() -> None:
+    fake = FakeMainframe(lease_seconds=LEASE_S)
+    first, second = fake.submit("alpha"), fake.submit("beta")
+    # beta runs past its lease: only heartbeats keep it, and beta came in alpha's reply.
+    code = "import os, time; time.sleep(2.0 if os.environ['MAINFRAME_SCAN_NAME'] == 'beta' else 0)"
+    assert work(fake, python(code)) == 2
+    assert calls(fake) == ["poll", "result", "result", "poll"]
+    beta = {"attempt": 1, "assignment_id": second.assignment_id}
+    assert len([body for body in fake.posted("/heartbeat") if body == beta]) >= 3
+    assert not second.lapsed and (first.status, second.status) == ("FINISHED", "FINISHED")
+
+
+def test_a_scan_fetched_as_a_stop_comes_is_left_unrun(fake: FakeMainframe) -> None:
+    first, second = fake.submit("alpha"), fake.submit("beta")
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        response = fake.handle(request)
+        if request.url.path.endswith("/result"):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives once beta is leased in the reply
+        return response
+
+    with capture_logs() as logs:
+        processed, _ = work_through(handle, idle_exit=False)
+    assert processed == 1 and calls(fake) == ["poll", "result"]
+    assert (first.status, second.status, second.results) == ("FINISHED", "PENDING", [])
+    abandoned = [entry["scan_id"] for entry in logs if entry["event"] == "job_abandoned"]
+    assert abandoned == [second.scan_id]  # its lease lapses and the server hands it on

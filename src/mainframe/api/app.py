@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from mainframe import __version__, board, effects
+from mainframe import __version__, board, dragonfly, effects
 from mainframe.api import (
     dead_letters,
     deliveries,
@@ -21,6 +21,7 @@ from mainframe.api import (
     scans,
 )
 from mainframe.api.deps import Runtime
+from mainframe.api.lane import WorkerLane, lane_routes
 from mainframe.api.limits import BodyLimit
 from mainframe.api.timing import RequestTiming
 from mainframe.clock import Clock
@@ -28,11 +29,10 @@ from mainframe.hooks import build_dispatcher, log_hook_settings
 from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
 from mainframe.ratelimit import TokenBucket
-from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
-from mainframe.store import is_sqlite, open_store
-from mainframe.store.engine import SERVER_BUSY_MS
-from mainframe.sweeper import sweep_forever, sweep_once
+from mainframe.store import open_store
+from mainframe.store.sqlite import SERVER_BUSY_MS
+from mainframe.sweeper import STATISTICS_SECONDS, keep_statistics, sweep_forever, sweep_once
 
 # Attempts, a second apart, at the start-up reconciliation before the server reports healthy.
 STARTUP_RECONCILE_TRIES = 30
@@ -41,17 +41,10 @@ STARTUP_RECONCILE_TRIES = 30
 def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     metrics = Metrics()
     store = open_store(settings, clock=clock, busy_timeout_ms=SERVER_BUSY_MS)
-    run = StoreRunner(
-        inline=is_sqlite(settings.database_url),
-        threads=settings.pool_size,
-        busy_wait=settings.busy_wait_seconds,
-    )
-    dispatcher = build_dispatcher(
-        settings, store.hooks, metrics=metrics.hooks, clock=store.clock, run=run
-    )
+    dispatcher = build_dispatcher(settings, store.hooks, metrics=metrics.hooks, clock=store.clock)
     # The dispatcher reads hooks through the store whose events it announces, so the
     # publisher is attached once both exist.
-    store.uow.publish = effects.wire(metrics, dispatcher=dispatcher)
+    store.db.publish = effects.wire(metrics, dispatcher=dispatcher)
     limiter = TokenBucket(
         rate_per_s=settings.stats_rate_per_minute / 60.0,
         burst=settings.stats_burst,
@@ -60,7 +53,6 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     return Runtime(
         settings=settings,
         store=store,
-        run=run,
         metrics=metrics,
         stats_limiter=limiter,
         dispatcher=dispatcher,
@@ -77,23 +69,17 @@ def create_app(
         if rt.dispatcher is not None:
             await rt.dispatcher.start()
             log_hook_settings(settings, keyed=rt.store.hooks.box is not None)
-        await sweep_once(rt.store, rt.run)
+        await sweep_once(rt.store)
         await _first_reconciliation(rt)
-        tasks = [
-            asyncio.create_task(
-                reconcile_forever(
-                    rt.store, rt.run, rt.metrics, every=settings.metrics_refresh_seconds
-                )
-            )
-        ]
+        every = settings.metrics_refresh_seconds
+        tasks = [asyncio.create_task(reconcile_forever(rt.store, rt.metrics, every=every))]
+        if rt.store.db.dialect == "postgresql":
+            tasks.append(asyncio.create_task(keep_statistics(rt.store, every=STATISTICS_SECONDS)))
         if sweeper:
             tasks.append(
                 asyncio.create_task(
                     sweep_forever(
-                        rt.store,
-                        rt.run,
-                        every=settings.sweep_seconds,
-                        failures=rt.metrics.sweep_failures,
+                        rt.store, every=settings.sweep_seconds, failures=rt.metrics.sweep_failures
                     )
                 )
             )
@@ -107,8 +93,7 @@ def create_app(
                     await task
             if rt.dispatcher is not None:
                 await rt.dispatcher.stop()
-            await rt.run.settle()
-            rt.store.dispose()
+            await rt.store.close()
 
     app = FastAPI(
         title="Mainframe",
@@ -118,6 +103,9 @@ def create_app(
         # Both default pages load their assets from a CDN; docs.install serves ours.
         docs_url=None,
         redoc_url=None,
+        # Mainframe exports Prometheus metrics and JSON logs, not OpenTelemetry; with it off,
+        # FastAPI skips looking for OpenTelemetry providers on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.runtime = rt
     errors.install(app)
@@ -130,7 +118,10 @@ def create_app(
     app.include_router(endpoints.router)
     docs.install(app)
     board.install(app)
+    dragonfly.install(app, store=rt.store, settings=settings)
 
+    # Innermost first: the hot routes' lane sits right above FastAPI's own layers.
+    app.add_middleware(WorkerLane, routes=lane_routes(jobs.router, scans.router))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTiming, metrics=rt.metrics)
     return app
@@ -148,7 +139,7 @@ def app_from_environment() -> FastAPI:
 async def _first_reconciliation(rt: Runtime) -> None:
     # Every gauge must exist from the first scrape, so /healthz waits for this to succeed.
     for _ in range(STARTUP_RECONCILE_TRIES):
-        if await reconcile_once(rt.store, rt.run, rt.metrics):
+        if await reconcile_once(rt.store, rt.metrics):
             return
         await asyncio.sleep(1.0)
     raise RuntimeError("the first metrics reconciliation kept failing; is the database up?")

@@ -67,10 +67,9 @@ async def list_dead_letters(
     first; `q` is a substring of the package name, source or kind, or an exact scan id."""
     f = DeadLetterFilter(q, reason.value if reason else None, to_us(since, "query.since"),
                          endpoint, queue)  # fmt: skip
-    found = await rt.run(
-        rt.store.dead_letters.page, owner_id(owner), f, after=shape.parse_cursor(cursor),
-        limit=limit,
-    )  # fmt: skip
+    found = await rt.store.dead_letters.page(
+        owner_id(owner), f, after=shape.parse_cursor(cursor), limit=limit
+    )
     return JSON(
         {
             "scans": [shape.dead_letter(item) for item in found.items],
@@ -97,11 +96,11 @@ async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> JSON:
     the number it matches now."""
     role = rt.store.dead_letters
     if body.scan_ids is not None:
-        done = await rt.run(role.redrive_ids, owner_id(owner), body.scan_ids)
+        done = await role.redrive_ids(owner_id(owner), body.scan_ids)
     else:
         assert body.filter is not None and body.confirm is not None
-        done = await rt.run(
-            role.redrive_filter, owner_id(owner), filter_of(body.filter), confirm=body.confirm
+        done = await role.redrive_filter(
+            owner_id(owner), filter_of(body.filter), confirm=body.confirm
         )
     return JSON(redrive_reply(done))
 
@@ -114,11 +113,8 @@ async def list_audit(
     cursor: Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]+$")] = None,
 ) -> JSON:
     """What the owner did (redrives), newest first, paged by `next_cursor`."""
-    entries = await rt.run(
-        rt.store.dead_letters.audit,
-        owner_id(owner),
-        before_id=None if cursor is None else int(cursor),
-        limit=limit,
+    entries = await rt.store.dead_letters.audit(
+        owner_id(owner), before_id=None if cursor is None else int(cursor), limit=limit
     )
     next_cursor = str(entries[-1].id) if len(entries) == limit else None
     return JSON({"entries": [shape.audit_entry(e) for e in entries], "next_cursor": next_cursor})
@@ -128,4 +124,4 @@ async def list_audit(
 async def overview(rt: RuntimeDep, owner: OwnerDep) -> JSON:
     """Per endpoint: scans by status (`dead` is the dead-letter listing's unfiltered count),
     the oldest due scan, hook health; and the totals across the owner's endpoints."""
-    return JSON(shape.overview(await rt.run(rt.store.listings.overview, owner_id(owner))))
+    return JSON(shape.overview(await rt.store.listings.overview(owner_id(owner))))

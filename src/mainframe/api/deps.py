@@ -11,7 +11,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from mainframe.hooks import Dispatcher
 from mainframe.metrics import Metrics
 from mainframe.ratelimit import TokenBucket
-from mainframe.runner import StoreRunner
 from mainframe.settings import Settings
 from mainframe.store import Principal, Store, Unauthorized
 
@@ -20,7 +19,6 @@ from mainframe.store import Principal, Store, Unauthorized
 class Runtime:
     settings: Settings
     store: Store
-    run: StoreRunner
     metrics: Metrics
     stats_limiter: TokenBucket
     dispatcher: Dispatcher | None = None
@@ -29,7 +27,7 @@ class Runtime:
     async def principal(self, secret: str) -> Principal | None:
         # Read on every request, never cached: a deleted credential or a revoked endpoint
         # must stop working at once in every server process (one unique-index probe).
-        return await self.run(self.store.accounts.authenticate, secret)
+        return await self.store.accounts.authenticate(secret)
 
 
 async def runtime(request: Request) -> Runtime:

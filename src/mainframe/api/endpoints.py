@@ -50,8 +50,7 @@ def token_view(view: TokenView) -> dict[str, object]:
 @router.post("", status_code=201, response_model=EndpointPublic, responses=REFUSALS)
 async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> JSON:
     """A new endpoint of the owner (409 `endpoint_exists` when the name is taken)."""
-    view = await rt.run(
-        rt.store.credentials.create_endpoint, owner_id(owner), body.name,
+    view = await rt.store.credentials.create_endpoint(owner_id(owner), body.name,
         open_intake=body.open_intake,
     )  # fmt: skip
     return JSON(endpoint_view(view), status_code=201)
@@ -60,7 +59,7 @@ async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate)
 @router.get("", response_model=EndpointList, responses=REFUSALS)
 async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
     """The owner's endpoints, by name."""
-    views = await rt.run(rt.store.credentials.endpoints, owner_id(owner))
+    views = await rt.store.credentials.endpoints(owner_id(owner))
     return JSON({"endpoints": [endpoint_view(v) for v in views]})
 
 
@@ -71,8 +70,8 @@ async def create_token(
     """A worker or source credential for the endpoint; its secret is in this reply only."""
     role, principal = ("worker", body.worker) if body.worker else ("source", body.source)
     assert principal is not None
-    view, secret = await rt.run(
-        rt.store.credentials.create_token, owner_id(owner), name, role=role, principal=principal
+    view, secret = await rt.store.credentials.create_token(
+        owner_id(owner), name, role=role, principal=principal
     )
     return JSON({**token_view(view), "secret": secret}, status_code=201)
 
@@ -80,7 +79,7 @@ async def create_token(
 @router.get("/{name}/tokens", response_model=TokenList, responses=REFUSALS)
 async def list_tokens(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
     """The endpoint's credentials: names, kinds, creation; never a secret."""
-    views = await rt.run(rt.store.credentials.tokens, owner_id(owner), name)
+    views = await rt.store.credentials.tokens(owner_id(owner), name)
     return JSON({"tokens": [token_view(v) for v in views]})
 
 
@@ -89,5 +88,5 @@ async def delete_token(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, token_id: TokenIdPath
 ) -> Response:
     """Delete a credential; it is refused from the next request on, in every server process."""
-    await rt.run(rt.store.credentials.delete_token, owner_id(owner), name, token_id)
+    await rt.store.credentials.delete_token(owner_id(owner), name, token_id)
     return Response(status_code=204)

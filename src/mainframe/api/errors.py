@@ -80,8 +80,9 @@ async def _http_error(request: Request, exc: Exception) -> JSON:
         exc.status_code, "http_error"
     )
     headers = dict(exc.headers or {})
-    if exc.status_code == 405:
-        headers["Allow"] = ", ".join(_allowed(request))
+    allowed = _allowed(request) if exc.status_code == 405 else []
+    if allowed:  # else a route kept out of the document: the Allow its router named
+        headers["Allow"] = ", ".join(allowed)
     return error(exc.status_code, code, exc.detail, headers or None)
 
 
@@ -114,10 +115,25 @@ async def _body_invalid(_request: Request, exc: Exception) -> JSON:
     return error(422, "invalid_request", exc.detail)
 
 
+_REFUSALS = (
+    (BadJson, _bad_json),
+    (BodyInvalid, _body_invalid),
+    (StoreError, _store_error),
+)
+
+
+async def refusal(request: Request, exc: Exception) -> JSON | None:
+    """The answer to a refusal a route raised (a store error, a body that is not JSON or is
+    invalid), or None for an exception no handler claims."""
+    for kind, handler in _REFUSALS:
+        if isinstance(exc, kind):
+            return await handler(request, exc)
+    return None
+
+
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(BadJson, _bad_json)
-    app.add_exception_handler(BodyInvalid, _body_invalid)
-    app.add_exception_handler(StoreError, _store_error)
+    for kind, handler in _REFUSALS:
+        app.add_exception_handler(kind, handler)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

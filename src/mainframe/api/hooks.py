@@ -72,8 +72,7 @@ async def create_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, body: HookCreate
 ) -> JSON:
     """Add a hook to the endpoint (at most five); the reply carries its signing secret."""
-    view, secret = await rt.run(
-        manage.create,
+    view, secret = await manage.create(
         rt.store.hooks,
         rt.settings,
         owner_id(owner),
@@ -89,7 +88,7 @@ async def create_hook(
 @router.get("", response_model=HookList, responses=REFUSALS)
 async def list_hooks(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
     """The endpoint's hooks with their failure bookkeeping; never a secret."""
-    views = await rt.run(rt.store.hooks.listing, owner_id(owner), name)
+    views = await rt.store.hooks.listing(owner_id(owner), name)
     return JSON({"hooks": [manage.public(view) for view in views]})
 
 
@@ -98,7 +97,7 @@ async def delete_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
 ) -> Response:
     """Remove a hook."""
-    _changed(rt, await rt.run(rt.store.hooks.delete, owner_id(owner), name, hook_id))
+    _changed(rt, await rt.store.hooks.delete(owner_id(owner), name, hook_id))
     return Response(status_code=204)
 
 
@@ -107,7 +106,7 @@ async def rotate_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
 ) -> JSON:
     """A new signing secret; the previous one also signs until `previous_valid_until`."""
-    done = await rt.run(manage.rotate, rt.store.hooks, owner_id(owner), name, hook_id)
+    done = await manage.rotate(rt.store.hooks, owner_id(owner), name, hook_id)
     _changed(rt, done.endpoint_id)
     return JSON(manage.rotation(done))
 
@@ -117,6 +116,6 @@ async def enable_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
 ) -> JSON:
     """Turn a disabled hook back on, its failure count reset."""
-    view = await rt.run(rt.store.hooks.enable, owner_id(owner), name, hook_id)
+    view = await rt.store.hooks.enable(owner_id(owner), name, hook_id)
     _changed(rt, view.endpoint_id)
     return JSON(manage.public(view))

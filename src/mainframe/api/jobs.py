@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Request
 
 from mainframe.api import shapes
-from mainframe.api.deps import RuntimeDep, WorkerDep
 from mainframe.api.errors import store_error_body
-from mainframe.api.fastpath import body_doc, json_body, worker_of
+from mainframe.api.fastpath import body_doc, json_body, presented
 from mainframe.api.jsonvalue import stored
+from mainframe.api.params import MAX_ID, IntParam, documented
 from mainframe.api.responses import JSON
 from mainframe.api.schemas import (
     MAX_RESULT_BYTES,
-    AsciiInt,
     BatchResults,
     BatchStatuses,
     Echo,
@@ -30,7 +29,16 @@ from mainframe.lifecycle.rules import EchoError, require_echo_pair
 from mainframe.store import Invalid, ItemOutcome, Report
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["worker"])
-ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), AsciiInt]
+SCAN_ID = IntParam("scan_id", "path", 1, MAX_ID, "The scan's id.")
+BATCH = IntParam("batch", "query", 1, 100, "Scans to lease at most.", default=1)
+NEXT = IntParam(
+    "next",
+    "query",
+    0,
+    100,
+    "Also lease up to this many next jobs in the same transaction, returned as `next` "
+    "(complete-and-fetch); a replayed request gets the same jobs back.",
+)
 REFUSALS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 503)
 }
@@ -38,15 +46,19 @@ REFUSALS: dict[int | str, dict[str, Any]] = {
 BEARER: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 
 
-@router.post("", response_model=list[JobPublic], responses=REFUSALS, openapi_extra=BEARER)
-async def lease_jobs(
-    request: Request,
-    batch: Annotated[int, Query(ge=1, le=100, description="Scans to lease at most."), AsciiInt] = 1,
-) -> JSON:
+@router.post(
+    "",
+    response_model=list[JobPublic],
+    responses=REFUSALS,
+    openapi_extra=BEARER | documented(BATCH),
+)
+async def lease_jobs(request: Request) -> JSON:
     """The job poll: reaps this endpoint's lapsed leases when one may be due, then leases up
     to `batch` due scans, oldest first."""
-    rt, worker = await worker_of(request)
-    jobs = await rt.run(rt.store.leasing.lease, worker, batch)
+    rt, worker = presented(request)
+    batch = BATCH.read(request)
+    assert batch is not None
+    jobs = await rt.store.leasing.lease(worker, batch)
     return JSON([shapes.job(job) for job in jobs])
 
 
@@ -65,9 +77,18 @@ def _report(body: ResultBody) -> Report:
     )
 
 
-@router.post("/results", response_model=BatchStatuses, responses=REFUSALS)
-async def report_results(rt: RuntimeDep, worker: WorkerDep, body: BatchResults) -> JSON:
-    """Up to 100 independent results; each item gets the status the single route would give."""
+@router.post(
+    "/results",
+    response_model=BatchStatuses,
+    responses=REFUSALS,
+    openapi_extra=BEARER | body_doc(BatchResults) | documented(NEXT),
+)
+async def report_results(request: Request) -> JSON:
+    """Up to 100 independent results; each item gets the status the single route would give.
+    With `next`, also the worker's next jobs."""
+    rt, worker = presented(request)
+    fetch = NEXT.read(request)
+    body = await json_body(request, BatchResults)
     statuses: list[dict[str, Any] | None] = []
     valid: list[tuple[int, Report]] = []
     for item in body.results:
@@ -76,9 +97,12 @@ async def report_results(rt: RuntimeDep, worker: WorkerDep, body: BatchResults) 
             statuses.append(None)
         except Invalid as exc:
             statuses.append(_item_status(ItemOutcome(item.scan_id, None, exc)))
-    applied = iter(await rt.run(rt.store.results.report_many, worker, valid))
-    merged = [status or _item_status(next(applied)) for status in statuses]
-    return JSON({"results": merged})
+    done = await rt.store.results.complete(worker, valid, fetch=fetch or 0)
+    applied = iter(done.outcomes)
+    reply: dict[str, Any] = {"results": [s or _item_status(next(applied)) for s in statuses]}
+    if fetch is not None:
+        reply["next"] = [shapes.job(job) for job in done.jobs]
+    return JSON(reply)
 
 
 def _item_status(outcome: ItemOutcome) -> dict[str, Any]:
@@ -93,14 +117,30 @@ def _item_status(outcome: ItemOutcome) -> dict[str, Any]:
     "/{scan_id}/result",
     response_model=ResultPublic,
     responses=REFUSALS,
-    openapi_extra=BEARER | body_doc(ResultBody),
+    openapi_extra=BEARER | body_doc(ResultBody) | documented(SCAN_ID, NEXT),
 )
-async def report_result(request: Request, scan_id: ScanIdPath) -> JSON:
-    """Close the current attempt. Stale results are refused with 409 and change nothing."""
-    rt, worker = await worker_of(request)
+async def report_result(request: Request) -> JSON:
+    """Close the current attempt. Stale results are refused with 409 and change nothing; the
+    same result sent again is answered as the first time. With `next`, also the worker's next
+    jobs, leased in the same transaction."""
+    rt, worker = presented(request)
+    scan_id, fetch = _scan_id(request), NEXT.read(request)
     body = await json_body(request, ResultBody)
-    closed = await rt.run(rt.store.results.report, worker, scan_id, _report(body))
-    return JSON(shapes.closed(closed))
+    done = await rt.store.results.complete(worker, [(scan_id, _report(body))], fetch=fetch or 0)
+    [outcome] = done.outcomes
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.closed is not None
+    reply = shapes.closed(outcome.closed)
+    if fetch is not None:
+        reply["next"] = [shapes.job(job) for job in done.jobs]
+    return JSON(reply)
+
+
+def _scan_id(request: Request) -> int:
+    found = SCAN_ID.read(request)
+    assert found is not None  # a path parameter is never absent
+    return found
 
 
 def _echo(body: Echo) -> tuple[int | None, str | None]:
@@ -121,28 +161,36 @@ def _deadline(scan_id: int, until: int) -> JSON:
     "/{scan_id}/heartbeat",
     response_model=LeaseDeadline,
     responses=REFUSALS,
-    openapi_extra=BEARER | body_doc(Echo),
+    openapi_extra=BEARER | body_doc(Echo) | documented(SCAN_ID),
 )
-async def heartbeat(request: Request, scan_id: ScanIdPath) -> JSON:
+async def heartbeat(request: Request) -> JSON:
     """Extend the lease of the current assignment by the job timeout."""
-    rt, worker = await worker_of(request)
+    rt, worker = presented(request)
+    scan_id = _scan_id(request)
     attempt, assignment = _echo(await json_body(request, Echo))
-    until = await rt.run(
-        rt.store.results.heartbeat, worker, scan_id, attempt=attempt, assignment_id=assignment
+    until = await rt.store.assignments.heartbeat(
+        worker, scan_id, attempt=attempt, assignment_id=assignment
     )
     return _deadline(scan_id, until)
 
 
-@router.post("/{scan_id}/wait", response_model=LeaseDeadline, responses=REFUSALS)
-async def wait(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: WaitBody) -> JSON:
+@router.post(
+    "/{scan_id}/wait",
+    response_model=LeaseDeadline,
+    responses=REFUSALS,
+    openapi_extra=BEARER | body_doc(WaitBody) | documented(SCAN_ID),
+)
+async def wait(request: Request) -> JSON:
     """Park the scan while it waits on something outside, for at most `seconds`."""
+    rt, worker = presented(request)
+    scan_id = _scan_id(request)
+    body = await json_body(request, WaitBody)
     attempt, assignment = _echo(body)
     if body.seconds > rt.settings.max_wait_seconds:
         raise Invalid(
             "body.seconds", f"a wait lasts at most {rt.settings.max_wait_seconds} seconds"
         )
-    until = await rt.run(
-        rt.store.results.wait,
+    until = await rt.store.assignments.wait(
         worker,
         scan_id,
         attempt=attempt,
@@ -153,11 +201,18 @@ async def wait(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: Wai
     return _deadline(scan_id, until)
 
 
-@router.post("/{scan_id}/resume", response_model=LeaseDeadline, responses=REFUSALS)
-async def resume(rt: RuntimeDep, worker: WorkerDep, scan_id: ScanIdPath, body: Echo) -> JSON:
+@router.post(
+    "/{scan_id}/resume",
+    response_model=LeaseDeadline,
+    responses=REFUSALS,
+    openapi_extra=BEARER | body_doc(Echo) | documented(SCAN_ID),
+)
+async def resume(request: Request) -> JSON:
     """End a wait; the scan is back under an ordinary lease."""
-    attempt, assignment = _echo(body)
-    until = await rt.run(
-        rt.store.results.resume, worker, scan_id, attempt=attempt, assignment_id=assignment
+    rt, worker = presented(request)
+    scan_id = _scan_id(request)
+    attempt, assignment = _echo(await json_body(request, Echo))
+    until = await rt.store.assignments.resume(
+        worker, scan_id, attempt=attempt, assignment_id=assignment
     )
     return _deadline(scan_id, until)

@@ -35,7 +35,7 @@ async def readyz(rt: RuntimeDep) -> JSON:
     answers); 503 `database_unavailable` or `database_busy` otherwise."""
     if not rt.ready:
         return error(503, "starting", "the server is still starting")
-    await rt.run(rt.store.ping)
+    await rt.store.ping()
     return JSON({"status": "ready"})
 
 

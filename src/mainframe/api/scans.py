@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import TypeAdapter, ValidationError
 
 from mainframe.api import shapes
-from mainframe.api.deps import OptionalPrincipalDep, OwnerDep, RuntimeDep, owner_id
+from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.errors import store_error_body
+from mainframe.api.fastpath import body_doc, json_body, optional_presented
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
@@ -26,7 +27,7 @@ from mainframe.api.schemas import (
     ScanPublic,
 )
 from mainframe.lifecycle.rules import Status
-from mainframe.store import Invalid, Principal, ScanSpec, Submitted, Unauthorized
+from mainframe.store import Invalid, ScanSpec, Submitted
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
 # Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
@@ -42,14 +43,13 @@ ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), 
         200: {"model": ScanPublic, "description": "the live scan with that key"},
         **REFUSALS,
     },
-    openapi_extra=OPEN_INTAKE,
+    openapi_extra=OPEN_INTAKE | body_doc(ScanCreate),
 )
-async def submit_scan(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanCreate) -> JSON:
+async def submit_scan(request: Request) -> JSON:
     """Submit a scan: 201 when created, 200 with the live scan of the same key."""
-    _may_submit(who)
-    scan, created = await rt.run(
-        rt.store.intake.submit, who, endpoint=body.endpoint, spec=_spec(body)
-    )
+    rt, who = optional_presented(request)
+    body = await json_body(request, ScanCreate)
+    scan, created = await rt.store.intake.submit(who, endpoint=body.endpoint, spec=_spec(body))
     return JSON(shapes.scan(scan), status_code=201 if created else 200)
 
 
@@ -57,12 +57,13 @@ async def submit_scan(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanCreat
     "/scans/batch",
     response_model=BatchSubmitted,
     responses={**REFUSALS, 200: {"description": "one status per item, in request order"}},
-    openapi_extra=OPEN_INTAKE,
+    openapi_extra=OPEN_INTAKE | body_doc(ScanBatch),
 )
-async def submit_batch(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanBatch) -> JSON:
+async def submit_batch(request: Request) -> JSON:
     """Submit up to 1,000 scans under one authorization; each item gets the status the single
     route would give it (201 created, 200 live key, 422 invalid), in request order."""
-    _may_submit(who)
+    rt, who = optional_presented(request)
+    body = await json_body(request, ScanBatch)
     statuses: list[dict[str, Any] | None] = []
     specs: list[ScanSpec] = []
     for index, raw in enumerate(body.scans):
@@ -73,17 +74,12 @@ async def submit_batch(rt: RuntimeDep, who: OptionalPrincipalDep, body: ScanBatc
             statuses.append(_invalid_item(index, exc))
         except Invalid as exc:
             statuses.append(_refused(exc))
-    done = iter(await rt.run(rt.store.intake.submit_many, who, endpoint=body.endpoint, specs=specs))
+    done = iter(await rt.store.intake.submit_many(who, endpoint=body.endpoint, specs=specs))
     merged = [status or _submitted(next(done)) for status in statuses]
     return JSON({"results": merged})
 
 
 _ITEM: TypeAdapter[ScanItem] = TypeAdapter(ScanItem)
-
-
-def _may_submit(who: Principal | None) -> None:
-    if who is not None and who.role == "worker":
-        raise Unauthorized("workers cannot submit scans; use a source or owner token")
 
 
 def _spec(body: ScanItem) -> ScanSpec:
@@ -115,7 +111,7 @@ def _invalid_item(index: int, exc: ValidationError) -> dict[str, Any]:
 @router.get("/scans/{scan_id}", response_model=ScanPublic, responses=REFUSALS)
 async def get_scan(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
     """One scan with its attempt history."""
-    scan = await rt.run(rt.store.listings.get_scan, owner_id(owner), scan_id)
+    scan = await rt.store.listings.get_scan(owner_id(owner), scan_id)
     return JSON(shapes.scan(scan, with_attempts=True))
 
 
@@ -140,8 +136,7 @@ async def list_scans(
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> JSON:
     """Scans across the owner's endpoints, newest first, keyset-paged by `next_cursor`."""
-    rows = await rt.run(
-        rt.store.listings.list_scans,
+    rows = await rt.store.listings.list_scans(
         owner_id(owner),
         status=status,
         queue=queue,
@@ -159,8 +154,7 @@ async def fail_scan(
 ) -> JSON:
     """Fail the current attempt the way its worker would (dead letter at the cap)."""
     body = body or FailBody()
-    scan = await rt.run(
-        rt.store.results.operator_fail,
+    scan = await rt.store.results.operator_fail(
         owner_id(owner),
         scan_id,
         retryable=body.retryable,
@@ -172,7 +166,7 @@ async def fail_scan(
 @router.post("/quarantine/{scan_id}/release", response_model=ScanPublic, responses=REFUSALS)
 async def release(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
     """Let a quarantined (unauthenticated) submission into the queue."""
-    scan = await rt.run(rt.store.intake.release, owner_id(owner), scan_id)
+    scan = await rt.store.intake.release(owner_id(owner), scan_id)
     return JSON(shapes.scan(scan))
 
 
@@ -182,5 +176,5 @@ async def revoke(
 ) -> JSON:
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
-    count = await rt.run(rt.store.accounts.revoke, owner_id(owner), name)
+    count = await rt.store.accounts.revoke(owner_id(owner), name)
     return JSON({"endpoint": name, "revoked": True, "dead_lettered": count})

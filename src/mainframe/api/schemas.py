@@ -123,6 +123,8 @@ class ResultPublic(BaseModel):
     finished_at: str | None
     dead_lettered_at: str | None
     fail_reason: str | None
+    # With ?next=N only: the jobs leased in the same transaction (complete-and-fetch).
+    next: list[JobPublic] | None = None
 
 
 class BatchItem(ResultBody):
@@ -207,6 +209,8 @@ class ItemStatus(BaseModel):
 
 class BatchStatuses(BaseModel):
     results: list[ItemStatus]
+    # With ?next=N only: the jobs leased in the same transaction (complete-and-fetch).
+    next: list[JobPublic] | None = None
 
 
 class LeaseDeadline(BaseModel):

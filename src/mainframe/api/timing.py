@@ -9,6 +9,7 @@ connection. One layer does both, as both follow the response's start and end."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -17,12 +18,16 @@ from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
 
 UNEXPECTED = "unexpected server error; it has been logged"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class RequestTiming:
     def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        # Histogram children by (template, method, status): labels() costs a lookup of its
+        # own on every call, and the label sets are bounded by the routes.
+        self._children: dict[tuple[str, str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,8 +56,16 @@ class RequestTiming:
             elif not ended:  # part of a response went out; all that is left is to end it
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            self.metrics.http_duration.labels(
-                template, scope["method"], str(status or 500)
-            ).observe(time.perf_counter() - started)
+            self._child(scope, status or 500).observe(time.perf_counter() - started)
+
+    def _child(self, scope: Scope, status: int) -> Any:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        # Any token is a method to HTTP; labels stay bounded.
+        method = scope["method"] if scope["method"] in METHODS else "OTHER"
+        key = (template, method, status)
+        child = self._children.get(key)
+        if child is None:
+            child = self.metrics.http_duration.labels(template, method, str(status))
+            self._children[key] = child
+        return child

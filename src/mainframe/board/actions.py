@@ -63,7 +63,7 @@ async def sign_in(request: Request, rt: RuntimeDep) -> Response:
     form = await _form(request)
     check_csrf(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf"))
     lifetime = round(rt.settings.board_session_seconds * 1_000_000)
-    made = await rt.run(rt.store.sessions.sign_in, _text(form, "token", 200), lifetime_us=lifetime)
+    made = await rt.store.sessions.sign_in(_text(form, "token", 200), lifetime_us=lifetime)
     if made is None:
         token = new_sign_in_token()
         context = {"csrf": token, "error": "That is not an owner token."}
@@ -80,7 +80,7 @@ async def sign_in(request: Request, rt: RuntimeDep) -> Response:
 @router.post("/sign-out")
 async def sign_out(request: Request, rt: RuntimeDep) -> Response:
     await _signed_in(request, rt)
-    await rt.run(rt.store.sessions.sign_out, request.cookies.get(SESSION_COOKIE, ""))
+    await rt.store.sessions.sign_out(request.cookies.get(SESSION_COOKIE, ""))
     response = _see("/board/sign-in")
     clear_cookie(request, response, SESSION_COOKIE)
     return response
@@ -89,7 +89,7 @@ async def sign_out(request: Request, rt: RuntimeDep) -> Response:
 @router.post("/scans/{scan_id}/redrive")
 async def redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session, _form_data = await _signed_in(request, rt)
-    done = await rt.run(rt.store.dead_letters.redrive_ids, session.owner_id, [scan_id])
+    done = await rt.store.dead_letters.redrive_ids(session.owner_id, [scan_id])
     notice = "Redriven: back in the queue with a fresh attempt budget."
     if done.skipped:
         notice = f"Not redriven: {done.skipped[0].reason.replace('_', ' ')}."
@@ -105,12 +105,11 @@ async def redrive_filter(request: Request, rt: RuntimeDep) -> Response:
     except (filters.BadFilter, ValueError):
         return page(request, "error.html", {"session": session, "message": "Bad form."}, status=422)
     try:
-        done = await rt.run(
-            rt.store.dead_letters.redrive_filter, session.owner_id, f.dead_letters(),
-            confirm=confirm,
-        )  # fmt: skip
+        done = await rt.store.dead_letters.redrive_filter(
+            session.owner_id, f.dead_letters(), confirm=confirm
+        )
     except Conflict as exc:
-        count = await rt.run(rt.store.dead_letters.count, session.owner_id, f.dead_letters())
+        count = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
         context = {"session": session, "f": f, "count": count, "changed": exc.detail}
         return page(request, "confirm.html", context, status=409)
     notice = f"Redriven {done.redriven}; skipped {len(done.skipped)}."
@@ -122,10 +121,9 @@ async def create_endpoint(request: Request, rt: RuntimeDep) -> Response:
     session, form = await _signed_in(request, rt)
     name = _text(form, "name", 100)
     try:
-        await rt.run(
-            rt.store.credentials.create_endpoint, session.owner_id, name,
-            open_intake=_text(form, "open_intake") == "on",
-        )  # fmt: skip
+        await rt.store.credentials.create_endpoint(
+            session.owner_id, name, open_intake=_text(form, "open_intake") == "on"
+        )
     except StoreError as exc:
         return _see("/board", notice=f"Not created: {exc.detail}")
     return _see(f"/board/endpoints/{name}", notice="Endpoint created.")
@@ -139,10 +137,9 @@ async def create_token(request: Request, rt: RuntimeDep, name: NamePath) -> Resp
     if role not in ("worker", "source") or not principal:
         return _see(f"/board/endpoints/{name}", notice="Give a kind and a name.")
     try:
-        _view, secret = await rt.run(
-            rt.store.credentials.create_token, session.owner_id, name, role=role,
-            principal=principal,
-        )  # fmt: skip
+        _view, secret = await rt.store.credentials.create_token(
+            session.owner_id, name, role=role, principal=principal
+        )
     except StoreError as exc:
         return _see(f"/board/endpoints/{name}", notice=f"Not created: {exc.detail}")
     # The secret is on this response only: reloading the endpoint page never shows it again.
@@ -157,7 +154,7 @@ async def delete_token(
 ) -> Response:
     session, _form_data = await _signed_in(request, rt)
     try:
-        await rt.run(rt.store.credentials.delete_token, session.owner_id, name, token_id)
+        await rt.store.credentials.delete_token(session.owner_id, name, token_id)
     except StoreError as exc:
         return _see(f"/board/endpoints/{name}", notice=f"Not deleted: {exc.detail}")
     return _see(f"/board/endpoints/{name}", notice=f"Token {token_id} deleted.")

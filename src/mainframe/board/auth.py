@@ -53,7 +53,7 @@ def clear_cookie(request: Request, response: Response, name: str) -> None:
 async def current_session(request: Request, rt: Runtime) -> Session:
     """The live session of this browser; SignInNeeded when there is none."""
     secret = request.cookies.get(SESSION_COOKIE)
-    found = None if not secret else await rt.run(rt.store.sessions.find, secret)
+    found = None if not secret else await rt.store.sessions.find(secret)
     if found is None:
         raise SignInNeeded()
     return found

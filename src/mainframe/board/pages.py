@@ -45,9 +45,9 @@ def pill_counts(view: Overview, endpoint: str | None) -> dict[str, int]:
 
 async def _rows(rt: RuntimeDep, session: Session, f: filters.BoardFilter) -> dict[str, Any]:
     if f.pill == "dead":
-        found = await rt.run(
-            rt.store.dead_letters.page, session.owner_id, f.dead_letters(),
-            after=operator_shapes.parse_cursor(f.cursor), limit=filters.PAGE_SIZE,
+        found = await rt.store.dead_letters.page(
+            session.owner_id, f.dead_letters(), after=operator_shapes.parse_cursor(f.cursor),
+            limit=filters.PAGE_SIZE,
         )  # fmt: skip
         return {
             "rows": [operator_shapes.dead_letter(item) for item in found.items],
@@ -55,10 +55,9 @@ async def _rows(rt: RuntimeDep, session: Session, f: filters.BoardFilter) -> dic
             "matched": found.count,
         }
     before = None if f.cursor is None or not f.cursor.isdigit() else int(f.cursor)
-    scans = await rt.run(
-        rt.store.listings.list_scans, session.owner_id, status=filters.PILLS[f.pill],
-        queue=f.queue, endpoint=f.endpoint, before_id=before, limit=filters.PAGE_SIZE, q=f.q,
-        plain_failures_only=f.pill == "failed",
+    scans = await rt.store.listings.list_scans(
+        session.owner_id, status=filters.PILLS[f.pill], queue=f.queue, endpoint=f.endpoint,
+        before_id=before, limit=filters.PAGE_SIZE, q=f.q, plain_failures_only=f.pill == "failed",
     )  # fmt: skip
     full = len(scans) == filters.PAGE_SIZE
     return {
@@ -78,7 +77,7 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
     except (filters.BadFilter, ValueError) as exc:
         field = getattr(exc, "field", "cursor")
         return _error(request, session, 422, f"The filter field {field!r} is not usable: {exc}")
-    view = await rt.run(rt.store.listings.overview, session.owner_id)
+    view = await rt.store.listings.overview(session.owner_id)
     context = {
         "session": session, "f": f, "pills": filters.PILLS, "reasons": filters.REASONS,
         "counts": pill_counts(view, f.endpoint), "overview": operator_shapes.overview(view),
@@ -92,7 +91,7 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
 async def scan_page(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session = await current_session(request, rt)
     try:
-        scan = await rt.run(rt.store.dead_letters.get, session.owner_id, scan_id)
+        scan = await rt.store.dead_letters.get(session.owner_id, scan_id)
     except NotFound:
         return _error(request, session, 404, f"There is no scan {scan_id} on your endpoints.")
     body = shapes.scan(scan, with_attempts=True)
@@ -108,18 +107,18 @@ async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
         f = filters.parse(request.query_params)
     except filters.BadFilter as exc:
         return _error(request, session, 422, f"The filter field {exc.field!r} is not usable.")
-    count = await rt.run(rt.store.dead_letters.count, session.owner_id, f.dead_letters())
+    count = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
     return page(request, "confirm.html", {"session": session, "f": f, "count": count})
 
 
 @router.get("/endpoints/{name}")
 async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response:
     session = await current_session(request, rt)
-    view = await rt.run(rt.store.listings.overview, session.owner_id)
+    view = await rt.store.listings.overview(session.owner_id)
     cards = [c for c in view.endpoints if c.name == name and filters.printable(name)]
     if not cards:
         return _error(request, session, 404, "There is no such endpoint of yours.")
-    tokens = await rt.run(rt.store.credentials.tokens, session.owner_id, name)
+    tokens = await rt.store.credentials.tokens(session.owner_id, name)
     context = {
         "session": session, "card": operator_shapes.card(cards[0], view.taken_at),
         "tokens": tokens, "secret": None, "notice": request.query_params.get("notice"),

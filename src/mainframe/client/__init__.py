@@ -11,7 +11,9 @@ from mainframe.client.command import (
 from mainframe.client.heartbeat import LeaseKeeper
 from mainframe.client.runner import run_worker
 from mainframe.client.sdk import (
+    BatchCompletion,
     Client,
+    Completion,
     ItemStatus,
     Job,
     MainframeError,
@@ -23,7 +25,9 @@ from mainframe.client.sdk import (
 __all__ = [
     "EXIT_PERMANENT_FAILURE",
     "EXIT_TEMPFAIL",
+    "BatchCompletion",
     "Client",
+    "Completion",
     "ItemStatus",
     "Job",
     "LeaseKeeper",

@@ -3,9 +3,12 @@
 Each command is run by `command.run_command`, whose module says what its exit code means.
 While scans are held, a `LeaseKeeper` heartbeats their leases; a scan whose lease is lost is
 not reported. With a batch, the commands run one after another and their results are reported
-together. SIGTERM or a first Ctrl-C stops leasing: the current command runs to completion and
-the batch so far is reported, while scans of the batch not yet started are left unreported, so
-their leases lapse and the server hands them on. A second Ctrl-C aborts at once.
+together. Results are reported with `?next=<batch>` (complete-and-fetch), so the reply carries
+the next scans and a worker makes one request per batch; it polls only when it holds nothing:
+at start, after a reply without jobs, or after an error. With fetching off it polls before each
+batch. SIGTERM or a first Ctrl-C stops leasing: the current command runs to completion and the
+batch so far is reported (fetching nothing), while scans of the batch not yet started are left
+unreported, so their leases lapse and the server hands them on. A second Ctrl-C aborts at once.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ REPORT_BACKOFF = 1.0  # the first report retry waits 0.5-1 s, then about twice a
 LEASE_BACKOFF = 2.0  # the same for polls the server could not answer
 MAX_BACKOFF = 60.0
 
+Done = list[tuple[Job, ResultReport]]  # the results of a batch, ready to report
+
 
 @dataclass
 class _Worker:
@@ -52,6 +57,7 @@ class _Worker:
     keeper: LeaseKeeper
     command: Sequence[str]
     batch: int
+    fetch: bool  # report with `?next=`, taking the next scans in the reply
     poll_interval: float
     max_jobs: int | None
     idle_exit: bool
@@ -63,23 +69,31 @@ class _Worker:
     def run(self) -> int:
         processed = failures = 0
         lease_backoff = Backoff(LEASE_BACKOFF, MAX_BACKOFF, self.rng)
-        while not self.stop.is_set() and (self.max_jobs is None or processed < self.max_jobs):
-            wanted = (
-                self.batch if self.max_jobs is None else min(self.batch, self.max_jobs - processed)
-            )
-            jobs = self._lease(wanted)
-            if jobs is None:
-                self.sleep(lease_backoff.delay(failures))
-                failures += 1
-                continue
-            failures = 0
-            if jobs:
-                processed += self._run_batch(jobs)
-            elif self.idle_exit:
-                break
-            else:
-                self.sleep(self.poll_interval)
+        jobs: list[Job] = []  # leased and not yet run: from a poll or from a result's reply
+        while not self.stop.is_set() and self._wanted(processed) > 0:
+            if not jobs:
+                polled = self._lease(self._wanted(processed))
+                if polled is None:
+                    self.sleep(lease_backoff.delay(failures))
+                    failures += 1
+                    continue
+                failures = 0
+                if not polled and self.idle_exit:
+                    break
+                if not polled:
+                    self.sleep(self.poll_interval)
+                    continue
+                jobs = polled
+            reported, jobs = self._run_batch(jobs, processed)
+            processed += reported
+        for job in jobs:
+            # Fetched, then a stop came: the leases lapse and the server hands the scans on.
+            self.log.warning("job_abandoned", **log_fields(job))
         return processed
+
+    def _wanted(self, processed: int) -> int:
+        """How many scans to take next: the batch, or fewer near `max_jobs`."""
+        return self.batch if self.max_jobs is None else min(self.batch, self.max_jobs - processed)
 
     def _lease(self, wanted: int) -> list[Job] | None:
         """Lease scans; None when the server could not be reached or failed (try again later)."""
@@ -93,10 +107,12 @@ class _Worker:
             self.log.warning("lease_failed", status=exc.status, error=str(exc))
         return None
 
-    def _run_batch(self, jobs: list[Job]) -> int:
+    def _run_batch(self, jobs: list[Job], processed: int) -> tuple[int, list[Job]]:
+        """Run `jobs` and report them; return how many results were answered and the jobs
+        the reply leased."""
         for job in jobs:
             self.keeper.hold(job)
-        done: list[tuple[Job, ResultReport]] = []
+        done: Done = []
         try:
             for index, job in enumerate(jobs):
                 if self.stop.is_set():
@@ -107,7 +123,7 @@ class _Worker:
                 if report is not None:
                     done.append((job, report))
             # Still held while the report is retried, so heartbeats keep the leases alive.
-            return self._report(done)
+            return self._report(done, self._fetch_count(processed + len(done)))
         finally:
             for job in jobs:
                 self.keeper.release(job)
@@ -136,45 +152,63 @@ class _Worker:
         )
         return report
 
-    def _report(self, done: list[tuple[Job, ResultReport]]) -> int:
-        """Report results, retrying what the server may not have received; count the answered."""
+    def _fetch_count(self, processed: int) -> int | None:
+        """The `next` to report with once `processed` results are in; None: fetching is off."""
+        if not self.fetch:
+            return None
+        return 0 if self.stop.is_set() else max(0, self._wanted(processed))
+
+    def _report(self, done: Done, fetch: int | None) -> tuple[int, list[Job]]:
+        """Report results, retrying what the server may not have received; count the answered
+        and return the jobs leased with them."""
         backoff = Backoff(REPORT_BACKOFF, MAX_BACKOFF, self.rng)
         waited = 0.0
         attempt = 0
         while True:
             done = [(job, report) for job, report in done if not self.keeper.is_lost(job)]
             if not done:
-                return 0
+                return 0, []
             attempt += 1
             try:
-                statuses = self._send(done)
+                statuses, fetched = self._send(done, fetch)
             except (httpx.TransportError, MainframeError) as exc:
                 if isinstance(exc, MainframeError) and exc.status < 500:
                     raise
                 delay = backoff.delay(attempt - 1)
                 if waited + delay > REPORT_PATIENCE:
                     self.log.error("report_abandoned", attempt=attempt, error=str(exc))
-                    return 0  # the leases lapse and the server hands the scans on
+                    return 0, []  # the leases lapse and the server hands the scans on
                 self.log.warning("report_failed", attempt=attempt, retry_in=delay, error=str(exc))
                 self.sleep(delay)
                 waited += delay
                 continue
             for (job, report), status in zip(done, statuses, strict=True):
                 self._log_status(job, report, status, retried=attempt > 1)
-            return len(statuses)
+            return len(statuses), fetched
 
-    def _send(self, done: list[tuple[Job, ResultReport]]) -> list[ItemStatus]:
-        if len(done) > 1:
-            return self.client.report_many(done)
-        job, report = done[0]
+    def _send(self, done: Done, fetch: int | None) -> tuple[list[ItemStatus], list[Job]]:
+        """Post the results (with `next` unless fetching is off); the statuses and new jobs."""
+        if len(done) == 1:
+            return self._send_one(*done[0], fetch)
+        if fetch is None:
+            return self.client.report_many(done), []
+        answer = self.client.complete_many(done, next=fetch)
+        return answer.statuses, answer.jobs
+
+    def _send_one(
+        self, job: Job, report: ResultReport, fetch: int | None
+    ) -> tuple[list[ItemStatus], list[Job]]:
         try:
-            self.client.report(job, report)
+            if fetch is None:
+                self.client.report(job, report)
+                return [ItemStatus(job.scan_id, 200)], []
+            jobs = self.client.complete(job, report, next=fetch).jobs
         except MainframeError as exc:
             if not 400 <= exc.status < 500 or exc.status == 401:
                 raise
             # Like an item of a batch report: this result is refused, the worker goes on.
-            return [ItemStatus.refused(job.scan_id, exc)]
-        return [ItemStatus(job.scan_id, 200)]
+            return [ItemStatus.refused(job.scan_id, exc)], []
+        return [ItemStatus(job.scan_id, 200)], jobs
 
     def _log_status(
         self, job: Job, report: ResultReport, status: ItemStatus, *, retried: bool
@@ -182,7 +216,8 @@ class _Worker:
         if status.accepted:
             self.log.info("job_reported", outcome=report.outcome, **log_fields(job))
             return
-        # After a retry, a 409 most likely means the first try landed after all.
+        # After a retry, a 409 most likely means the first try landed after all (a server that
+        # answers repeats of a completion as the first one does not say 409 then).
         self.log.warning(
             "job_rejected",
             status=status.status,
@@ -223,6 +258,7 @@ def run_worker(
     command: list[str],
     *,
     batch: int = 1,
+    fetch: bool = True,
     poll_interval: float = 2.0,
     heartbeat_interval: float | None = None,
     max_jobs: int | None = None,
@@ -236,6 +272,7 @@ def run_worker(
     """Lease scans from `url` and run `command` for each until stopped; return results reported.
 
     Stops after `max_jobs` results, at the first empty poll with `idle_exit`, or on SIGTERM/Ctrl-C.
+    With `fetch` each result's reply brings the next scans; without, the worker polls for them.
     """
     if not command:
         raise ValueError("command must not be empty")
@@ -246,7 +283,7 @@ def run_worker(
     log = log if log is not None else structlog.get_logger()
     http = client if client is not None else Client(url, token, sleep=sleep)
     stop = threading.Event()
-    log.info("worker_started", url=url, command=command, batch=batch)
+    log.info("worker_started", url=url, command=command, batch=batch, fetch=fetch)
     try:
         with (
             _stop_on_signals(stop),
@@ -259,6 +296,7 @@ def run_worker(
                 keeper,
                 command,
                 batch,
+                fetch,
                 poll_interval,
                 max_jobs,
                 idle_exit,

@@ -1,8 +1,11 @@
 """A typed HTTP client for Mainframe's worker API: lease scans, heartbeat, wait, resume, report.
 
 Every call about an assignment echoes its attempt and assignment id, so the server can turn
-away a worker that lost its lease (a 409, raised as StaleAssignment). Only leasing is retried on
-transport errors: a result is never resent blindly, because the server may already hold it.
+away a worker that lost its lease (a 409, raised as StaleAssignment). `complete` reports a
+result and leases the next scans in the same request (`?next=N`). Leases and completions are
+retried on transport errors: the server answers a repeated completion as it answered the first,
+with the same jobs. A plain `report` is never resent blindly, because the server answers a
+repeated one with 409 `already_terminal`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from mainframe.client.backoff import Backoff
 
 JOBS_PATH = "/api/v1/jobs"
 MAX_BATCH = 100  # the server's cap on scans per lease and on results per batch report
-LEASE_ATTEMPTS = 4  # tries of one lease on transport errors; a poll is safe to repeat
+LEASE_ATTEMPTS = 4  # tries of a poll or a completion on transport errors; both are safe to repeat
 LEASE_BACKOFF = 0.5  # the first lease retry waits 0.25-0.5 s, about twice as long each time
+MAX_NEXT = 100  # the server's cap on scans leased with a result (`?next=`)
 
 Outcome = Literal["finished", "failed"]
 
@@ -142,6 +146,24 @@ class ItemStatus:
         )
 
 
+@dataclass(frozen=True)
+class Completion:
+    """The answer to a result reported with complete(): where the scan went and the jobs
+    leased with it (already held by this worker: run or abandon them)."""
+
+    scan: dict[str, Any]  # what report() returns: status, attempt_count, available_at, ...
+    jobs: list[Job]
+
+
+@dataclass(frozen=True)
+class BatchCompletion:
+    """The answer to results reported with complete_many(): each result's status in order, and
+    the jobs leased with them."""
+
+    statuses: list[ItemStatus]
+    jobs: list[Job]
+
+
 class Client:
     """A synchronous client for one worker token; use it as a context manager or close() it."""
 
@@ -200,20 +222,30 @@ class Client:
         """Post several results in one request; a rejected item does not raise, it is returned."""
         if not reports:
             return []
-        if len(reports) > MAX_BATCH:
-            raise ValueError(f"at most {MAX_BATCH} results per batch, got {len(reports)}")
-        items = [
-            {"scan_id": job.scan_id, **job.assignment(), **report.to_json()}
-            for job, report in reports
-        ]
-        body = self._post(f"{JOBS_PATH}/results", json={"results": items})
-        try:
-            statuses = [_item_status(item) for item in body["results"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MainframeError(200, body) from exc
-        if len(statuses) != len(items):
-            raise MainframeError(200, body)
-        return statuses
+        body = self._post(f"{JOBS_PATH}/results", json=_batch_body(reports))
+        return _statuses(body, len(reports))
+
+    def complete(self, job: Job, report: ResultReport, *, next: int = 1) -> Completion:
+        """Post the result of `job`'s attempt and lease up to `next` more scans in one request;
+        a transport error is retried, since the server answers a repeat as it did the first."""
+        _check_next(next)
+        body = {**job.assignment(), **report.to_json()}
+        path = f"{JOBS_PATH}/{job.scan_id}/result"
+        reply = _expect_object(self._post_retrying(path, json=body, params={"next": next}))
+        jobs = _next_jobs(reply)
+        return Completion({key: value for key, value in reply.items() if key != "next"}, jobs)
+
+    def complete_many(
+        self, reports: Sequence[tuple[Job, ResultReport]], *, next: int
+    ) -> BatchCompletion:
+        """Post several results and lease up to `next` more scans in one request (retried like
+        complete()); a rejected item does not raise, it is returned."""
+        _check_next(next)
+        if not reports:
+            return BatchCompletion([], [])
+        path = f"{JOBS_PATH}/results"
+        body = self._post_retrying(path, json=_batch_body(reports), params={"next": next})
+        return BatchCompletion(_statuses(body, len(reports)), _next_jobs(body))
 
     def heartbeat(self, job: Job) -> str:
         """Extend `job`'s lease and return its new expiry (RFC 3339)."""
@@ -235,13 +267,14 @@ class Client:
         body = job.assignment()
         return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/resume", json=body))
 
-    def _post_retrying(self, path: str, *, params: dict[str, Any]) -> Any:
+    def _post_retrying(self, path: str, *, params: dict[str, Any], json: Any = None) -> Any:
+        # Only for requests the server answers the same when repeated: a poll, a completion.
         for failures in range(LEASE_ATTEMPTS - 1):
             try:
-                return self._post(path, params=params)
+                return self._post(path, json=json, params=params)
             except httpx.TransportError:
                 self._sleep(self._backoff.delay(failures))
-        return self._post(path, params=params)
+        return self._post(path, json=json, params=params)
 
     def _post(self, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:
         response = self._http.post(path, json=json, params=params)
@@ -269,6 +302,39 @@ def _expect_object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise MainframeError(200, body)
     return body
+
+
+def _check_next(next: int) -> None:
+    if not 0 <= next <= MAX_NEXT:
+        raise ValueError(f"next must be between 0 and {MAX_NEXT}, got {next}")
+
+
+def _batch_body(reports: Sequence[tuple[Job, ResultReport]]) -> dict[str, Any]:
+    if len(reports) > MAX_BATCH:
+        raise ValueError(f"at most {MAX_BATCH} results per batch, got {len(reports)}")
+    items = [
+        {"scan_id": job.scan_id, **job.assignment(), **report.to_json()} for job, report in reports
+    ]
+    return {"results": items}
+
+
+def _statuses(body: Any, count: int) -> list[ItemStatus]:
+    try:
+        statuses = [_item_status(item) for item in body["results"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MainframeError(200, body) from exc
+    if len(statuses) != count:
+        raise MainframeError(200, body)
+    return statuses
+
+
+def _next_jobs(body: dict[str, Any]) -> list[Job]:
+    # A server older than complete-and-fetch ignores `?next=` and leaves the key out: no jobs,
+    # so the worker polls as it always did.
+    items = body.get("next", [])
+    if not isinstance(items, list):
+        raise MainframeError(200, body)
+    return [Job.from_json(item) for item in items]
 
 
 def _item_status(item: Any) -> ItemStatus:

@@ -3,6 +3,12 @@
 `FakeMainframe.handle` answers requests as the job API of one endpoint would, so a `Client`
 built on `httpx.MockTransport(fake.handle)` (or by `fake.client()`) leases, heartbeats and
 reports against it. Leases run on real time; every request is recorded for assertions.
+
+Results take `?next=N` as the server does (complete-and-fetch): an accepted result leases up to
+N more scans in the same answer, and a repeat of a result (same scan, attempt and assignment
+id) gets the first answer again, with the jobs that answer leased that are still held and
+unexpired, and leases nothing new. The fake serves one worker, so "the same worker" always
+holds.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ from mainframe.lifecycle.rules import settle
 BASE_URL = "http://mainframe.test"  # where the fake pretends to live
 TOKEN = "worker-token"  # the one bearer token the fake accepts
 SCAN_ACTION = re.compile(r"^/api/v1/jobs/(\d+)/(result|heartbeat|wait|resume)$")
+NEXT_COUNT = re.compile(r"[0-9]+")  # ASCII digits only, as the server reads every integer
+MAX_NEXT = 100  # the server's cap on scans leased with a result
+
+JobRef = tuple[int, int, str]  # (scan_id, attempt, assignment_id): one lease handed out
 
 
 @dataclass
@@ -60,6 +70,23 @@ class FakeScan:
         }
 
 
+@dataclass
+class _Accepted:
+    """An accepted result, kept so that a repeat of its request is answered as it was."""
+
+    public: dict[str, Any]  # the reply body, as it was when the result was accepted
+    jobs: list[JobRef] = field(default_factory=list)  # leased with it (`?next=`)
+
+
+class _Refused(Exception):
+    """A request refused before it reaches a scan (a bad query)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
 class FakeMainframe:
     """The job API of one endpoint, in memory and real time: enough to drive one worker."""
 
@@ -69,6 +96,7 @@ class FakeMainframe:
         self.lose_on_heartbeat: set[int] = set()  # scans reassigned at their first heartbeat
         self.scans: dict[int, FakeScan] = {}
         self.requests: list[tuple[str, Any]] = []  # (path, JSON body) of every request
+        self._accepted: dict[tuple[int, Any, Any], _Accepted] = {}  # by (scan, attempt, id)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -96,7 +124,10 @@ class FakeMainframe:
             self.requests.append((request.url.path, body))
             if request.headers.get("authorization") != f"Bearer {TOKEN}":
                 return httpx.Response(401, json={"error": "unauthorized"})
-            status, answer = self._route(request, body)
+            try:
+                status, answer = self._route(request, body)
+            except _Refused as refused:
+                status, answer = refused.status, refused.body
         return httpx.Response(status, json=answer)
 
     def _route(self, request: httpx.Request, body: Any) -> tuple[int, Any]:
@@ -104,13 +135,16 @@ class FakeMainframe:
         if path == "/api/v1/jobs":
             return self._lease(int(request.url.params["batch"]))
         if path == "/api/v1/jobs/results":
-            return 200, {"results": [self._batch_item(item) for item in body["results"]]}
+            return self._results(body["results"], _next_count(request))
         match = SCAN_ACTION.match(path)
         if match is None:
             return 404, {"error": "not_found"}
+        fetch = _next_count(request) if match[2] == "result" else None
         scan = self.scans.get(int(match[1]))
         if scan is None:
             return 404, {"error": "not_found", "detail": "no such scan"}
+        if match[2] == "result":
+            return self._result_and_next(scan, body, fetch)
         action = getattr(self, f"_{match[2]}")
         answer: tuple[int, Any] = action(scan, body)
         return answer
@@ -118,30 +152,35 @@ class FakeMainframe:
     def _lease(self, batch: int) -> tuple[int, Any]:
         if not 1 <= batch <= 100:
             return 422, _invalid("query.batch", "must be between 1 and 100")
+        return 200, [_job(scan) for scan in self._lease_scans(batch)]
+
+    def _lease_scans(self, batch: int) -> list[FakeScan]:
         now = time.time()
         for scan in self.scans.values():
             if scan.status == "PENDING" and scan.lease_expires < now:
                 self._reap(scan)
         eligible = [scan for scan in self.scans.values() if scan.status == "QUEUED"]
-        jobs = []
         for scan in eligible[:batch]:
             scan.status, scan.attempt = "PENDING", scan.attempt + 1
             scan.assignment_id = uuid.uuid4().hex
             scan.lease_expires = now + self.lease_seconds
-            jobs.append(
-                {
-                    "scan_id": scan.scan_id,
-                    "name": scan.name,
-                    "version": scan.version,
-                    "kind": scan.kind,
-                    "queue": scan.queue,
-                    "payload": scan.payload,
-                    "attempt": scan.attempt,
-                    "assignment_id": scan.assignment_id,
-                    "lease_expires_at": rfc3339(to_us(scan.lease_expires)),
-                }
-            )
-        return 200, jobs
+        return eligible[:batch]
+
+    def _lease_refs(self, count: int) -> list[JobRef]:
+        return [_ref(scan) for scan in self._lease_scans(count)] if count else []
+
+    def _live_jobs(self, refs: list[JobRef]) -> list[dict[str, Any]]:
+        """The jobs of `refs` whose lease is still held and unexpired, as a poll shows them."""
+        now = time.time()
+        live = []
+        for ref in dict.fromkeys(refs):  # recorded with several items of a batch: listed once
+            scan = self.scans[ref[0]]
+            if scan.status == "PENDING" and _ref(scan) == ref and scan.lease_expires >= now:
+                live.append(_job(scan))
+        return live
+
+    def _replayed(self, scan_id: int, body: Any) -> _Accepted | None:
+        return self._accepted.get(_result_key(scan_id, body))
 
     def _reap(self, scan: FakeScan) -> None:
         # As the server does: a lapsed lease below the cap goes back to the queue; at the cap
@@ -181,13 +220,52 @@ class FakeMainframe:
         scan.status = settled.status.value
         scan.fail_reason = settled.fail_reason
         scan.dead_lettered = settled.dead_letter_reason is not None
+        self._accepted[_result_key(scan.scan_id, body)] = _Accepted(scan.public())
         return 200, scan.public()
+
+    def _result_and_next(self, scan: FakeScan, body: Any, fetch: int | None) -> tuple[int, Any]:
+        """The single result route: the result, then (only if accepted) the next jobs."""
+        replay = self._replayed(scan.scan_id, body)
+        if replay is not None:
+            if fetch is None:
+                return 200, replay.public
+            return 200, {**replay.public, "next": self._live_jobs(replay.jobs)}
+        status, answer = self._result(scan, body)
+        if status != 200 or fetch is None:
+            return status, answer
+        accepted = self._accepted[_result_key(scan.scan_id, body)]
+        accepted.jobs = self._lease_refs(fetch)
+        return 200, {**answer, "next": self._live_jobs(accepted.jobs)}
+
+    def _results(self, items: list[dict[str, Any]], fetch: int | None) -> tuple[int, Any]:
+        """The batch route: each item as the single route would answer it, then the next jobs,
+        leased only if some item was accepted and none was a repeat."""
+        answers: list[dict[str, Any]] = []
+        replayed: list[JobRef] = []
+        fresh: list[_Accepted] = []
+        any_replay = False
+        for item in items:
+            replay = self._replayed(item["scan_id"], item)
+            if replay is not None:
+                any_replay = True
+                replayed.extend(replay.jobs)
+                answers.append({"scan_id": item["scan_id"], "status": 200, "scan": replay.public})
+                continue
+            answers.append(self._batch_item(item))
+            if answers[-1]["status"] == 200:
+                fresh.append(self._accepted[_result_key(item["scan_id"], item)])
+        if fetch is None:
+            return 200, {"results": answers}
+        jobs = replayed if any_replay else self._lease_refs(fetch if fresh else 0)
+        for accepted in fresh:
+            accepted.jobs = jobs
+        return 200, {"results": answers, "next": self._live_jobs(jobs)}
 
     def _batch_item(self, item: dict[str, Any]) -> dict[str, Any]:
         scan = self.scans.get(item["scan_id"])
         status, answer = (404, {"error": "not_found"}) if scan is None else self._result(scan, item)
         entry = {"scan_id": item["scan_id"], "status": status}
-        return entry if status == 200 else {**entry, **answer}
+        return {**entry, "scan": answer} if status == 200 else {**entry, **answer}
 
     def _heartbeat(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
         if scan.scan_id in self.lose_on_heartbeat:
@@ -213,6 +291,41 @@ class FakeMainframe:
             return conflict
         scan.waiting = False
         return 200, scan.public()
+
+
+def _job(scan: FakeScan) -> dict[str, Any]:
+    """A leased scan as the job poll shows it."""
+    return {
+        "scan_id": scan.scan_id,
+        "name": scan.name,
+        "version": scan.version,
+        "kind": scan.kind,
+        "queue": scan.queue,
+        "payload": scan.payload,
+        "attempt": scan.attempt,
+        "assignment_id": scan.assignment_id,
+        "lease_expires_at": rfc3339(to_us(scan.lease_expires)),
+    }
+
+
+def _ref(scan: FakeScan) -> JobRef:
+    assert scan.assignment_id is not None
+    return (scan.scan_id, scan.attempt, scan.assignment_id)
+
+
+def _result_key(scan_id: int, body: Any) -> tuple[int, Any, Any]:
+    """What makes a result request a repeat of an accepted one (the fake has one worker)."""
+    return (scan_id, body.get("attempt"), body.get("assignment_id"))
+
+
+def _next_count(request: httpx.Request) -> int | None:
+    """The `next` query parameter: None when absent; a 422 naming it when not 0 to 100."""
+    if "next" not in request.url.params:
+        return None
+    text = request.url.params["next"]
+    if NEXT_COUNT.fullmatch(text) is None or int(text) > MAX_NEXT:
+        raise _Refused(422, _invalid("query.next", f"must be between 0 and {MAX_NEXT}"))
+    return int(text)
 
 
 def _invalid(field: str, message: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import httpcore
 
 from mainframe.clock import Clock
-from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher, HookBook, Run
+from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher, HookBook
 from mainframe.hooks.manage import address_policy
 from mainframe.hooks.policy import parse_backoff
 from mainframe.hooks.transport import PinnedTransport, Resolver, trust_store
@@ -31,7 +31,6 @@ def build_dispatcher(
     *,
     metrics: HookMetrics,
     clock: Clock,
-    run: Run,
     log: Any = None,
     resolver: Resolver | None = None,
     network: httpcore.AsyncNetworkBackend | None = None,
@@ -51,7 +50,7 @@ def build_dispatcher(
         queue_size=settings.hooks_queue_size,
     )
     return Dispatcher(
-        book, transport=transport, metrics=metrics, clock=clock, config=config, run=run, log=log
+        book, transport=transport, metrics=metrics, clock=clock, config=config, log=log
     )
 
 

@@ -32,7 +32,7 @@ async def post(
     """Send `note` to `target` once; every failure becomes an Attempt, never an exception."""
     now = clock.now_us()
     headers = signing.headers(
-        target.signing_secrets(now), msg_id=msg_id, timestamp=now // MICROS, body=note.body
+        target.signing_secrets(), msg_id=msg_id, timestamp=now // MICROS, body=note.body
     )
     headers["user-agent"] = USER_AGENT
     try:

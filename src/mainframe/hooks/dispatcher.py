@@ -2,8 +2,9 @@
 
 `offer` takes events from any thread without blocking (a bounded in-memory queue that drops
 and counts when full); workers on the server's event loop match each event to hooks, apply
-the per-hook rate limit, and deliver with signing, retries and the SSRF-safe transport.
-Nothing is persisted: a process that stops loses what it had not delivered."""
+the per-hook rate limit, and deliver with signing, retries and the SSRF-safe transport. They
+await the store's hook calls directly, on the same loop. Nothing is persisted: a process
+that stops loses what it had not delivered."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import random
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import httpx
 
@@ -26,26 +27,27 @@ from mainframe.metrics.hooks import HookMetrics
 from mainframe.ratelimit import TokenBucket
 from mainframe.store.hooks import CONSECUTIVE_FAILURES, SECRET_UNREADABLE, HookTarget
 
-T = TypeVar("T")
-Run = Callable[..., Awaitable[Any]]
 Sleep = Callable[[float], Awaitable[None]]
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 
-TARGETS_TTL_US = 1_000_000  # how long a process reuses an endpoint's hook list (1 s)
+# How long a process reuses an endpoint's hook list (1 s): a change made elsewhere, and the
+# end of a rotation's grace (judged by the database when the list is read), reach it so late.
+TARGETS_TTL_US = 1_000_000
 
 
 class HookBook(Protocol):
-    """The store calls the dispatcher makes (store.hooks satisfies it)."""
+    """The store calls the dispatcher makes (store.hooks satisfies it); the store stamps
+    them with the database's clock."""
 
-    def targets(self, endpoint_id: int) -> list[HookTarget]: ...
+    async def targets(self, endpoint_id: int) -> list[HookTarget]: ...
 
-    def record_attempt(self, endpoint_id: int, *, at_us: int, failed: bool) -> None: ...
+    async def record_attempt(self, endpoint_id: int, *, failed: bool) -> None: ...
 
-    def record_notification(
-        self, hook_id: int, *, delivered: bool, at_us: int, disable_after: int
+    async def record_notification(
+        self, hook_id: int, *, delivered: bool, disable_after: int
     ) -> bool: ...
 
-    def disable(self, hook_id: int, *, reason: str) -> bool: ...
+    async def disable(self, hook_id: int, *, reason: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +61,6 @@ class DeliveryConfig:
     disable_after: int = policy.DISABLE_AFTER_FAILURES
 
 
-async def _inline(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return fn(*args, **kwargs)
-
-
 class Dispatcher:
     """Announces scan.ready and scan.dead_lettered to the matching hooks."""
 
@@ -74,14 +72,13 @@ class Dispatcher:
         metrics: HookMetrics,
         clock: Clock,
         config: DeliveryConfig | None = None,
-        run: Run = _inline,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         log: Any = None,
     ) -> None:
         self.book, self.transport, self.metrics, self.clock = book, transport, metrics, clock
         self.config = config or DeliveryConfig()
-        self.run, self.sleep = run, sleep
+        self.sleep = sleep
         self.rng = rng or random.Random()
         self.log = log if log is not None else get_logger()
         self._lock = threading.Lock()
@@ -210,7 +207,7 @@ class Dispatcher:
         cached = self._targets.get(endpoint_id)
         if cached is not None and cached[0] > now:
             return cached[1]
-        found: list[HookTarget] = await self.run(self.book.targets, endpoint_id)
+        found = await self.book.targets(endpoint_id)
         self._targets[endpoint_id] = (now + TARGETS_TTL_US, found)
         return found
 
@@ -243,11 +240,7 @@ class Dispatcher:
             )
             self.metrics.attempts.labels(attempt.result.value).inc()
             await self._book(
-                None,
-                self.book.record_attempt,
-                target.endpoint_id,
-                at_us=self.clock.now_us(),
-                failed=not attempt.delivered,
+                None, self.book.record_attempt, target.endpoint_id, failed=not attempt.delivered
             )
             if attempt.delivered or attempt.result is policy.AttemptResult.REFUSED:
                 outcome = "delivered" if attempt.delivered else "refused"
@@ -264,7 +257,6 @@ class Dispatcher:
             self.book.record_notification,
             target.hook_id,
             delivered=outcome == "delivered",
-            at_us=self.clock.now_us(),
             disable_after=self.config.disable_after,
         )
         if disabled:
@@ -275,11 +267,13 @@ class Dispatcher:
         if await self._book(False, self.book.disable, target.hook_id, reason=reason):
             self._disabled(target, reason)
 
-    async def _book(self, default: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _book(
+        self, default: Any, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any
+    ) -> Any:
         # Bookkeeping that fails (a busy database) is logged; it must not cost the
         # notification its remaining attempts.
         try:
-            return await self.run(fn, *args, **kwargs)
+            return await fn(*args, **kwargs)
         except Exception as exc:
             self.log.warning("hook_bookkeeping_failed", call=fn.__name__, error=repr(exc))
             return default

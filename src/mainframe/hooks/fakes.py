@@ -11,6 +11,7 @@ from typing import Any
 
 import httpcore
 
+from mainframe.clock import Clock, SystemClock
 from mainframe.store.hooks import HookTarget
 
 
@@ -67,31 +68,33 @@ class LoopbackOnlyNetwork(httpcore.AsyncNetworkBackend):
 
 
 class MemoryHookBook:
-    """The dispatcher's store calls over dicts, with the store's disabling rule."""
+    """The dispatcher's store calls over dicts, with the store's disabling rule; it stamps
+    with its own clock, as the store stamps with the database's."""
 
-    def __init__(self, targets: Sequence[HookTarget]) -> None:
+    def __init__(self, targets: Sequence[HookTarget], *, clock: Clock | None = None) -> None:
         self.hooks = {t.hook_id: t for t in targets}
+        self.clock = clock or SystemClock()
         self.disabled: dict[int, str] = {}
         self.failures = dict.fromkeys(self.hooks, 0)
         self.attempts: list[tuple[int, int, bool]] = []  # (endpoint id, at, failed)
         self.delivered_at: dict[int, int] = {}
 
-    def targets(self, endpoint_id: int) -> list[HookTarget]:
+    async def targets(self, endpoint_id: int) -> list[HookTarget]:
         return [
             t
             for t in self.hooks.values()
             if t.endpoint_id == endpoint_id and t.hook_id not in self.disabled
         ]
 
-    def record_attempt(self, endpoint_id: int, *, at_us: int, failed: bool) -> None:
-        self.attempts.append((endpoint_id, at_us, failed))
+    async def record_attempt(self, endpoint_id: int, *, failed: bool) -> None:
+        self.attempts.append((endpoint_id, self.clock.now_us(), failed))
 
-    def record_notification(
-        self, hook_id: int, *, delivered: bool, at_us: int, disable_after: int
+    async def record_notification(
+        self, hook_id: int, *, delivered: bool, disable_after: int
     ) -> bool:
         if delivered:
             self.failures[hook_id] = 0
-            self.delivered_at[hook_id] = at_us
+            self.delivered_at[hook_id] = self.clock.now_us()
             return False
         self.failures[hook_id] = self.failures.get(hook_id, 0) + 1
         if self.failures[hook_id] >= disable_after and hook_id not in self.disabled:
@@ -99,7 +102,7 @@ class MemoryHookBook:
             return True
         return False
 
-    def disable(self, hook_id: int, *, reason: str) -> bool:
+    async def disable(self, hook_id: int, *, reason: str) -> bool:
         if hook_id in self.disabled:
             return False
         self.disabled[hook_id] = reason

@@ -28,7 +28,7 @@ def check_url(settings: Settings, url: str) -> None:
         raise Invalid("body.url", problem)
 
 
-def create(
+async def create(
     hooks: Hooks,
     settings: Settings,
     owner_id: int | None,
@@ -41,15 +41,15 @@ def create(
     """A new hook and its secret (shown once)."""
     check_url(settings, url)
     secret = signing.new_secret()
-    view = hooks.create(
+    view = await hooks.create(
         owner_id, endpoint, url=url, queue=queue, rate_per_minute=rate_per_minute, secret=secret
     )
     return view, secret
 
 
-def rotate(hooks: Hooks, owner_id: int | None, endpoint: str, hook_id: int) -> Rotation:
+async def rotate(hooks: Hooks, owner_id: int | None, endpoint: str, hook_id: int) -> Rotation:
     """A new secret for a hook; the old one keeps signing through the grace period."""
-    return hooks.rotate(owner_id, endpoint, hook_id, secret=signing.new_secret())
+    return await hooks.rotate(owner_id, endpoint, hook_id, secret=signing.new_secret())
 
 
 def public(view: HookView) -> dict[str, Any]:

@@ -132,7 +132,8 @@ class Metrics:
             self.attempt_failures.labels(outcome.value)
         for code in StaleCode:
             self.stale_results.labels(code.value)
-        for kind in ("new", "reassigned"):
-            self.leases.labels(kind)
+        # The hot path's two children, bound once: labels() looks a child up on every call.
+        self.new_leases = self.leases.labels("new")
+        self.reassigned_leases = self.leases.labels("reassigned")
         for reason in DeadLetterReason:
             self.reaps.labels(reason.value)

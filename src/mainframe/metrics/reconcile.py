@@ -10,7 +10,6 @@ from mainframe.clock import MICROS
 from mainframe.lifecycle.rules import QueueState
 from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
-from mainframe.runner import StoreRunner
 from mainframe.store import Store
 from mainframe.store.stats import Snapshot
 
@@ -28,11 +27,11 @@ def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:
     metrics.snapshot_timestamp.set(snapshot.taken_at / MICROS)
 
 
-async def reconcile_once(store: Store, run: StoreRunner, metrics: Metrics) -> bool:
+async def reconcile_once(store: Store, metrics: Metrics) -> bool:
     """One reconciliation; a failure is counted and logged, and leaves the gauges alone."""
     started = time.perf_counter()
     try:
-        snapshot = await run(store.listings.snapshot)
+        snapshot = await store.listings.snapshot()
     except Exception as exc:  # the database may be down; the staleness alert will say so
         metrics.reconcile_failures.inc()
         get_logger().error("reconciliation_failed", error=f"{type(exc).__name__}: {exc}")
@@ -41,9 +40,7 @@ async def reconcile_once(store: Store, run: StoreRunner, metrics: Metrics) -> bo
     return True
 
 
-async def reconcile_forever(
-    store: Store, run: StoreRunner, metrics: Metrics, *, every: float
-) -> None:
+async def reconcile_forever(store: Store, metrics: Metrics, *, every: float) -> None:
     while True:
         await asyncio.sleep(every)
-        await reconcile_once(store, run, metrics)
+        await reconcile_once(store, metrics)

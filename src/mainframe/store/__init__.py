@@ -6,8 +6,9 @@ from mainframe.clock import Clock, to_us
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.settings import Settings
 from mainframe.store.budget import Budget
-from mainframe.store.closing import Closed, Report
-from mainframe.store.engine import COMMAND_BUSY_MS, create_store_engine, is_sqlite
+from mainframe.store.closing import Closed, Completion, ItemOutcome, Report
+from mainframe.store.database import Database, Publish, discard
+from mainframe.store.engine import database_path, is_sqlite
 from mainframe.store.errors import (
     Conflict,
     Invalid,
@@ -19,19 +20,22 @@ from mainframe.store.errors import (
 )
 from mainframe.store.hook_secrets import open_box
 from mainframe.store.intake import ScanSpec, Submitted
-from mainframe.store.records import Job, Principal, ScanRecord
-from mainframe.store.results import ItemOutcome
+from mainframe.store.postgres import PostgresDatabase
+from mainframe.store.records import Job, Presented, Principal, ScanRecord
+from mainframe.store.sqlite import COMMAND_BUSY_MS, SqliteDatabase
 from mainframe.store.store import Store
-from mainframe.store.uow import Publish, discard
 
 __all__ = [
     "Budget",
     "Closed",
+    "Completion",
     "Conflict",
+    "Database",
     "Invalid",
     "ItemOutcome",
     "Job",
     "NotFound",
+    "Presented",
     "Principal",
     "Publish",
     "Report",
@@ -43,21 +47,46 @@ __all__ = [
     "Submitted",
     "Unauthorized",
     "Unavailable",
+    "discard",
     "is_sqlite",
+    "open_database",
     "open_store",
 ]
+
+
+def open_database(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    pool_size: int = 16,
+    busy_timeout_ms: int = COMMAND_BUSY_MS,
+    busy_wait: float = 5.0,
+) -> Database:
+    """SQLite (a file, the process clock) or PostgreSQL (a pool, the database's clock; a
+    clock given here is pinned on every connection instead, for tests)."""
+    if is_sqlite(url):
+        path = database_path(url)
+        if path is None:
+            raise ValueError("SQLite needs a file: in-memory databases are not shared")
+        return SqliteDatabase(
+            path, clock=clock, busy_timeout_ms=busy_timeout_ms, busy_wait=busy_wait
+        )
+    return PostgresDatabase(url, pool_size=pool_size, clock=clock)
 
 
 def open_store(
     settings: Settings,
     *,
     clock: Clock | None = None,
-    publish: Publish = discard,
     busy_timeout_ms: int = COMMAND_BUSY_MS,
 ) -> Store:
     """A Store on the configured database (the schema must already be at head)."""
-    engine = create_store_engine(
-        settings.database_url, pool_size=settings.pool_size, busy_timeout_ms=busy_timeout_ms
+    db = open_database(
+        settings.database_url,
+        clock=clock,
+        pool_size=settings.pool_size,
+        busy_timeout_ms=busy_timeout_ms,
+        busy_wait=settings.busy_wait_seconds,
     )
     budget = Budget.of(
         job_timeout=settings.job_timeout,
@@ -68,11 +97,10 @@ def open_store(
     retry = RetryPolicy(base=settings.retry_base_seconds, cap=settings.retry_max_seconds)
     key = settings.secret_key.get_secret_value() if settings.secret_key else None
     return Store.build(
-        engine,
+        db,
         budget,
         retry=retry,
         clock=clock,
-        publish=publish,
         hook_box=open_box(key, settings.database_url),
         rotation_grace_us=to_us(settings.hooks_rotation_grace_seconds),
     )

@@ -1,4 +1,6 @@
-"""Owners, endpoints and their credentials. Secrets are stored only as sha256 digests."""
+"""Owners, endpoints and their credentials, and reading who a token speaks for. Secrets are
+stored only as sha256 digests; credentials are read on every request (never cached), so a
+deleted token or a revoked endpoint is refused from the next request in every process."""
 
 from __future__ import annotations
 
@@ -6,17 +8,77 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, insert, select
-
-from mainframe.store import totals
-from mainframe.store.errors import Conflict, NotFound
-from mainframe.store.records import EndpointRecord, Principal
-from mainframe.store.revoke import revoke_endpoint
-from mainframe.store.schema import endpoints, owners, tokens
+from mainframe.store import revoke, totals
+from mainframe.store.database import Database, Row, Tx, first, value
+from mainframe.store.errors import Conflict, NotFound, Unauthorized
+from mainframe.store.records import EndpointRecord, Presented, Principal
 from mainframe.store.sql import Sql
-from mainframe.store.uow import Tx, UnitOfWork
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
+
+# One probe of the unique token_hash index and the endpoint's primary key.
+AUTHENTICATE = Sql(
+    "authenticate",
+    """
+    SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id,
+           endpoints.name, endpoints.revoked_at, tokens.id
+    FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest
+    """,
+)
+OWNER_ID = Sql("owner_id", "SELECT id FROM owners WHERE name = :name")
+ANY_OWNER = Sql("any_owner", "SELECT id FROM owners LIMIT 1")
+INSERT_OWNER = Sql(
+    "insert_owner",
+    "INSERT INTO owners (name, created_at) VALUES (:name, mf_now()) RETURNING id",
+)
+ENDPOINT_BY_NAME = Sql(
+    "endpoint_by_name",
+    """
+    SELECT id, name, owner_id, open_intake, revoked_at, created_at
+    FROM endpoints WHERE name = :name
+    """,
+)
+ENDPOINT_BY_ID = Sql(
+    "endpoint_by_id",
+    """
+    SELECT id, name, owner_id, open_intake, revoked_at, created_at
+    FROM endpoints WHERE id = :endpoint
+    """,
+)
+OWNED_ENDPOINTS = Sql(
+    "owned_endpoints",
+    """
+    SELECT id, name, owner_id, open_intake, revoked_at, created_at
+    FROM endpoints WHERE owner_id = :owner ORDER BY name
+    """,
+)
+INSERT_ENDPOINT = Sql(
+    "insert_endpoint",
+    """
+    INSERT INTO endpoints (name, owner_id, open_intake, created_at)
+    VALUES (:name, :owner, :open_intake, mf_now())
+    RETURNING id, name, owner_id, open_intake, revoked_at, created_at
+    """,
+)
+INSERT_TOKEN = Sql(
+    "insert_token",
+    """
+    INSERT INTO tokens (token_hash, role, owner_id, endpoint_id, principal, created_at)
+    VALUES (:digest, :role, :owner, :endpoint, :principal, mf_now())
+    RETURNING id, principal, role, created_at
+    """,
+)
+ENDPOINT_TOKENS = Sql(
+    "endpoint_tokens",
+    """
+    SELECT id, principal, role, created_at FROM tokens
+    WHERE endpoint_id = :endpoint ORDER BY id
+    """,
+)
+DELETE_TOKEN = Sql(
+    "delete_token", "DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,257 +115,242 @@ def new_secret(role: str) -> str:
     return TOKEN_PREFIX[role] + secrets.token_urlsafe(32)
 
 
-def create_owner(conn: Connection, *, name: str, now: int) -> tuple[int, str]:
-    """Create an owner and its first token; return (owner id, secret)."""
-    if conn.scalar(select(owners.c.id).where(owners.c.name == name)) is not None:
-        raise NameTaken(f"owner {name!r} already exists")
-    owner_id = conn.execute(insert(owners).values(name=name, created_at=now)).inserted_primary_key
-    assert owner_id is not None
-    return owner_id[0], issue_token(
-        conn, role="owner", principal=name, owner_id=owner_id[0], endpoint_id=None, now=now
-    )
-
-
-def owner_id_by_name(conn: Connection, name: str) -> int:
-    found = conn.scalar(select(owners.c.id).where(owners.c.name == name))
-    if found is None:
-        raise UnknownName(f"no owner named {name!r}")
-    return int(found)
-
-
-def count_owners(conn: Connection) -> int:
-    return len(conn.execute(select(owners.c.id).limit(1)).all())
-
-
-def create_endpoint(
-    conn: Connection, *, name: str, owner: str, open_intake: bool, now: int
-) -> EndpointRecord:
-    owner_id = owner_id_by_name(conn, owner)
-    if conn.scalar(select(endpoints.c.id).where(endpoints.c.name == name)) is not None:
-        raise NameTaken(f"endpoint {name!r} already exists")
-    values = {"name": name, "owner_id": owner_id, "open_intake": open_intake, "created_at": now}
-    new_id = conn.execute(insert(endpoints).values(**values)).inserted_primary_key
-    assert new_id is not None
-    totals.create_rows(conn, new_id[0])
-    return EndpointRecord(new_id[0], name, owner_id, open_intake, None)
-
-
-def endpoint_by_name(conn: Connection, name: str) -> EndpointRecord | None:
-    row = conn.execute(select(endpoints).where(endpoints.c.name == name)).first()
-    if row is None:
-        return None
-    return EndpointRecord(row.id, row.name, row.owner_id, bool(row.open_intake), row.revoked_at)
-
-
-def endpoint_by_id(conn: Connection, endpoint_id: int) -> EndpointRecord | None:
-    row = conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id)).first()
-    if row is None:
-        return None
-    return EndpointRecord(row.id, row.name, row.owner_id, bool(row.open_intake), row.revoked_at)
-
-
-def owned_endpoints(conn: Connection, owner_id: int) -> dict[int, str]:
-    rows = conn.execute(
-        select(endpoints.c.id, endpoints.c.name).where(endpoints.c.owner_id == owner_id)
-    )
-    return {row.id: row.name for row in rows}
-
-
-def issue_token(
-    conn: Connection,
-    *,
-    role: str,
-    principal: str,
-    owner_id: int | None,
-    endpoint_id: int | None,
-    now: int,
-) -> str:
-    secret = new_secret(role)
-    conn.execute(
-        insert(tokens).values(
-            token_hash=digest(secret),
-            role=role,
-            principal=principal,
-            owner_id=owner_id,
-            endpoint_id=endpoint_id,
-            created_at=now,
-        )
-    )
-    return secret
-
-
-def create_endpoint_token(
-    conn: Connection, *, endpoint: str, role: str, principal: str, now: int
-) -> str:
-    """A worker or source credential for one endpoint."""
-    record = endpoint_by_name(conn, endpoint)
-    if record is None:
-        raise UnknownName(f"no endpoint named {endpoint!r}")
-    if record.revoked_at is not None:
-        raise NameTaken(f"endpoint {endpoint!r} is revoked")
-    return issue_token(
-        conn,
-        role=role,
-        principal=principal,
-        owner_id=record.owner_id,
-        endpoint_id=record.id,
-        now=now,
-    )
-
-
-# Every request reads its token (no cache), so this is fixed SQL: one probe of the unique
-# token_hash index and the endpoint's primary key.
-AUTHENTICATE = Sql(
-    "authenticate",
-    "SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id, "
-    "endpoints.name, endpoints.revoked_at FROM tokens "
-    "LEFT OUTER JOIN endpoints ON endpoints.id = tokens.endpoint_id "
-    "WHERE tokens.token_hash = :digest",
-)
-
-
-def authenticate(tx: Tx, secret: str) -> Principal | None:
-    """The principal behind a secret, or None if unknown, deleted, or its endpoint revoked."""
-    row = tx.first(AUTHENTICATE, {"digest": digest(secret)})
-    if row is None or row[5] is not None:
-        return None
-    return Principal(row[0], row[1], row[2], row[3], row[4])
-
-
-ENDPOINT_BY_ID = Sql(
-    "endpoint_by_id",
-    "SELECT id, name, owner_id, open_intake, revoked_at FROM endpoints WHERE id = :id",
-)
-
-
-def endpoint_by_id_fast(tx: Tx, endpoint_id: int) -> EndpointRecord | None:
-    """endpoint_by_id through the driver, for intake and the job poll."""
-    row = tx.first(ENDPOINT_BY_ID, {"id": endpoint_id})
+def _endpoint(row: Row | None) -> EndpointRecord | None:
     if row is None:
         return None
     return EndpointRecord(row[0], row[1], row[2], bool(row[3]), row[4])
 
 
-def endpoint_is_revoked(tx: Tx, endpoint_id: int) -> bool:
-    found = endpoint_by_id_fast(tx, endpoint_id)
-    return found is None or found.revoked_at is not None
+async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
+    """The principal behind a token digest, or None if unknown, deleted, or its endpoint
+    revoked."""
+    row = await first(tx, AUTHENTICATE, {"digest": secret_digest})
+    if row is None or row[5] is not None:
+        return None
+    return Principal(row[0], row[1], row[2], row[3], row[4], secret_digest, row[6])
+
+
+async def endpoint_by_name(tx: Tx, name: str) -> EndpointRecord | None:
+    return _endpoint(await first(tx, ENDPOINT_BY_NAME, {"name": name}))
+
+
+async def _named(tx: Tx, endpoint: str) -> EndpointRecord:
+    found = await endpoint_by_name(tx, endpoint)
+    if found is None:
+        raise NotFound(f"no endpoint named {endpoint!r}")
+    return found
+
+
+async def endpoint_by_id(tx: Tx, endpoint_id: int) -> EndpointRecord | None:
+    return _endpoint(await first(tx, ENDPOINT_BY_ID, {"endpoint": endpoint_id}))
+
+
+async def owned_endpoints(tx: Tx, owner_id: int) -> dict[int, str]:
+    """The owner's endpoints by id, in name order."""
+    return {row[0]: row[1] for row in await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})}
+
+
+async def owner_id_by_name(tx: Tx, name: str) -> int:
+    found = await value(tx, OWNER_ID, {"name": name})
+    if found is None:
+        raise UnknownName(f"no owner named {name!r}")
+    return int(found)
+
+
+async def insert_owner(tx: Tx, name: str) -> tuple[int, str]:
+    """Create an owner and its first token; return (owner id, secret)."""
+    if await value(tx, OWNER_ID, {"name": name}) is not None:
+        raise NameTaken(f"owner {name!r} already exists")
+    owner_id = int(await value(tx, INSERT_OWNER, {"name": name}))
+    secret = await issue_token(
+        tx, role="owner", principal=name, owner_id=owner_id, endpoint_id=None
+    )
+    return owner_id, secret
+
+
+async def insert_endpoint(
+    tx: Tx, *, name: str, owner_id: int, open_intake: bool
+) -> tuple[EndpointRecord, int]:
+    """A new endpoint with zeroed outcome totals; returns it and its creation time."""
+    if await value(tx, ENDPOINT_BY_NAME, {"name": name}) is not None:
+        raise NameTaken(f"endpoint {name!r} already exists")
+    params = {"name": name, "owner": owner_id, "open_intake": open_intake}
+    row = await first(tx, INSERT_ENDPOINT, params)
+    assert row is not None
+    await totals.create_rows(tx, row[0])
+    record = _endpoint(row)
+    assert record is not None
+    return record, int(row[5])
+
+
+async def issue_token(
+    tx: Tx, *, role: str, principal: str, owner_id: int | None, endpoint_id: int | None
+) -> str:
+    secret = new_secret(role)
+    await issue_token_row(
+        tx, secret, role=role, principal=principal, owner_id=owner_id, endpoint_id=endpoint_id
+    )
+    return secret
+
+
+async def issue_token_row(
+    tx: Tx,
+    secret: str,
+    *,
+    role: str,
+    principal: str,
+    owner_id: int | None,
+    endpoint_id: int | None,
+) -> TokenView:
+    params = {
+        "digest": digest(secret),
+        "role": role,
+        "owner": owner_id,
+        "endpoint": endpoint_id,
+        "principal": principal,
+    }
+    row = await first(tx, INSERT_TOKEN, params)
+    assert row is not None
+    return TokenView(row[0], row[1], row[2], row[3])
 
 
 class Accounts:
-    """Owners, endpoints, credentials and the revocation cascade."""
+    """Owners, endpoints and credentials as an operator at the database sees them (the CLI),
+    authentication, and the revocation cascade."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def create_owner(self, name: str) -> str:
-        with self.uow.write() as tx:
-            return create_owner(tx.conn, name=name, now=self.uow.now())[1]
+    async def create_owner(self, name: str) -> str:
+        async with self.db.write() as tx:
+            return (await insert_owner(tx, name))[1]
 
-    def has_owners(self) -> bool:
-        with self.uow.read() as tx:
-            return count_owners(tx.conn) > 0
+    async def has_owners(self) -> bool:
+        async with self.db.read() as tx:
+            return await value(tx, ANY_OWNER) is not None
 
-    def create_endpoint(self, name: str, *, owner: str, open_intake: bool) -> EndpointRecord:
-        with self.uow.write() as tx:
-            return create_endpoint(
-                tx.conn, name=name, owner=owner, open_intake=open_intake, now=self.uow.now()
+    async def create_endpoint(self, name: str, *, owner: str, open_intake: bool) -> EndpointRecord:
+        async with self.db.write() as tx:
+            owner_id = await owner_id_by_name(tx, owner)
+            record, _ = await insert_endpoint(
+                tx, name=name, owner_id=owner_id, open_intake=open_intake
             )
+            return record
 
-    def create_token(self, *, endpoint: str, role: str, principal: str) -> str:
-        with self.uow.write() as tx:
-            return create_endpoint_token(
-                tx.conn, endpoint=endpoint, role=role, principal=principal, now=self.uow.now()
-            )
+    async def create_token(self, *, endpoint: str, role: str, principal: str) -> str:
+        """A worker or source credential for one endpoint."""
+        async with self.db.write() as tx:
+            record = await endpoint_by_name(tx, endpoint)
+            if record is None:
+                raise UnknownName(f"no endpoint named {endpoint!r}")
+            if record.revoked_at is not None:
+                raise NameTaken(f"endpoint {endpoint!r} is revoked")
+            return await issue_token(
+                tx, role=role, principal=principal, owner_id=record.owner_id,
+                endpoint_id=record.id,
+            )  # fmt: skip
 
-    def authenticate(self, secret: str) -> Principal | None:
-        # Autocommit on PostgreSQL saves BEGIN and COMMIT; SQLite reads in a deferred BEGIN.
-        with self.uow.read() if self.uow.sqlite else self.uow.single() as tx:
-            return authenticate(tx, secret)
+    async def tokens(self, endpoint: str) -> list[TokenView]:
+        """An endpoint's credentials (never a secret), whoever owns it."""
+        async with self.db.read() as tx:
+            found = await _named(tx, endpoint)
+            rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
+        return [TokenView(r[0], r[1], r[2], r[3]) for r in rows]
 
-    def owned_endpoints(self, owner_id: int) -> dict[int, str]:
-        with self.uow.read() as tx:
-            return owned_endpoints(tx.conn, owner_id)
+    async def delete_token(self, endpoint: str, token_id: int) -> None:
+        """Delete a credential; every server reads tokens per request, so it stops at once."""
+        async with self.db.write() as tx:
+            found = await _named(tx, endpoint)
+            if await tx.run(DELETE_TOKEN, {"token": token_id, "endpoint": found.id}) == 0:
+                raise NotFound(f"no token {token_id} on endpoint {endpoint!r}")
 
-    def revoke(self, owner_id: int, endpoint: str) -> int:
+    async def authenticate(self, secret: str) -> Principal | None:
+        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
+            return await authenticate(tx, digest(secret))
+
+    async def worker(self, caller: Presented) -> Principal:
+        """The live worker a presented token speaks for; Unauthorized for anything else."""
+        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
+            found = await authenticate(tx, caller.digest)
+        if found is None or found.role != "worker":
+            raise Unauthorized("unknown token, or not a worker's, or its endpoint is revoked")
+        return found
+
+    async def owned_endpoints(self, owner_id: int) -> dict[int, str]:
+        async with self.db.read() as tx:
+            return await owned_endpoints(tx, owner_id)
+
+    async def owner_id(self, name: str) -> int:
+        """An owner's id by name (UnknownName if there is none)."""
+        async with self.db.read() as tx:
+            return await owner_id_by_name(tx, name)
+
+    async def revoke(self, owner_id: int, endpoint: str) -> int:
         """The silent cascade; returns how many scans it dead-lettered."""
-        with self.uow.write() as tx:
-            found = endpoint_by_name(tx.conn, endpoint)
+        async with self.db.write() as tx:
+            found = await endpoint_by_name(tx, endpoint)
             if found is None or found.owner_id != owner_id:
                 raise NotFound(f"no endpoint named {endpoint!r}")
             if found.revoked_at is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
-            now = self.uow.now()
-            event = revoke_endpoint(tx.conn, endpoint_id=found.id, endpoint=endpoint, now=now)
+            event = await revoke.revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
             tx.events.append(event)
-            totals.record(tx, [event], rng=self.uow.rng)
+            await totals.record(tx, [event])
         return event.dead_lettered
 
 
 class Credentials:
     """An owner's own endpoints and their worker and source credentials, over the API."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def create_endpoint(self, owner_id: int, name: str, *, open_intake: bool) -> EndpointView:
-        with self.uow.write() as tx:
-            owner = tx.conn.scalar(select(owners.c.name).where(owners.c.id == owner_id))
+    async def create_endpoint(self, owner_id: int, name: str, *, open_intake: bool) -> EndpointView:
+        async with self.db.write() as tx:
             try:
-                created = create_endpoint(
-                    tx.conn, name=name, owner=str(owner), open_intake=open_intake,
-                    now=self.uow.now(),
-                )  # fmt: skip
+                created, at = await insert_endpoint(
+                    tx, name=name, owner_id=owner_id, open_intake=open_intake
+                )
             except NameTaken as exc:
                 raise Conflict("endpoint_exists", str(exc)) from exc
-            return EndpointView(created.name, created.open_intake, self.uow.now(), None)
+            return EndpointView(created.name, created.open_intake, at, None)
 
-    def endpoints(self, owner_id: int) -> list[EndpointView]:
-        with self.uow.read() as tx:
-            rows = tx.conn.execute(
-                select(endpoints).where(endpoints.c.owner_id == owner_id).order_by(endpoints.c.name)
-            )
-            return [
-                EndpointView(r.name, bool(r.open_intake), r.created_at, r.revoked_at) for r in rows
-            ]
+    async def endpoints(self, owner_id: int) -> list[EndpointView]:
+        async with self.db.read() as tx:
+            rows = await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})
+        return [EndpointView(r[1], bool(r[3]), r[5], r[4]) for r in rows]
 
-    def _owned(self, conn: Connection, owner_id: int, endpoint: str) -> EndpointRecord:
-        found = endpoint_by_name(conn, endpoint)
+    async def _owned(self, tx: Tx, owner_id: int, endpoint: str) -> EndpointRecord:
+        found = await endpoint_by_name(tx, endpoint)
         if found is None or found.owner_id != owner_id:
             raise NotFound(f"no endpoint named {endpoint!r}")
         return found
 
-    def create_token(
+    async def create_token(
         self, owner_id: int, endpoint: str, *, role: str, principal: str
     ) -> tuple[TokenView, str]:
         """A worker or source credential; the secret is returned here and never again."""
-        with self.uow.write() as tx:
-            found = self._owned(tx.conn, owner_id, endpoint)
+        async with self.db.write() as tx:
+            found = await self._owned(tx, owner_id, endpoint)
             if found.revoked_at is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
-            now = self.uow.now()
-            secret = issue_token(
-                tx.conn, role=role, principal=principal, owner_id=owner_id,
-                endpoint_id=found.id, now=now,
+            secret = new_secret(role)
+            view = await issue_token_row(
+                tx, secret, role=role, principal=principal, owner_id=owner_id,
+                endpoint_id=found.id,
             )  # fmt: skip
-            token_id = tx.conn.scalar(
-                select(tokens.c.id).where(tokens.c.token_hash == digest(secret))
-            )
-            return TokenView(int(token_id or 0), principal, role, now), secret
+            return view, secret
 
-    def tokens(self, owner_id: int, endpoint: str) -> list[TokenView]:
-        with self.uow.read() as tx:
-            found = self._owned(tx.conn, owner_id, endpoint)
-            rows = tx.conn.execute(
-                select(tokens).where(tokens.c.endpoint_id == found.id).order_by(tokens.c.id)
-            )
-            return [TokenView(r.id, r.principal, r.role, r.created_at) for r in rows]
+    async def tokens(self, owner_id: int, endpoint: str) -> list[TokenView]:
+        async with self.db.read() as tx:
+            found = await self._owned(tx, owner_id, endpoint)
+            rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
+        return [TokenView(r[0], r[1], r[2], r[3]) for r in rows]
 
-    def delete_token(self, owner_id: int, endpoint: str, token_id: int) -> None:
+    async def delete_token(self, owner_id: int, endpoint: str, token_id: int) -> None:
         """Delete a credential: every server reads tokens per request, so it stops at once."""
-        with self.uow.write() as tx:
-            found = self._owned(tx.conn, owner_id, endpoint)
-            gone = tx.conn.execute(
-                delete(tokens).where(tokens.c.id == token_id, tokens.c.endpoint_id == found.id)
-            )
-            if gone.rowcount == 0:
+        async with self.db.write() as tx:
+            found = await self._owned(tx, owner_id, endpoint)
+            gone = await tx.run(DELETE_TOKEN, {"token": token_id, "endpoint": found.id})
+            if gone == 0:
                 raise NotFound(f"no token {token_id} on endpoint {endpoint!r}")

@@ -1,11 +1,13 @@
 """The operator's listing of dead letters: every scan in FAILED that will never be retried,
 across the endpoints an owner holds, newest first, searchable, with its final attempt.
 
-Every query carries `dead_lettered_at IS NOT NULL` as written in the partial indexes'
-predicate, so both planners can use them: `ix_scans_dead_recent` (dead_lettered_at, id)
-walks the listing's order, `ix_scans_dead_letters` (endpoint_id, dead_lettered_at, id) one
-endpoint's, and `ix_scans_dead_search` (trigrams, PostgreSQL) a substring search. The count
-without a search or a narrowing filter is the outcome totals' sum, never a scan count."""
+Every statement carries `scans.dead_lettered_at IS NOT NULL` as written in the partial
+indexes' predicate, so both planners can use them: `ix_scans_dead_recent` (dead_lettered_at,
+id) walks the listing's order, `ix_scans_dead_letters` (endpoint_id, dead_lettered_at, id)
+one endpoint's, and `ix_scans_dead_search` (trigrams, PostgreSQL) a substring search. The
+keyset is always bound (the first page's is NEWEST): an optional keyset is an OR no planner
+can seek through, so a later page would read every row before it. The count without a
+search or a narrowing filter is the outcome totals' sum, never a scan count."""
 
 from __future__ import annotations
 
@@ -13,18 +15,230 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, and_, false, func, select, tuple_
-
-from mainframe.store import accounts, audit, queries, search, totals
+from mainframe.store import audit, queries, search
 from mainframe.store.audit import AuditEntry
+from mainframe.store.database import Database, Row, Tx, value
 from mainframe.store.errors import Conflict
-from mainframe.store.records import AttemptRecord, ScanRecord, scan_from_row
+from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.redrive import Progress, Redriven, redrive
-from mainframe.store.schema import attempts, scans
 from mainframe.store.search import MAX_QUERY_LENGTH
-from mainframe.store.uow import UnitOfWork
+from mainframe.store.sql import Sql
 
 __all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]
+
+# The keyset of the first page: after it in the listing's order comes every dead letter.
+NEWEST = (2**63 - 1, 2**63 - 1)
+
+# One page newest first, strictly after the keyset (:after_at, :after_id), each row with its
+# final attempt (NULLs when it was never leased); every filter optional (NULL: any). The
+# plan walks ix_scans_dead_recent backwards from the keyset and stops after :limit rows.
+# CROSS JOIN keeps scans the outer loop on SQLite, which would otherwise start from the
+# owner's endpoints and sort every dead letter they hold; PostgreSQL plans it as any join.
+LIST_DEAD_LETTERS = Sql(
+    "list_dead_letters",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
+# A search (store/search.py: :pattern over name, source and kind, or :term_id the id) finds
+# its matches first, then sorts them: walking the listing's order instead would read every
+# dead letter for a rare term. On PostgreSQL the matches are a bitmap of the trigram index
+# ix_scans_dead_search, which needs the pattern planned as a constant (see `_with_values`).
+SEARCH_DEAD_LETTERS = Sql(
+    "search_dead_letters",
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name LIKE :pattern ESCAPE '\\' OR scans.source LIKE :pattern ESCAPE '\\'
+               OR scans.kind LIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (:reason IS NULL OR scans.fail_reason = :reason)
+          AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+          AND (:queue IS NULL OR scans.queue = :queue)
+          AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name ILIKE :pattern ESCAPE '\\' OR scans.source ILIKE :pattern ESCAPE '\\'
+               OR scans.kind ILIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+          AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+          AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+          AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
+# How many dead letters a narrowing filter matches, the search optional (NULL: none).
+COUNT_DEAD_LETTERS = Sql(
+    "count_dead_letters",
+    """
+    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+    """,
+    """
+    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+    """,
+)
+# Every match's id, newest first: what a filter redrive requeues.
+DEAD_LETTER_IDS = Sql(
+    "dead_letter_ids",
+    """
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    """,
+    """
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    """,
+)
+# The owner's dead letters (or one endpoint's) as the outcome totals hold them: a few rows
+# per endpoint, whatever the scans table holds.
+DEAD_LETTER_TOTAL = Sql(
+    "dead_letter_total",
+    """
+    SELECT COALESCE(SUM(scan_totals.count), 0)
+    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND scan_totals.outcome = 'dead_lettered'
+    """,
+    """
+    SELECT COALESCE(SUM(scan_totals.count), 0)
+    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND scan_totals.outcome = 'dead_lettered'
+    """,
+)
+# asyncpg prepares every statement, and after five runs PostgreSQL may keep a generic plan
+# for it, one made without the parameters' values. Such a plan guesses how much a LIKE
+# pattern matches instead of estimating it, and keeps the optional search's `:pattern IS
+# NULL OR` arm, which no index can serve: a search could read every dead letter instead of
+# ix_scans_dead_search (test_dead_letter_plans.py shows the count doing so). Run first in a
+# search's own read transaction, this plans every statement after it with its values, as
+# constants. SQLite plans every statement with its values bound.
+PLAN_WITH_VALUES = Sql(
+    "plan_with_values",
+    "-- PostgreSQL only: SQLite plans every statement with its values bound.",
+    "SET LOCAL plan_cache_mode = force_custom_plan",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +257,7 @@ class DeadLetterFilter:
         return bool(self.q) or any(v is not None for v in (self.reason, self.since, self.queue))
 
     def as_json(self) -> dict[str, Any]:
+        """The filter as a filter redrive's audit row keeps it."""
         return {
             "q": self.q,
             "reason": self.reason,
@@ -50,6 +265,16 @@ class DeadLetterFilter:
             "endpoint": self.endpoint,
             "queue": self.queue,
         }
+
+    def params(self, owner_id: int) -> dict[str, Any]:
+        """The parameters every dead-letter statement of this filter takes."""
+        return {
+            "owner": owner_id,
+            "endpoint": self.endpoint,
+            "reason": self.reason,
+            "since": self.since,
+            "queue": self.queue,
+        } | search.terms(self.q)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,145 +292,71 @@ class DeadLetterPage:
     count: int
 
 
-def scoped_endpoints(conn: Connection, owner_id: int, endpoint: str | None) -> dict[int, str]:
-    """The owner's endpoints, or just the named one (empty when it is not the owner's)."""
-    owned = accounts.owned_endpoints(conn, owner_id)
-    if endpoint is None:
-        return owned
-    return {k: v for k, v in owned.items() if v == endpoint}
+async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
+    """Before a search on PostgreSQL: plan the transaction's statements with their values."""
+    if f.q and tx.dialect == "postgresql":
+        await tx.run(PLAN_WITH_VALUES)
 
 
-def conditions(endpoint_ids: list[int], f: DeadLetterFilter) -> list[ColumnElement[bool]]:
-    """The WHERE terms of a filter over the given endpoints."""
-    if not endpoint_ids:
-        return [false()]
-    where: list[ColumnElement[bool]] = [
-        scans.c.endpoint_id.in_(endpoint_ids),
-        # Rendered as the partial indexes' predicate, a literal the planners can prove.
-        scans.c.dead_lettered_at.is_not(None),
-    ]
-    if f.q:
-        where.append(search.matches(f.q))
-    if f.reason is not None:
-        where.append(scans.c.fail_reason == f.reason)
-    if f.since is not None:
-        where.append(scans.c.dead_lettered_at >= f.since)
-    if f.queue is not None:
-        where.append(scans.c.queue == f.queue)
-    return where
-
-
-def count(conn: Connection, endpoints: dict[int, str], f: DeadLetterFilter) -> int:
+async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> int:
     """How many dead letters match: the totals' sum unless the filter narrows."""
     if not f.narrows:
-        return sum(totals.dead_letters_of(conn, endpoints).values())
-    query = select(func.count()).select_from(scans).where(*conditions(list(endpoints), f))
-    return int(conn.scalar(query) or 0)
+        params = {"owner": owner_id, "endpoint": f.endpoint}
+        return int(await value(tx, DEAD_LETTER_TOTAL, params) or 0)
+    return int(await value(tx, COUNT_DEAD_LETTERS, f.params(owner_id)) or 0)
 
 
-def matching_ids(conn: Connection, endpoints: dict[int, str], f: DeadLetterFilter) -> list[int]:
-    """Every matching dead letter's id, newest first (what a filter redrive requeues)."""
-    query = (
-        select(scans.c.id)
-        .where(*conditions(list(endpoints), f))
-        .order_by(scans.c.dead_lettered_at.desc(), scans.c.id.desc())
-    )
-    return [int(row[0]) for row in conn.execute(query)]
-
-
-def page_query(
-    endpoints: dict[int, str],
-    f: DeadLetterFilter,
-    *,
-    after: tuple[int, int] | None,
-    limit: int,
-) -> Select[Any]:
-    """The statement of one page newest first, strictly after the keyset `after`, each row
-    with its final attempt."""
-    where = conditions(list(endpoints), f)
-    if after is not None:
-        # New dead letters sort before every cursor, so pages already read never shift.
-        where.append(tuple_(scans.c.dead_lettered_at, scans.c.id) < tuple_(*after))
-    final = attempts.alias("final")
-    source: Any = scans
-    if f.q:
-        # A search finds its matches first (trigram bitmap on PostgreSQL), then sorts them:
-        # walking the listing's order instead would read every dead letter for a rare term.
-        matched = select(scans.c.id).where(*where).cte("matched").prefix_with("MATERIALIZED")
-        source = scans.join(matched, matched.c.id == scans.c.id)
-        where = []
-    return (
-        select(scans, *[final.c[name].label(f"final_{name}") for name in _FINAL])
-        .select_from(
-            source.outerjoin(
-                final,
-                and_(
-                    final.c.scan_id == scans.c.id,
-                    final.c.seq == scans.c.attempt_base + scans.c.attempt_count,
-                ),
-            )
-        )
-        .where(*where)
-        .order_by(scans.c.dead_lettered_at.desc(), scans.c.id.desc())
-        .limit(limit)
-    )
-
-
-def page(
-    conn: Connection,
-    endpoints: dict[int, str],
-    f: DeadLetterFilter,
-    *,
-    after: tuple[int, int] | None,
-    limit: int,
+async def page(
+    tx: Tx, owner_id: int, f: DeadLetterFilter, *, after: tuple[int, int] | None, limit: int
 ) -> DeadLetterPage:
     """One page newest first, strictly after the keyset `after`, with the total count."""
-    query = page_query(endpoints, f, after=after, limit=limit)
-    items = [_dead_letter(row, endpoints) for row in conn.execute(query)]
+    after_at, after_id = after or NEWEST
+    params = f.params(owner_id) | {"after_at": after_at, "after_id": after_id, "limit": limit}
+    rows = await tx.rows(SEARCH_DEAD_LETTERS if f.q else LIST_DEAD_LETTERS, params)
+    items = [_dead_letter(row) for row in rows]
     last = items[-1].scan if len(items) == limit else None
     cursor = None if last is None else (int(last.dead_lettered_at or 0), last.id)
-    return DeadLetterPage(items, cursor, count(conn, endpoints, f))
+    return DeadLetterPage(items, cursor, await count(tx, owner_id, f))
 
 
-_FINAL = ("seq", "attempt", "worker", "leased_at", "closed_at", "outcome", "summary", "artifact")
-
-
-def _dead_letter(row: Any, endpoints: dict[int, str]) -> DeadLetter:
-    m = row._mapping
-    scan = scan_from_row(row, endpoints[m["endpoint_id"]])
-    if m["final_seq"] is None:
-        return DeadLetter(scan, None)
-    return DeadLetter(scan, AttemptRecord(*(m[f"final_{name}"] for name in _FINAL)))
+def _dead_letter(row: Row) -> DeadLetter:
+    scan = scan_from_row(row, row[26])
+    final = None if row[27] is None else attempt_from_row(row[27:])
+    return DeadLetter(scan, final)
 
 
 class DeadLetters:
     """The owner's dead letters: list, count, open one, redrive, and the audit trail."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def page(
+    async def page(
         self, owner_id: int, f: DeadLetterFilter, *, after: tuple[int, int] | None, limit: int
     ) -> DeadLetterPage:
-        with self.uow.read() as tx:
-            owned = scoped_endpoints(tx.conn, owner_id, f.endpoint)
-            return page(tx.conn, owned, f, after=after, limit=limit)
+        """One page newest first after the keyset `after`, with how many match in all."""
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            return await page(tx, owner_id, f, after=after, limit=limit)
 
-    def count(self, owner_id: int, f: DeadLetterFilter) -> int:
-        with self.uow.read() as tx:
-            return count(tx.conn, scoped_endpoints(tx.conn, owner_id, f.endpoint), f)
+    async def count(self, owner_id: int, f: DeadLetterFilter) -> int:
+        """How many dead letters the filter matches (the Dead pill, a redrive's question)."""
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            return await count(tx, owner_id, f)
 
-    def get(self, owner_id: int, scan_id: int) -> ScanRecord:
+    async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
         """The scan with its whole attempt history (any status: a redriven one too)."""
-        with self.uow.read() as tx:
-            return queries.owned_scan(tx.conn, owner_id, scan_id)
+        async with self.db.read() as tx:
+            return await queries.owned_scan(tx, owner_id, scan_id)
 
-    def redrive_ids(
+    async def redrive_ids(
         self, owner_id: int, ids: Sequence[int], *, progress: Progress | None = None
     ) -> Redriven:
-        return redrive(self.uow, owner_id, ids, by="ids", progress=progress)
+        """Redrive the given scans; those that cannot be are reported as skipped."""
+        return await redrive(self.db, owner_id, ids, by="ids", progress=progress)
 
-    def redrive_filter(
+    async def redrive_filter(
         self,
         owner_id: int,
         f: DeadLetterFilter,
@@ -215,19 +366,20 @@ class DeadLetters:
     ) -> Redriven:
         """Redrive what the filter matches, refused (nothing changed) unless `confirm` is
         how many it matches now: a stale screen cannot requeue more than the operator saw."""
-        with self.uow.read() as tx:
-            ids = matching_ids(tx.conn, scoped_endpoints(tx.conn, owner_id, f.endpoint), f)
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            ids = [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",
                 f"the filter matches {len(ids)} dead letters now, not {confirm}; "
                 "look again and confirm the new count",
             )
-        filter_json = f.as_json()
-        return redrive(
-            self.uow, owner_id, ids, by="filter", filter_json=filter_json, progress=progress
+        return await redrive(
+            self.db, owner_id, ids, by="filter", filter_json=f.as_json(), progress=progress
         )
 
-    def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
-        with self.uow.read() as tx:
-            return audit.entries(tx.conn, owner_id, before_id=before_id, limit=limit)
+    async def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
+        """The owner's redrives newest first, older than the audit row `before_id`."""
+        async with self.db.read() as tx:
+            return await audit.entries(tx, owner_id, before_id=before_id, limit=limit)

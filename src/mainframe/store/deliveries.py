@@ -1,17 +1,38 @@
 """Webhook delivery counts per endpoint per minute: written by the hook dispatcher, read in
-closed windows by the stats API that the watcher polls."""
+closed windows by the stats API that the watcher polls. The minute an attempt counts in is
+taken from `mf_now()`, so every server process of a fleet files it under the same minute."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, insert, select, update
-
-from mainframe.store import accounts
-from mainframe.store.schema import delivery_counts
-from mainframe.store.uow import UnitOfWork
+from mainframe.store.database import Database, first, value
+from mainframe.store.sql import Sql
 
 MINUTE_US = 60_000_000
+
+# One statement: a bump then an insert would race on PostgreSQL, where two attempts opening a
+# minute at once both find no row and the second insert fails on the primary key.
+RECORD_MINUTE = Sql(
+    "record_delivery_minute",
+    """
+    INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)
+    VALUES (:endpoint, mf_now() - mf_now() % 60000000, :attempts, :failures)
+    ON CONFLICT (endpoint_id, minute_us) DO UPDATE
+    SET attempts = delivery_counts.attempts + excluded.attempts,
+        failures = delivery_counts.failures + excluded.failures
+    """,
+)
+WINDOW_TOTALS = Sql(
+    "delivery_window_totals",
+    """
+    SELECT SUM(delivery_counts.attempts), SUM(delivery_counts.failures)
+    FROM delivery_counts JOIN endpoints ON endpoints.id = delivery_counts.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND delivery_counts.minute_us >= :start AND delivery_counts.minute_us < :end
+    """,
+)
+NOW = Sql("delivery_clock", "SELECT mf_now()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,55 +45,27 @@ def minute_of(instant_us: int) -> int:
     return instant_us - instant_us % MINUTE_US
 
 
-def record(conn: Connection, *, endpoint_id: int, at_us: int, attempts: int, failures: int) -> None:
-    """Add delivery outcomes to the minute containing `at_us`."""
-    minute = minute_of(at_us)
-    bumped = conn.execute(
-        update(delivery_counts)
-        .where(delivery_counts.c.endpoint_id == endpoint_id, delivery_counts.c.minute_us == minute)
-        .values(
-            attempts=delivery_counts.c.attempts + attempts,
-            failures=delivery_counts.c.failures + failures,
-        )
-    )
-    if bumped.rowcount == 0:
-        conn.execute(
-            insert(delivery_counts).values(
-                endpoint_id=endpoint_id, minute_us=minute, attempts=attempts, failures=failures
-            )
-        )
-
-
-def window_totals(
-    conn: Connection, *, endpoint_ids: list[int], start_us: int, end_us: int
-) -> DeliveryTotals:
-    """Sums over the minutes in [start, end) of the given endpoints."""
-    if not endpoint_ids:
-        return DeliveryTotals(0, 0)
-    row = conn.execute(
-        select(func.sum(delivery_counts.c.attempts), func.sum(delivery_counts.c.failures)).where(
-            delivery_counts.c.endpoint_id.in_(endpoint_ids),
-            delivery_counts.c.minute_us >= start_us,
-            delivery_counts.c.minute_us < end_us,
-        )
-    ).one()
-    return DeliveryTotals(int(row[0] or 0), int(row[1] or 0))
-
-
 class Deliveries:
     """Webhook delivery counts: added by the dispatcher, summed for the stats API."""
 
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def record(self, endpoint_id: int, *, at_us: int, attempts: int, failures: int) -> None:
-        with self.uow.write() as tx:
-            record(
-                tx.conn, endpoint_id=endpoint_id, at_us=at_us, attempts=attempts, failures=failures
-            )
+    async def record(self, endpoint_id: int, *, attempts: int, failures: int) -> None:
+        """Add delivery outcomes to the current minute of the database's clock."""
+        params = {"endpoint": endpoint_id, "attempts": attempts, "failures": failures}
+        async with self.db.single() as tx:
+            await tx.run(RECORD_MINUTE, params)
 
-    def totals(self, owner_id: int, *, start_us: int, end_us: int) -> DeliveryTotals:
+    async def totals(self, owner_id: int, *, start_us: int, end_us: int) -> DeliveryTotals:
         """Delivery attempts and failures of the owner's endpoints in [start, end)."""
-        with self.uow.read() as tx:
-            owned = list(accounts.owned_endpoints(tx.conn, owner_id))
-            return window_totals(tx.conn, endpoint_ids=owned, start_us=start_us, end_us=end_us)
+        params = {"owner": owner_id, "start": start_us, "end": end_us}
+        async with self.db.read() as tx:
+            row = await first(tx, WINDOW_TOTALS, params)
+        assert row is not None
+        return DeliveryTotals(int(row[0] or 0), int(row[1] or 0))
+
+    async def now(self) -> int:
+        """The database's clock, which decides whether a window has closed."""
+        async with self.db.read() as tx:
+            return int(await value(tx, NOW))

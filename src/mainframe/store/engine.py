@@ -1,4 +1,5 @@
-"""Engines for the two supported databases: SQLite (embedded default) and PostgreSQL."""
+"""SQLAlchemy engines for the schema's migrations and for tools and tests that read the
+database directly. The server's store runs on store/database.py, not on these."""
 
 from __future__ import annotations
 
@@ -7,15 +8,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
-# WAL lets readers run beside the single writer. synchronous=NORMAL skips the fsync per commit:
-# a power loss (not a process crash) may drop the last few commits; see the README.
-SQLITE_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",
-    "PRAGMA foreign_keys=ON",
-    "PRAGMA cache_size=-65536",
-    "PRAGMA temp_store=MEMORY",
-)
+from mainframe.store.postgres import CONNECT_TIMEOUT_S
+from mainframe.store.sqlite import COMMAND_BUSY_MS, PRAGMAS
 
 
 def is_sqlite(url: str) -> bool:
@@ -27,16 +21,6 @@ def sqlalchemy_url(url: str) -> str:
     if url.startswith("postgresql://"):
         return "postgresql+psycopg://" + url.removeprefix("postgresql://")
     return url
-
-
-# How long one SQLite statement blocks on a locked file. Commands (CLI, migrations) wait
-# long; the server waits briefly and retries off the event loop (runner.py), so a lock held
-# by another process never freezes every request.
-COMMAND_BUSY_MS = 10_000
-SERVER_BUSY_MS = 50
-
-
-CONNECT_TIMEOUT_S = 5
 
 
 def create_store_engine(
@@ -66,7 +50,7 @@ def _sqlite_engine(target: str, busy_timeout_ms: int) -> Engine:
         # Take transaction control from the driver so BEGIN IMMEDIATE below is ours to issue.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        for pragma in SQLITE_PRAGMAS:
+        for pragma in PRAGMAS:
             cursor.execute(pragma)
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.close()

@@ -4,15 +4,19 @@ The key comes from MAINFRAME_SECRET_KEY (comma-separated Fernet keys: the first 
 every one decrypts, so a key can be rotated), or else, for a SQLite file, from a key file
 created with mode 0600 beside the database on first start. Without a key (PostgreSQL and no
 MAINFRAME_SECRET_KEY) hooks cannot be created. A lost key makes the stored secrets
-unreadable: those hooks are disabled with reason `secret_unreadable` until rotated."""
+unreadable: those hooks are disabled with reason `secret_unreadable` until rotated. The same
+key material signs dragonfly workers' sessions, through keys derived from it (`subkeys`)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from sqlalchemy.engine import make_url
 
 KEY_FILE_SUFFIX = ".secret-key"
@@ -24,7 +28,18 @@ class SecretBox:
     def __init__(self, keys: list[bytes]) -> None:
         if not keys:
             raise ValueError("a secret box needs at least one key")
+        self._keys = list(keys)
         self._fernet = MultiFernet([Fernet(key) for key in keys])
+
+    def subkeys(self, purpose: bytes) -> list[bytes]:
+        """32-byte keys for another use of the same key material, one per Fernet key in the
+        same order (the first is the current one), derived with HKDF-SHA256 under `purpose`."""
+        return [
+            HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(
+                base64.urlsafe_b64decode(key)
+            )
+            for key in self._keys
+        ]
 
     def seal(self, secret: str) -> str:
         return self._fernet.encrypt(secret.encode()).decode()

@@ -1,23 +1,106 @@
 """The hooks of each endpoint: the owners' management calls and the dispatcher's reads and
-bookkeeping. Signing secrets are stored only as Fernet tokens (store/hook_secrets.py)."""
+bookkeeping. Signing secrets are stored only as Fernet tokens (store/hook_secrets.py). Every
+stamp (creation, a rotation's grace, the last delivery) and the end of a rotation's grace are
+taken from `mf_now()`, so every server process of a fleet agrees on them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, func, insert, select, update
-
-from mainframe.store import deliveries
+from mainframe.store.accounts import endpoint_by_name
+from mainframe.store.database import Database, Row, Tx, first, value
+from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.hook_secrets import SecretBox
-from mainframe.store.schema import endpoints, hooks
-from mainframe.store.uow import UnitOfWork
+from mainframe.store.records import EndpointRecord
+from mainframe.store.sql import Sql
 
-MAX_HOOKS_PER_ENDPOINT = 5  # the issue: a sixth is a 409 too_many_hooks
+MAX_HOOKS_PER_ENDPOINT = 5  # a sixth is a 409 too_many_hooks (docs/hooks.md)
 DEFAULT_ROTATION_GRACE_US = 86_400_000_000  # the previous secret signs for a day
 CONSECUTIVE_FAILURES = "consecutive_failures"  # disabled_reason after too many failures
 SECRET_UNREADABLE = "secret_unreadable"  # disabled_reason when no key opens the secret
+
+# Whether the endpoint is revoked, read under a lock of its row on PostgreSQL: two creations
+# at once then count each other's hooks (the cap holds), and a revocation cannot slip between
+# the check and the insert. SQLite's BEGIN IMMEDIATE already admits one writer at a time.
+LOCK_ENDPOINT = Sql(
+    "lock_hook_endpoint",
+    "SELECT revoked_at FROM endpoints WHERE id = :endpoint",
+    "SELECT revoked_at FROM endpoints WHERE id = :endpoint FOR UPDATE",
+)
+COUNT_HOOKS = Sql("count_hooks", "SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint")
+INSERT_HOOK = Sql(
+    "insert_hook",
+    """
+    INSERT INTO hooks (endpoint_id, url, queue, rate_per_minute, enabled, secret,
+                       consecutive_failures, created_at)
+    VALUES (:endpoint, :url, :queue, :rate, TRUE, :secret, 0, mf_now())
+    RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+              created_at, consecutive_failures, last_delivery_at
+    """,
+)
+LIST_HOOKS = Sql(
+    "list_hooks",
+    """
+    SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
+           consecutive_failures, last_delivery_at
+    FROM hooks WHERE endpoint_id = :endpoint ORDER BY id
+    """,
+)
+DELETE_HOOK = Sql("delete_hook", "DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint")
+# The old token moves as it is: rotating never needs to read the old secret, so a hook whose
+# secret no key can open is rotated like any other (its unreadable token never co-signs).
+ROTATE_HOOK = Sql(
+    "rotate_hook",
+    """
+    UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
+        secret = :secret
+    WHERE id = :hook AND endpoint_id = :endpoint
+    RETURNING previous_valid_until
+    """,
+)
+ENABLE_HOOK = Sql(
+    "enable_hook",
+    """
+    UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
+    WHERE id = :hook AND endpoint_id = :endpoint
+    RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+              created_at, consecutive_failures, last_delivery_at
+    """,
+)
+# The dispatcher's read (ix_hooks_endpoint). The previous secret comes back only while its
+# rotation grace lasts by the database's clock, so every process stops co-signing together.
+TARGETS = Sql(
+    "hook_targets",
+    """
+    SELECT hooks.id, hooks.endpoint_id, hooks.url, hooks.queue, hooks.rate_per_minute,
+           hooks.secret,
+           CASE WHEN hooks.previous_valid_until > mf_now() THEN hooks.previous_secret END
+    FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+    WHERE hooks.endpoint_id = :endpoint AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
+    ORDER BY hooks.id
+    """,
+)
+NOTE_DELIVERED = Sql(
+    "note_hook_delivered",
+    """
+    UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
+    WHERE id = :hook
+    """,
+)
+NOTE_FAILED = Sql(
+    "note_hook_failed",
+    "UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = :hook",
+)
+# Changes a row only when the hook is still enabled, so exactly one caller learns that it
+# disabled the hook (and counts it).
+DISABLE_HOOK = Sql(
+    "disable_hook",
+    """
+    UPDATE hooks SET enabled = FALSE, disabled_reason = :reason
+    WHERE id = :hook AND enabled = TRUE AND consecutive_failures >= :at_least
+    """,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +138,11 @@ class HookTarget:
     queue: str | None
     rate_per_minute: int
     secret: str | None  # None when no configured key can open it
-    previous_secret: str | None
-    previous_valid_until: int | None
+    previous_secret: str | None  # only while its rotation grace lasted, when read
 
-    def signing_secrets(self, now_us: int) -> tuple[str, ...]:
-        """Current first; the previous one while its rotation grace lasts."""
-        found: tuple[str, ...] = () if self.secret is None else (self.secret,)
-        live = self.previous_valid_until is not None and now_us < self.previous_valid_until
-        if live and self.previous_secret is not None:
-            found += (self.previous_secret,)
-        return found
+    def signing_secrets(self) -> tuple[str, ...]:
+        """The secrets that sign: current first, then the previous one during its grace."""
+        return tuple(s for s in (self.secret, self.previous_secret) if s is not None)
 
 
 class HooksUnavailable(Conflict):
@@ -75,64 +153,38 @@ class HooksUnavailable(Conflict):
         )
 
 
-_VIEW = select(
-    hooks.c.id,
-    hooks.c.endpoint_id,
-    endpoints.c.name.label("endpoint"),
-    hooks.c.url,
-    hooks.c.queue,
-    hooks.c.rate_per_minute,
-    hooks.c.enabled,
-    hooks.c.disabled_reason,
-    hooks.c.created_at,
-    hooks.c.consecutive_failures,
-    hooks.c.last_delivery_at,
-).select_from(hooks.join(endpoints, endpoints.c.id == hooks.c.endpoint_id))
-
-
-def _view(row: Any) -> HookView:
+def _view(row: Row, endpoint: str) -> HookView:
     return HookView(
-        row.id,
-        row.endpoint_id,
-        row.endpoint,
-        row.url,
-        row.queue,
-        row.rate_per_minute,
-        bool(row.enabled),
-        row.disabled_reason,
-        row.created_at,
-        row.consecutive_failures,
-        row.last_delivery_at,
+        hook_id=row[0],
+        endpoint_id=row[1],
+        endpoint=endpoint,
+        url=row[2],
+        queue=row[3],
+        rate_per_minute=row[4],
+        enabled=bool(row[5]),
+        disabled_reason=row[6],
+        created_at=row[7],
+        consecutive_failures=row[8],
+        last_delivery_at=row[9],
     )
 
 
-def _endpoint(conn: Connection, owner_id: int | None, name: str, *, lock: bool = False) -> Any:
+async def _endpoint(tx: Tx, owner_id: int | None, name: str) -> EndpointRecord:
     # owner_id None is the operator at the database (the CLI): every endpoint is theirs.
-    query = select(endpoints.c.id, endpoints.c.owner_id, endpoints.c.revoked_at).where(
-        endpoints.c.name == name
-    )
-    row = conn.execute(query.with_for_update() if lock else query).first()
-    if row is None or (owner_id is not None and row.owner_id != owner_id):
+    found = await endpoint_by_name(tx, name)
+    if found is None or (owner_id is not None and found.owner_id != owner_id):
         raise NotFound(f"no endpoint named {name!r}")
-    return row
-
-
-def _hook_view(conn: Connection, endpoint_id: int, hook_id: int) -> HookView:
-    row = conn.execute(
-        _VIEW.where(hooks.c.id == hook_id, hooks.c.endpoint_id == endpoint_id)
-    ).first()
-    if row is None:
-        raise NotFound(f"no hook {hook_id}")
-    return _view(row)
+    return found
 
 
 class Hooks:
-    """The hooks role of the store: one unit of work per call."""
+    """The hooks role of the store: one transaction per call."""
 
-    def __init__(self, uow: UnitOfWork, *, box: SecretBox | None, rotation_grace_us: int) -> None:
-        self.uow = uow
+    def __init__(self, db: Database, *, box: SecretBox | None, rotation_grace_us: int) -> None:
+        self.db = db
         self.box = box
         self.rotation_grace_us = rotation_grace_us
+        self.deliveries = Deliveries(db)
 
     def _seal(self, secret: str) -> str:
         if self.box is None:
@@ -141,7 +193,7 @@ class Hooks:
 
     # Owners ---------------------------------------------------------------------------------
 
-    def create(
+    async def create(
         self,
         owner_id: int | None,
         endpoint: str,
@@ -153,154 +205,102 @@ class Hooks:
     ) -> HookView:
         """Add a hook signing with `secret` (the caller mints it and shows it once)."""
         sealed = self._seal(secret)
-        now = self.uow.now()
-        with self.uow.write() as tx:
-            found = _endpoint(tx.conn, owner_id, endpoint, lock=True)
-            if found.revoked_at is not None:
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            if await value(tx, LOCK_ENDPOINT, {"endpoint": found.id}) is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
-            count = tx.conn.scalar(
-                select(func.count()).select_from(hooks).where(hooks.c.endpoint_id == found.id)
-            )
-            if (count or 0) >= MAX_HOOKS_PER_ENDPOINT:
+            if await value(tx, COUNT_HOOKS, {"endpoint": found.id}) >= MAX_HOOKS_PER_ENDPOINT:
                 raise Conflict(
                     "too_many_hooks", f"an endpoint has at most {MAX_HOOKS_PER_ENDPOINT} hooks"
                 )
-            values = {
-                "endpoint_id": found.id,
+            params = {
+                "endpoint": found.id,
                 "url": url,
                 "queue": queue,
-                "rate_per_minute": rate_per_minute,
-                "enabled": True,
+                "rate": rate_per_minute,
                 "secret": sealed,
-                "created_at": now,
             }
-            new_id = tx.conn.execute(insert(hooks).values(**values)).inserted_primary_key
-            assert new_id is not None
-            return _hook_view(tx.conn, found.id, new_id[0])
+            row = await first(tx, INSERT_HOOK, params)
+        assert row is not None
+        return _view(row, found.name)
 
-    def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
-        with self.uow.read() as tx:
-            found = _endpoint(tx.conn, owner_id, endpoint)
-            rows = tx.conn.execute(
-                _VIEW.where(hooks.c.endpoint_id == found.id).order_by(hooks.c.id)
-            )
-            return [_view(row) for row in rows]
+    async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
+        async with self.db.read() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            rows = await tx.rows(LIST_HOOKS, {"endpoint": found.id})
+        return [_view(row, found.name) for row in rows]
 
-    def delete(self, owner_id: int | None, endpoint: str, hook_id: int) -> int:
+    async def delete(self, owner_id: int | None, endpoint: str, hook_id: int) -> int:
         """Remove a hook; returns its endpoint's id."""
-        with self.uow.write() as tx:
-            found = _endpoint(tx.conn, owner_id, endpoint)
-            gone = tx.conn.execute(
-                delete(hooks).where(hooks.c.id == hook_id, hooks.c.endpoint_id == found.id)
-            )
-            if gone.rowcount == 0:
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            if await tx.run(DELETE_HOOK, {"hook": hook_id, "endpoint": found.id}) == 0:
                 raise NotFound(f"no hook {hook_id}")
-            return int(found.id)
+        return found.id
 
-    def rotate(self, owner_id: int | None, endpoint: str, hook_id: int, *, secret: str) -> Rotation:
+    async def rotate(
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, secret: str
+    ) -> Rotation:
         """Sign with `secret` from now on, and with the old one too until the grace ends."""
         sealed = self._seal(secret)
-        now = self.uow.now()
-        until = now + self.rotation_grace_us
-        with self.uow.write() as tx:
-            found = _endpoint(tx.conn, owner_id, endpoint)
-            # The old token moves as it is: rotating never needs to read the old secret.
-            moved = tx.conn.execute(
-                update(hooks)
-                .where(hooks.c.id == hook_id, hooks.c.endpoint_id == found.id)
-                .values(previous_secret=hooks.c.secret, previous_valid_until=until, secret=sealed)
-            )
-            if moved.rowcount == 0:
-                raise NotFound(f"no hook {hook_id}")
-        return Rotation(hook_id, int(found.id), secret, until)
+        params = {"grace": self.rotation_grace_us, "secret": sealed, "hook": hook_id}
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            until = await value(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
+        if until is None:
+            raise NotFound(f"no hook {hook_id}")
+        return Rotation(hook_id, found.id, secret, int(until))
 
-    def enable(self, owner_id: int | None, endpoint: str, hook_id: int) -> HookView:
+    async def enable(self, owner_id: int | None, endpoint: str, hook_id: int) -> HookView:
         """Turn a disabled hook back on, its failure count reset."""
-        with self.uow.write() as tx:
-            found = _endpoint(tx.conn, owner_id, endpoint)
-            tx.conn.execute(
-                update(hooks)
-                .where(hooks.c.id == hook_id, hooks.c.endpoint_id == found.id)
-                .values(enabled=True, disabled_reason=None, consecutive_failures=0)
-            )
-            return _hook_view(tx.conn, found.id, hook_id)
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
+        if row is None:
+            raise NotFound(f"no hook {hook_id}")
+        return _view(row, found.name)
 
     # The dispatcher -------------------------------------------------------------------------
 
-    def targets(self, endpoint_id: int) -> list[HookTarget]:
+    async def targets(self, endpoint_id: int) -> list[HookTarget]:
         """The enabled hooks of a live endpoint, secrets opened."""
-        with self.uow.read() as tx:
-            rows = tx.conn.execute(
-                select(hooks)
-                .join(endpoints, endpoints.c.id == hooks.c.endpoint_id)
-                .where(
-                    hooks.c.endpoint_id == endpoint_id,
-                    hooks.c.enabled.is_(True),
-                    endpoints.c.revoked_at.is_(None),
-                )
-                .order_by(hooks.c.id)
-            ).all()
+        async with self.db.read() as tx:
+            rows = await tx.rows(TARGETS, {"endpoint": endpoint_id})
         return [self._target(row) for row in rows]
 
-    def _target(self, row: Any) -> HookTarget:
-        target = HookTarget(
-            row.id,
-            row.endpoint_id,
-            row.url,
-            row.queue,
-            row.rate_per_minute,
-            None,
-            None,
-            row.previous_valid_until,
-        )
-        if self.box is None:
-            return target
-        return replace(
-            target,
-            secret=self.box.open(row.secret),
-            previous_secret=self.box.open(row.previous_secret),
+    def _target(self, row: Row) -> HookTarget:
+        box = self.box
+        return HookTarget(
+            hook_id=row[0],
+            endpoint_id=row[1],
+            url=row[2],
+            queue=row[3],
+            rate_per_minute=row[4],
+            secret=None if box is None else box.open(row[5]),
+            previous_secret=None if box is None else box.open(row[6]),
         )
 
-    def record_attempt(self, endpoint_id: int, *, at_us: int, failed: bool) -> None:
-        """Count one delivery attempt in the per-minute delivery counts."""
-        with self.uow.write() as tx:
-            deliveries.record(
-                tx.conn, endpoint_id=endpoint_id, at_us=at_us, attempts=1, failures=int(failed)
-            )
+    async def record_attempt(self, endpoint_id: int, *, failed: bool) -> None:
+        """Count one delivery attempt in the current minute of the delivery counts."""
+        await self.deliveries.record(endpoint_id, attempts=1, failures=int(failed))
 
-    def record_notification(
-        self, hook_id: int, *, delivered: bool, at_us: int, disable_after: int
+    async def record_notification(
+        self, hook_id: int, *, delivered: bool, disable_after: int
     ) -> bool:
         """Note how a notification ended; True when this failure disabled the hook."""
-        with self.uow.write() as tx:
-            if delivered:
-                tx.conn.execute(
-                    update(hooks)
-                    .where(hooks.c.id == hook_id)
-                    .values(consecutive_failures=0, last_delivery_at=at_us)
-                )
-                return False
-            tx.conn.execute(
-                update(hooks)
-                .where(hooks.c.id == hook_id)
-                .values(consecutive_failures=hooks.c.consecutive_failures + 1)
-            )
-            return _disable(tx.conn, hook_id, CONSECUTIVE_FAILURES, at_least=disable_after)
+        if delivered:
+            async with self.db.single() as tx:
+                await tx.run(NOTE_DELIVERED, {"hook": hook_id})
+            return False
+        async with self.db.write() as tx:
+            await tx.run(NOTE_FAILED, {"hook": hook_id})
+            params = {"hook": hook_id, "reason": CONSECUTIVE_FAILURES, "at_least": disable_after}
+            disabled: int = await tx.run(DISABLE_HOOK, params)
+        return disabled > 0
 
-    def disable(self, hook_id: int, *, reason: str) -> bool:
+    async def disable(self, hook_id: int, *, reason: str) -> bool:
         """Disable an enabled hook; True when it was enabled."""
-        with self.uow.write() as tx:
-            return _disable(tx.conn, hook_id, reason, at_least=0)
-
-
-def _disable(conn: Connection, hook_id: int, reason: str, *, at_least: int) -> bool:
-    done = conn.execute(
-        update(hooks)
-        .where(
-            hooks.c.id == hook_id,
-            hooks.c.enabled.is_(True),
-            hooks.c.consecutive_failures >= at_least,
-        )
-        .values(enabled=False, disabled_reason=reason)
-    )
-    return bool(done.rowcount)
+        params = {"hook": hook_id, "reason": reason, "at_least": 0}
+        async with self.db.single() as tx:
+            disabled: int = await tx.run(DISABLE_HOOK, params)
+        return disabled > 0

@@ -1,51 +1,115 @@
 """Intake: new scans one at a time or in batches, resubmissions of a live key, and quarantine
-release. A submission is one INSERT ... ON CONFLICT DO NOTHING against the partial unique
-index over live keys; only a resubmission reads the live row, through the same index."""
+release. A source's submission is one statement that checks its token and inserts against
+the partial unique index over live keys (ON CONFLICT DO NOTHING); only a resubmission, an
+owner's or an anonymous submission reads more."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
 from mainframe.store import accounts, queries
+from mainframe.store.database import Database, Row, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
-from mainframe.store.records import (
-    SCAN_SELECT,
-    EndpointRecord,
-    Principal,
-    ScanRecord,
-    scan_from_values,
-)
+from mainframe.store.names import EndpointNames
+from mainframe.store.records import EndpointRecord, Presented, Principal, ScanRecord, scan_from_row
 from mainframe.store.sql import Sql
-from mainframe.store.uow import Tx, UnitOfWork
 
-# The predicate of ux_scans_live_key, spelled exactly as the index declares it.
-LIVE_PREDICATE = "status IN ('QUARANTINED', 'QUEUED', 'PENDING')"
-
-INSERT_SCAN = Sql(
-    "insert_scan",
-    "INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified, "
-    "source, created_at, updated_at, available_at, attempt_count, attempt_base) "
-    "VALUES (:endpoint, :queue, :name, :version, :kind, :payload, :status, :verified, "
-    ":source, :now, :now, :available, 0, 0) "
-    f"ON CONFLICT (endpoint_id, name, version, kind) WHERE {LIVE_PREDICATE} DO NOTHING "
-    f"RETURNING {SCAN_SELECT}",
+# A source's token checked and its scan inserted in one statement (one round trip).
+SUBMIT_AS_SOURCE = Sql(
+    "submit_as_source",
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'source'
+          AND endpoints.revoked_at IS NULL
+    )
+    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                       source, created_at, updated_at, available_at, attempt_count,
+                       attempt_base, redrive_count)
+    SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
+           who.principal, mf_now(), mf_now(), mf_now(), 0, 0, 0
+    FROM who WHERE TRUE
+    ON CONFLICT (endpoint_id, name, version, kind)
+        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
 )
+# A batch of scans (a JSON array of {queue, name, version, kind, payload}) for one endpoint,
+# in one statement; the ones whose live key exists are left out of RETURNING.
+INSERT_SCANS = Sql(
+    "insert_scans",
+    """
+    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                       source, created_at, updated_at, available_at, attempt_count,
+                       attempt_base, redrive_count)
+    SELECT :endpoint, item.value ->> '$.queue', item.value ->> '$.name',
+           item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
+           :status, :verified, :source, mf_now(), mf_now(),
+           CASE WHEN :status = 'QUEUED' THEN mf_now() END, 0, 0, 0
+    FROM json_each(:items) AS item WHERE TRUE
+    ORDER BY item.key
+    ON CONFLICT (endpoint_id, name, version, kind)
+        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                       source, created_at, updated_at, available_at, attempt_count,
+                       attempt_base, redrive_count)
+    SELECT :endpoint, item.queue, item.name, item.version, item.kind, item.payload,
+           CAST(:status AS varchar), :verified, :source, mf_now(), mf_now(),
+           CASE WHEN :status = 'QUEUED' THEN mf_now() END, 0, 0, 0
+    FROM jsonb_to_recordset(CAST(:items AS jsonb))
+        AS item(queue text, name text, version text, kind text, payload text)
+    ON CONFLICT (endpoint_id, name, version, kind)
+        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+)
+# The live scan of a key, through the partial unique index ux_scans_live_key.
 LIVE_SCAN = Sql(
     "live_scan",
-    f"SELECT {SCAN_SELECT} FROM scans WHERE endpoint_id = :endpoint AND name = :name "
-    f"AND version = :version AND kind = :kind AND {LIVE_PREDICATE}",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+           attempt_base, available_at, redriven_at, redrive_count
+    FROM scans
+    WHERE endpoint_id = :endpoint AND name = :name AND version = :version AND kind = :kind
+      AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    """,
 )
 PROMOTE = Sql(
     "promote_from_quarantine",
-    "UPDATE scans SET status = 'QUEUED', updated_at = :now, available_at = :now, "
-    "verified = :verified, source = COALESCE(:source, source) "
-    f"WHERE id = :id AND status = 'QUARANTINED' RETURNING {SCAN_SELECT}",
+    """
+    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(), available_at = mf_now(),
+        verified = :verified, source = COALESCE(:source, source)
+    WHERE id = :scan AND status = 'QUARANTINED'
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
 )
 # A live key can turn terminal between a refused insert and the read; retry that many times.
 RACE_RETRIES = 3
+
+Caller = Presented | Principal
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +121,18 @@ class ScanSpec:
     queue: str = "default"
     kind: str = "scan"
     payload: str | None = None
+
+    def key(self) -> tuple[str, str, str]:
+        return self.name, self.version, self.kind
+
+    def item(self) -> dict[str, str | None]:
+        return {
+            "queue": self.queue,
+            "name": self.name,
+            "version": self.version,
+            "kind": self.kind,
+            "payload": self.payload,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,95 +153,120 @@ class Gate:
     quarantined: bool
     source: str | None
 
+    @property
+    def status(self) -> Status:
+        return Status.QUARANTINED if self.quarantined else Status.QUEUED
+
 
 class Intake:
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
+    def __init__(self, db: Database, names: EndpointNames) -> None:
+        self.db = db
+        self.names = names
 
-    def submit(
-        self, principal: Principal | None, *, endpoint: str | None, spec: ScanSpec
+    async def submit(
+        self, caller: Caller | None, *, endpoint: str | None, spec: ScanSpec
     ) -> tuple[ScanRecord, bool]:
         """Submit as a source (verified), an owner (unverified) or anonymously (quarantined)."""
-        with self.uow.write() as tx:
-            gate = _gate(tx, principal, endpoint)
-            return _submit_one(tx, gate, spec, now=self.uow.now())
+        if caller is not None and endpoint is None:
+            # One statement on its own (no BEGIN/COMMIT round trips); when it inserts nothing
+            # (not a source, or a live key) it changed nothing, and the general path decides.
+            async with self.db.single() as tx:
+                row = await first(tx, SUBMIT_AS_SOURCE, spec.item() | {"digest": caller.digest})
+                if row is not None:
+                    return await self._created(tx, row), True
+        async with self.db.write() as tx:
+            gate = await _gate(tx, caller, endpoint)
+            return await self._submit_one(tx, gate, spec)
 
-    def submit_many(
-        self, principal: Principal | None, *, endpoint: str | None, specs: Sequence[ScanSpec]
+    async def submit_many(
+        self, caller: Caller | None, *, endpoint: str | None, specs: Sequence[ScanSpec]
     ) -> list[Submitted]:
-        """Submit a batch in one transaction under one authorization; items are independent."""
-        with self.uow.write() as tx:
-            gate = _gate(tx, principal, endpoint)
-            now = self.uow.now()
-            return [Submitted(*_submit_one(tx, gate, spec, now=now)) for spec in specs]
+        """Submit a batch in one transaction under one authorization; items are independent:
+        every new key in one statement, then each resubmission on its own."""
+        async with self.db.write() as tx:
+            gate = await _gate(tx, caller, endpoint)
+            params = {
+                "endpoint": gate.endpoint.id,
+                "status": gate.status.value,
+                "verified": gate.verified,
+                "source": gate.source,
+                "items": orjson.dumps([spec.item() for spec in specs]).decode(),
+            }
+            created: dict[tuple[str, str, str], ScanRecord] = {}
+            for row in await tx.rows(INSERT_SCANS, params):
+                scan = await self._created(tx, row)
+                created[scan.name, scan.version, scan.kind] = scan
+            done: list[Submitted] = []
+            for spec in specs:
+                fresh = created.pop(spec.key(), None)
+                if fresh is not None:
+                    done.append(Submitted(fresh, True))
+                else:
+                    done.append(Submitted(*await self._submit_one(tx, gate, spec)))
+            return done
 
-    def release(self, owner_id: int, scan_id: int) -> ScanRecord:
+    async def release(self, owner_id: int, scan_id: int) -> ScanRecord:
         """Let a quarantined scan into QUEUED; it stays unverified (never announced)."""
-        with self.uow.write() as tx:
-            scan = queries.owned_scan(tx.conn, owner_id, scan_id)
+        async with self.db.write() as tx:
+            scan = await queries.owned_scan(tx, owner_id, scan_id)
             if scan.status is not Status.QUARANTINED:
                 raise Conflict(
                     "not_quarantined", f"scan {scan_id} is {scan.status}, not QUARANTINED"
                 )
-            now = self.uow.now()
-            row = tx.first(PROMOTE, {"id": scan.id, "now": now, "verified": False, "source": None})
+            row = await first(tx, PROMOTE, {"scan": scan.id, "verified": False, "source": None})
             assert row is not None  # the write lock is ours: nobody moved it since the read
-            return scan_from_values(row, scan.endpoint)
+            return scan_from_row(row, scan.endpoint)
+
+    async def _created(self, tx: Tx, row: Row) -> ScanRecord:
+        scan = scan_from_row(row, await self.names.of(tx, row[1]))
+        if scan.status is Status.QUEUED:
+            tx.events.append(ScanReady(scan.ref(), 0, scan.created_at))
+        return scan
+
+    async def _submit_one(self, tx: Tx, gate: Gate, spec: ScanSpec) -> tuple[ScanRecord, bool]:
+        params = {
+            "endpoint": gate.endpoint.id,
+            "status": gate.status.value,
+            "verified": gate.verified,
+            "source": gate.source,
+            "items": orjson.dumps([spec.item()]).decode(),
+        }
+        live_key = {"endpoint": gate.endpoint.id, "name": spec.name, "version": spec.version}
+        for _ in range(RACE_RETRIES):
+            row = await first(tx, INSERT_SCANS, params)
+            if row is not None:
+                return await self._created(tx, row), True
+            live = await first(tx, LIVE_SCAN, live_key | {"kind": spec.kind})
+            if live is not None:
+                existing = scan_from_row(live, gate.endpoint.name)
+                return await self._resubmitted(tx, existing, gate), False
+        raise Conflict("busy_key", "the scan's key kept changing state; submit it again")
+
+    async def _resubmitted(self, tx: Tx, existing: ScanRecord, gate: Gate) -> ScanRecord:
+        """A verified submission of a quarantined key promotes it; otherwise it is as it was."""
+        if not (gate.verified and existing.status is Status.QUARANTINED):
+            return existing
+        params = {"scan": existing.id, "verified": True, "source": gate.source}
+        row = await first(tx, PROMOTE, params)
+        if row is None:
+            return existing
+        promoted = scan_from_row(row, existing.endpoint)
+        tx.events.append(ScanReady(promoted.ref(), promoted.attempt_count, promoted.updated_at))
+        return promoted
 
 
-def _submit_one(tx: Tx, gate: Gate, spec: ScanSpec, *, now: int) -> tuple[ScanRecord, bool]:
-    status = Status.QUARANTINED if gate.quarantined else Status.QUEUED
-    params = {
-        "endpoint": gate.endpoint.id,
-        "queue": spec.queue,
-        "name": spec.name,
-        "version": spec.version,
-        "kind": spec.kind,
-        "payload": spec.payload,
-        "status": status.value,
-        "verified": gate.verified,
-        "source": gate.source,
-        "now": now,
-        "available": now if status is Status.QUEUED else None,
-    }
-    for _ in range(RACE_RETRIES):
-        row = tx.first(INSERT_SCAN, params)
-        if row is not None:
-            scan = scan_from_values(row, gate.endpoint.name)
-            if status is Status.QUEUED:
-                tx.events.append(ScanReady(scan.ref(), scan.attempt_count, now))
-            return scan, True
-        live = tx.first(LIVE_SCAN, params)
-        if live is not None:
-            return _resubmitted(tx, scan_from_values(live, gate.endpoint.name), gate, now=now)
-    raise Conflict("busy_key", "the scan's key kept changing state; submit it again")
-
-
-def _resubmitted(tx: Tx, existing: ScanRecord, gate: Gate, *, now: int) -> tuple[ScanRecord, bool]:
-    if not (gate.verified and existing.status is Status.QUARANTINED):
-        return existing, False
-    row = tx.first(
-        PROMOTE, {"id": existing.id, "now": now, "verified": True, "source": gate.source}
-    )
-    if row is None:
-        return existing, False
-    promoted = scan_from_values(row, existing.endpoint)
-    tx.events.append(ScanReady(promoted.ref(), promoted.attempt_count, now))
-    return promoted, False
-
-
-def _gate(tx: Tx, principal: Principal | None, name: str | None) -> Gate:
+async def _gate(tx: Tx, caller: Caller | None, name: str | None) -> Gate:
+    principal = None if caller is None else await _principal(tx, caller)
     if principal is not None and principal.role == "source":
-        assert principal.endpoint_id is not None
-        found = accounts.endpoint_by_id_fast(tx, principal.endpoint_id)
-        if found is None or found.revoked_at is not None:
-            raise Unauthorized("this source's endpoint is revoked")
-        if name is not None and name != found.name:
+        assert principal.endpoint_id is not None and principal.endpoint is not None
+        if name is not None and name != principal.endpoint:
             raise Invalid("body.endpoint", "a source submits only to its own endpoint")
+        found = await accounts.endpoint_by_id(tx, principal.endpoint_id)
+        assert found is not None
         return Gate(found, verified=True, quarantined=False, source=principal.name)
     if name is None:
         raise Invalid("body.endpoint", "name the endpoint to submit to")
-    found = accounts.endpoint_by_name(tx.conn, name)
+    found = await accounts.endpoint_by_name(tx, name)
     if principal is None:
         if found is None or not found.open_intake or found.revoked_at is not None:
             raise Unauthorized("a token is required: this endpoint has no open intake")
@@ -175,3 +276,12 @@ def _gate(tx: Tx, principal: Principal | None, name: str | None) -> Gate:
     if found.revoked_at is not None:
         raise Conflict("endpoint_revoked", f"endpoint {name!r} is revoked")
     return Gate(found, verified=False, quarantined=False, source=None)
+
+
+async def _principal(tx: Tx, caller: Caller) -> Principal:
+    found = await accounts.authenticate(tx, caller.digest)
+    if found is None:
+        raise Unauthorized("unknown token, or its endpoint is revoked")
+    if found.role == "worker":
+        raise Unauthorized("workers cannot submit scans; use a source or owner token")
+    return found

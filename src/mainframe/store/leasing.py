@@ -1,18 +1,21 @@
-"""The job poll and the sweeper. A poll is one statement: lease the endpoint's oldest due
-QUEUED scans. Only when a lapse may be due (a known lease ran out, or a second has passed
-since the last look, for leases granted by other processes) does it first reap the
-endpoint's lapsed leases: budget spent → dead letter; budget left → back to QUEUED after a
-retry backoff. The sweeper reaps every endpoint the same way, so nothing waits for a poll.
+"""The job poll and the sweeper. A poll is one statement that checks the worker's token and
+leases its endpoint's oldest due QUEUED scans. Only when a lapse may be due (a known lease
+ran out, or a second has passed since the last look, for leases granted by other processes)
+does it first reap the endpoint's lapsed leases: budget spent → dead letter; budget left →
+back to QUEUED after a retry backoff. The sweeper reaps every endpoint the same way, so
+nothing waits for a poll. Every deadline is compared with `mf_now()`, the database's clock.
 
 Rows are claimed with FOR UPDATE SKIP LOCKED on PostgreSQL; on SQLite BEGIN IMMEDIATE
 already serialises writers."""
 
 from __future__ import annotations
 
+import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
 from mainframe.lifecycle.events import (
     AttemptFailed,
@@ -26,74 +29,139 @@ from mainframe.lifecycle.events import (
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
 from mainframe.store import accounts, totals
 from mainframe.store.budget import Budget
+from mainframe.store.database import Database, Row, Tx
 from mainframe.store.errors import Unauthorized
-from mainframe.store.records import Job, Principal
+from mainframe.store.names import EndpointNames
+from mainframe.store.records import Job, Presented, Principal, ScanRecord, scan_from_row
 from mainframe.store.sql import Sql
-from mainframe.store.uow import Tx, UnitOfWork
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
 PROBE_INTERVAL_US = 1_000_000
 
-_ASSIGN = (
-    "status = 'PENDING', attempt_count = attempt_count + 1, "
-    "assignment_id = :prefix || CAST(scans.id AS TEXT), worker = :worker, leased_at = :now, "
-    "lease_expires_at = :expires, wait_reason = NULL, updated_at = :now"
+# The worker's token checked and up to :limit due scans of its endpoint leased, oldest first,
+# in one statement. The due scans are a walk of ix_scans_queued (endpoint_id, available_at,
+# id) WHERE status = 'QUEUED' that stops after :limit rows; the literal status is what lets
+# both planners prove the partial index (tests/integration/test_plans.py). On PostgreSQL the
+# leased rows are then found by key (`= ANY(ARRAY(...))`): a generic plan takes `LIMIT
+# :limit` for a tenth of the queue and would rather hash the whole table than probe the key.
+LEASE = Sql(
+    "lease",
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+          AND endpoints.revoked_at IS NULL
+    )
+    UPDATE scans SET status = 'PENDING', attempt_count = attempt_count + 1,
+        assignment_id = :prefix || id, worker = (SELECT principal FROM who),
+        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
+        updated_at = mf_now()
+    WHERE id IN (
+        SELECT id FROM scans
+        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
+          AND available_at <= mf_now()
+        ORDER BY available_at, id LIMIT :limit
+    )
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+          AND endpoints.revoked_at IS NULL
+    ), due AS (
+        SELECT id FROM scans
+        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
+          AND available_at <= mf_now()
+        ORDER BY available_at, id LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+        assignment_id = :prefix || CAST(scans.id AS text), worker = (SELECT principal FROM who),
+        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
+        updated_at = mf_now()
+    FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
+    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+              scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+              scans.attempt_count, scans.assignment_id, scans.leased_at,
+              scans.lease_expires_at, scans.wait_reason, scans.created_at, scans.updated_at,
+              scans.finished_at, scans.dead_lettered_at, scans.fail_reason, scans.result,
+              scans.attempt_base, scans.available_at, scans.redriven_at, scans.redrive_count
+    """,
 )
-_JOB = (
-    "scans.id, scans.name, scans.version, scans.kind, scans.queue, scans.payload, "
-    "scans.attempt_count, scans.assignment_id, scans.lease_expires_at"
-)
-# Walks ix_scans_queued (endpoint_id, available_at, id) WHERE status = 'QUEUED' in due order
-# and stops after :limit rows; the literal status is what lets both planners use it.
-_DUE = (
-    "SELECT id FROM scans WHERE endpoint_id = :endpoint AND status = 'QUEUED' "
-    "AND available_at <= :now ORDER BY available_at, id LIMIT :limit"
-)
-LEASE_DUE = Sql(
-    "lease_due",
-    f"UPDATE scans SET {_ASSIGN} WHERE id IN ({_DUE}) RETURNING {_JOB}",
-    f"WITH due AS ({_DUE} FOR UPDATE SKIP LOCKED) "
-    f"UPDATE scans SET {_ASSIGN} FROM due WHERE scans.id = due.id RETURNING {_JOB}",
-)
-_LAPSED_COLUMNS = (
-    "id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker, "
-    "leased_at, attempt_count, assignment_id, wait_reason, attempt_base"
-)
-# ix_scans_pending_lease (endpoint_id, lease_expires_at) and ix_scans_lease_due
-# (lease_expires_at), both WHERE status = 'PENDING'.
-_LAPSED = (
-    f"SELECT {_LAPSED_COLUMNS} FROM scans WHERE status = 'PENDING' "
-    "AND lease_expires_at < :now {endpoint} ORDER BY lease_expires_at LIMIT :limit"
-)
+# Lapsed leases (and waits), oldest lapse first, with the clock they were judged by. One
+# endpoint's walk ix_scans_pending_lease (endpoint_id, lease_expires_at); every endpoint's
+# (the sweeper) walk ix_scans_lease_due (lease_expires_at); both WHERE status = 'PENDING'.
 LAPSED_OF_ENDPOINT = Sql(
     "lapsed_of_endpoint",
-    _LAPSED.format(endpoint="AND endpoint_id = :endpoint"),
-    _LAPSED.format(endpoint="AND endpoint_id = :endpoint") + " FOR UPDATE SKIP LOCKED",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    """,
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+    """,
 )
 LAPSED_ANYWHERE = Sql(
     "lapsed_anywhere",
-    _LAPSED.format(endpoint=""),
-    _LAPSED.format(endpoint="") + " FOR UPDATE SKIP LOCKED",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    """,
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+    """,
 )
 CLOSE_LAPSED = Sql(
     "close_lapsed_attempt",
-    "INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, "
-    "closed_at, outcome, summary, artifact) VALUES (:scan, :seq, :attempt, :assignment, "
-    ":worker, :leased_at, :now, :outcome, :summary, NULL)",
+    """
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                          outcome, summary, artifact)
+    VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
+            :summary, NULL)
+    """,
 )
 DEAD_LETTER_LAPSED = Sql(
     "dead_letter_lapsed",
-    "UPDATE scans SET status = 'FAILED', dead_lettered_at = :now, finished_at = :now, "
-    "updated_at = :now, fail_reason = :reason, lease_expires_at = NULL, wait_reason = NULL "
-    "WHERE id = :scan AND status = 'PENDING'",
+    """
+    UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+        updated_at = mf_now(), fail_reason = :reason, lease_expires_at = NULL,
+        wait_reason = NULL
+    WHERE id = :scan AND status = 'PENDING'
+    """,
 )
 REQUEUE_LAPSED = Sql(
     "requeue_lapsed",
-    "UPDATE scans SET status = 'QUEUED', available_at = :available, updated_at = :now, "
-    "lease_expires_at = NULL, wait_reason = NULL WHERE id = :scan AND status = 'PENDING'",
+    """
+    UPDATE scans SET status = 'QUEUED', available_at = mf_now() + :delay,
+        updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL
+    WHERE id = :scan AND status = 'PENDING'
+    """,
 )
-ENDPOINT_NAMES = Sql("endpoint_names", "SELECT id, name FROM endpoints")
+
+Caller = Presented | Principal
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +183,15 @@ class Lapsed:
     assignment_id: str
     wait_reason: str | None
     attempt_base: int
+    now: int  # the clock the lapse was judged by
 
     @property
     def seq(self) -> int:
         return self.attempt_base + self.attempt_count
+
+    @property
+    def waiting(self) -> bool:
+        return self.wait_reason is not None
 
     def ref(self, endpoint: str) -> ScanRef:
         return ScanRef(
@@ -135,96 +208,161 @@ class Lapsed:
         )
 
 
+def job_of(scan: ScanRecord) -> Job:
+    assert scan.assignment_id is not None and scan.lease_expires_at is not None
+    return Job(
+        scan.id,
+        scan.name,
+        scan.version,
+        scan.kind,
+        scan.queue,
+        scan.payload,
+        scan.attempt_count,
+        scan.assignment_id,
+        scan.lease_expires_at,
+    )
+
+
 class LapseWatch:
-    """When each endpoint's next lapse may be due, as far as this process knows."""
+    """When each endpoint's next lapse may be due, as far as this process knows, by the
+    database's clock (estimated from this process's clock and the last stamp it saw)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self._due: dict[int, int] = {}
+        self._offset = 0  # database clock minus this process's clock
+        # Which endpoint a token leases from, learnt from answers: a hint for when to reap.
+        self.endpoint_of: dict[str, int] = {}
 
-    def due(self, endpoint_id: int, now: int) -> bool:
-        return self._due.get(endpoint_id, 0) <= now
+    def now(self) -> int:
+        return self.clock.now_us() + self._offset
+
+    def saw(self, stamp: int) -> None:
+        """A stamp the database just wrote, to follow its clock."""
+        self._offset = stamp - self.clock.now_us()
+
+    def due(self, endpoint_id: int) -> bool:
+        return self._due.get(endpoint_id, 0) <= self.now()
 
     def note(self, endpoint_id: int, deadline: int) -> None:
         """A lease or wait of this endpoint ends at `deadline`."""
         self._due[endpoint_id] = min(self._due.get(endpoint_id, deadline), deadline)
 
-    def looked(self, endpoint_id: int, now: int, *, more: bool) -> None:
+    def looked(self, endpoint_id: int, *, more: bool) -> None:
+        now = self.now()
         self._due[endpoint_id] = now if more else now + PROBE_INTERVAL_US
+
+
+def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object]:
+    """The parameters of LEASE (one fresh assignment prefix per poll)."""
+    return {
+        "digest": caller.digest,
+        "prefix": secrets.token_hex(8) + "-",
+        "timeout": budget.job_timeout_us,
+        "limit": batch,
+    }
+
+
+async def worker_of(tx: Tx, caller: Caller) -> Principal:
+    """The worker behind a presented token; Unauthorized for anything else."""
+    found = await accounts.authenticate(tx, caller.digest)
+    if found is None:
+        raise Unauthorized("unknown token, or its endpoint is revoked")
+    if found.role != "worker":
+        raise Unauthorized(f"this route takes a worker token, not a {found.role} token")
+    return found
 
 
 class Leasing:
     def __init__(
-        self, uow: UnitOfWork, budget: Budget, retry: RetryPolicy, lapses: LapseWatch
+        self,
+        db: Database,
+        budget: Budget,
+        retry: RetryPolicy,
+        lapses: LapseWatch,
+        names: EndpointNames,
+        rng: random.Random,
     ) -> None:
-        self.uow = uow
+        self.db = db
         self.budget = budget
         self.retry = retry
         self.lapses = lapses
+        self.names = names
+        self.rng = rng
 
-    def lease(self, principal: Principal, batch: int) -> list[Job]:
+    async def lease(self, caller: Caller, batch: int) -> list[Job]:
         """The job poll: reap this endpoint's lapsed leases if one may be due, then lease up
         to `batch` due scans, oldest first."""
-        assert principal.endpoint_id is not None and principal.endpoint is not None
-        endpoint_id, now = principal.endpoint_id, self.uow.now()
-        expires = now + self.budget.job_timeout_us
-        due = self.lapses.due(endpoint_id, now)
-        # Without reaping, the poll is one statement and needs no transaction around it.
-        with self.uow.write() if due else self.uow.single() as tx:
-            if due:
-                found = self._reap(tx, LAPSED_OF_ENDPOINT, {"endpoint": endpoint_id}, now)
-                self.lapses.looked(endpoint_id, now, more=found >= self.budget.reap_per_poll)
-            params = {
-                "prefix": secrets.token_hex(8) + "-",
-                "worker": principal.name,
-                "now": now,
-                "expires": expires,
-                "endpoint": endpoint_id,
-                "limit": batch,
-            }
-            rows = tx.rows(LEASE_DUE, params)
-            if rows:
-                retries = sum(1 for row in rows if row[6] > 1)
-                tx.events.append(LeasesGranted(principal.endpoint, len(rows), retries))
-            elif accounts.endpoint_is_revoked(tx, endpoint_id):
-                raise Unauthorized("this worker's endpoint is revoked")
-        if rows:
-            self.lapses.note(endpoint_id, expires)
-        return sorted((Job(*row) for row in rows), key=lambda job: job.scan_id)
+        endpoint_id = self.lapses.endpoint_of.get(caller.digest)
+        if endpoint_id is None or self.lapses.due(endpoint_id):
+            async with self.db.write() as tx:
+                worker = await worker_of(tx, caller)
+                assert worker.endpoint_id is not None
+                await self.reap_endpoint(tx, worker.endpoint_id)
+                jobs = await self.lease_in(tx, caller, batch)
+            self.lapses.endpoint_of[caller.digest] = worker.endpoint_id
+            return jobs
+        # Nothing to reap: the poll is one statement and needs no transaction around it.
+        async with self.db.single() as tx:
+            jobs = await self.lease_in(tx, caller, batch)
+            if not jobs:
+                await worker_of(tx, caller)  # an empty queue, or a token gone since
+        return jobs
 
-    def sweep(self, *, limit: int = 500) -> int:
+    async def lease_in(self, tx: Tx, caller: Caller, batch: int) -> list[Job]:
+        """Lease up to `batch` due scans inside an open transaction (no reaping)."""
+        if batch < 1:
+            return []
+        rows = await tx.rows(LEASE, lease_params(caller, batch, self.budget))
+        return await self.leased(tx, rows)
+
+    async def leased(self, tx: Tx, rows: Sequence[Row]) -> list[Job]:
+        """Jobs from rows a lease statement returned, with their event and lapse notes."""
+        if not rows:
+            return []
+        endpoint_id = rows[0][1]
+        scans = [scan_from_row(row, await self.names.of(tx, endpoint_id)) for row in rows]
+        retries = sum(1 for scan in scans if scan.attempt_count > 1)
+        tx.events.append(LeasesGranted(scans[0].endpoint, len(scans), retries))
+        first = scans[0]
+        assert first.leased_at is not None and first.lease_expires_at is not None
+        self.lapses.saw(first.leased_at)
+        self.lapses.note(endpoint_id, first.lease_expires_at)
+        return sorted((job_of(scan) for scan in scans), key=lambda job: job.scan_id)
+
+    async def reap_endpoint(self, tx: Tx, endpoint_id: int) -> None:
+        """Reap one endpoint's lapsed leases (at most the per-poll bound)."""
+        params = {"endpoint": endpoint_id, "limit": self.budget.reap_per_poll}
+        found = await self._reap(tx, await tx.rows(LAPSED_OF_ENDPOINT, params))
+        self.lapses.looked(endpoint_id, more=found >= self.budget.reap_per_poll)
+
+    async def sweep(self, *, limit: int = 500) -> int:
         """Reap lapsed leases of every endpoint, oldest lapse first; return how many."""
-        now = self.uow.now()
-        with self.uow.write() as tx:
-            return self._reap(tx, LAPSED_ANYWHERE, {}, now, limit=limit)
+        async with self.db.write() as tx:
+            return await self._reap(tx, await tx.rows(LAPSED_ANYWHERE, {"limit": limit}))
 
-    def _reap(
-        self, tx: Tx, sql: Sql, params: dict[str, int], now: int, *, limit: int | None = None
-    ) -> int:
-        rows = tx.rows(sql, params | {"now": now, "limit": limit or self.budget.reap_per_poll})
+    async def _reap(self, tx: Tx, rows: Sequence[Row]) -> int:
         lapsed = [Lapsed(*row) for row in rows]
         if not lapsed:
             return 0
-        names = {row[0]: row[1] for row in tx.rows(ENDPOINT_NAMES, {})}
+        names = {x.endpoint_id: await self.names.of(tx, x.endpoint_id) for x in lapsed}
         spent = [x for x in lapsed if x.attempt_count >= self.budget.max_attempts]
         again = [x for x in lapsed if x.attempt_count < self.budget.max_attempts]
-        tx.many(CLOSE_LAPSED, [_closed_attempt(x, now) for x in lapsed])
-        dead = self._dead_letter(tx, spent, now, names)
-        totals.record(tx, dead, rng=self.uow.rng)
+        await tx.many(CLOSE_LAPSED, [_closed_attempt(x) for x in lapsed])
+        dead = await self._dead_letter(tx, spent, names)
+        await totals.record(tx, dead)
         tx.events.extend(dead)
-        tx.events.extend(self._requeue(tx, again, now, names))
+        tx.events.extend(await self._requeue(tx, again, names))
         return len(lapsed)
 
-    def _dead_letter(
-        self, tx: Tx, spent: Sequence[Lapsed], now: int, names: dict[int, str]
+    async def _dead_letter(
+        self, tx: Tx, spent: Sequence[Lapsed], names: dict[int, str]
     ) -> list[Event]:
         events: list[Event] = []
-        updates = []
         for x in spent:
-            waiting = x.wait_reason is not None
-            reason = lapse_dead_letter_reason(waiting=waiting)
-            updates.append({"scan": x.id, "now": now, "reason": reason.value})
+            reason = lapse_dead_letter_reason(waiting=x.waiting)
             final = FinalAttempt(
-                x.seq, lapse_outcome(waiting=waiting).value, x.wait_reason, None, now
+                x.seq, lapse_outcome(waiting=x.waiting).value, x.wait_reason, None, x.now
             )
             events.append(
                 ScanDeadLettered(
@@ -233,32 +371,34 @@ class Leasing:
                     x.attempt_count,
                     x.worker,
                     x.leased_at,
-                    now,
+                    x.now,
                     final,
                 )
             )
-        tx.many(DEAD_LETTER_LAPSED, updates)
+        updates = [
+            {"scan": x.id, "reason": lapse_dead_letter_reason(waiting=x.waiting).value}
+            for x in spent
+        ]
+        await tx.many(DEAD_LETTER_LAPSED, updates)
         return events
 
-    def _requeue(
-        self, tx: Tx, again: Sequence[Lapsed], now: int, names: dict[int, str]
-    ) -> list[Event]:
+    async def _requeue(self, tx: Tx, again: Sequence[Lapsed], names: dict[int, str]) -> list[Event]:
         events: list[Event] = []
         updates = []
         for x in again:
-            delay = retry_delay_us(self.retry, attempt=x.attempt_count, draw=self.uow.rng.random())
-            updates.append({"scan": x.id, "now": now, "available": now + delay})
+            delay = retry_delay_us(self.retry, attempt=x.attempt_count, draw=self.rng.random())
+            updates.append({"scan": x.id, "delay": delay})
             ref = x.ref(names[x.endpoint_id])
-            outcome = lapse_outcome(waiting=x.wait_reason is not None).value
+            outcome = lapse_outcome(waiting=x.waiting).value
             events += [
                 AttemptFailed(ref, x.attempt_count, outcome),
-                ScanReady(ref, x.attempt_count, now + delay),
+                ScanReady(ref, x.attempt_count, x.now + delay),
             ]
-        tx.many(REQUEUE_LAPSED, updates)
+        await tx.many(REQUEUE_LAPSED, updates)
         return events
 
 
-def _closed_attempt(x: Lapsed, now: int) -> dict[str, object]:
+def _closed_attempt(x: Lapsed) -> dict[str, object]:
     return {
         "scan": x.id,
         "seq": x.seq,
@@ -266,7 +406,6 @@ def _closed_attempt(x: Lapsed, now: int) -> dict[str, object]:
         "assignment": x.assignment_id,
         "worker": x.worker,
         "leased_at": x.leased_at,
-        "now": now,
-        "outcome": lapse_outcome(waiting=x.wait_reason is not None).value,
+        "outcome": lapse_outcome(waiting=x.waiting).value,
         "summary": x.wait_reason,
     }

@@ -6,18 +6,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, func, select, text
-
-from mainframe.store import totals
-from mainframe.store.schema import endpoints, hooks, scans
+from mainframe.store import accounts, totals
+from mainframe.store.database import Tx, value
+from mainframe.store.sql import Sql
 
 STATUSES = ("queued", "pending", "finished", "failed", "dead")
-# Each live status as its partial index's literal predicate, so the count walks that index.
-_LIVE = {
-    "queued": "status = 'QUEUED'",
-    "pending": "status = 'PENDING'",
-    "quarantined": "status = 'QUARANTINED'",
-}
+
+# Each live status counted per endpoint with its partial index's literal predicate.
+LIVE_COUNTS = Sql(
+    "live_counts",
+    """
+    SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
+    GROUP BY scans.endpoint_id
+    """,
+)
+# The head of ix_scans_queued (endpoint_id, available_at, id): one probe.
+OLDEST_DUE_OF_ENDPOINT = Sql(
+    "oldest_due_of_endpoint",
+    """
+    SELECT available_at FROM scans
+    WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at <= mf_now()
+    ORDER BY available_at, id LIMIT 1
+    """,
+)
+HOOK_HEALTH = Sql(
+    "hook_health",
+    """
+    SELECT hooks.endpoint_id, hooks.id, hooks.url, hooks.queue, hooks.enabled,
+           hooks.disabled_reason, hooks.consecutive_failures, hooks.last_delivery_at
+    FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+    WHERE endpoints.owner_id = :owner ORDER BY hooks.id
+    """,
+)
+NOW = Sql("now", "SELECT mf_now()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,77 +81,34 @@ class Overview:
     totals: dict[str, int]
 
 
-def _live_counts(conn: Connection, ids: list[int]) -> dict[tuple[int, str], int]:
-    found: dict[tuple[int, str], int] = {}
-    for status, predicate in _LIVE.items():
-        rows = conn.execute(
-            select(scans.c.endpoint_id, func.count())
-            .where(scans.c.endpoint_id.in_(ids), text(predicate))
-            .group_by(scans.c.endpoint_id)
-        )
-        for endpoint_id, n in rows:
-            found[int(endpoint_id), status] = int(n)
-    return found
-
-
-def _oldest_due(conn: Connection, endpoint_id: int, now: int) -> int | None:
-    # The head of ix_scans_queued (endpoint_id, available_at, id): one probe.
-    return conn.scalar(
-        select(scans.c.available_at)
-        .where(scans.c.endpoint_id == endpoint_id, text(_LIVE["queued"]))
-        .where(scans.c.available_at <= now)
-        .order_by(scans.c.available_at, scans.c.id)
-        .limit(1)
-    )
-
-
-def _hooks(conn: Connection, ids: list[int]) -> dict[int, list[HookHealth]]:
+async def _hooks(tx: Tx, owner_id: int) -> dict[int, list[HookHealth]]:
     found: dict[int, list[HookHealth]] = {}
-    rows = conn.execute(select(hooks).where(hooks.c.endpoint_id.in_(ids)).order_by(hooks.c.id))
-    for r in rows:
-        found.setdefault(r.endpoint_id, []).append(
-            HookHealth(
-                r.id,
-                r.url,
-                r.queue,
-                bool(r.enabled),
-                r.disabled_reason,
-                r.consecutive_failures,
-                r.last_delivery_at,
-            )
+    for r in await tx.rows(HOOK_HEALTH, {"owner": owner_id}):
+        found.setdefault(r[0], []).append(
+            HookHealth(r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7])
         )
     return found
 
 
-def overview(conn: Connection, owner_id: int, *, now: int) -> Overview:
-    rows = conn.execute(
-        select(endpoints).where(endpoints.c.owner_id == owner_id).order_by(endpoints.c.name)
-    ).all()
-    ids = [int(r.id) for r in rows]
-    live = _live_counts(conn, ids) if ids else {}
-    ended = totals.of_endpoints(conn, ids)
-    hooked = _hooks(conn, ids) if ids else {}
+async def overview(tx: Tx, owner_id: int) -> Overview:
+    rows = await tx.rows(accounts.OWNED_ENDPOINTS, {"owner": owner_id})
+    live = {(r[0], r[1]): int(r[2]) for r in await tx.rows(LIVE_COUNTS, {"owner": owner_id})}
+    ended = await totals.of_owner(tx, owner_id)
+    hooked = await _hooks(tx, owner_id)
     cards = []
     for r in rows:
+        done = ended.get(r[0], dict.fromkeys(totals.OUTCOMES, 0))
         counts = {
-            "queued": live.get((r.id, "queued"), 0),
-            "pending": live.get((r.id, "pending"), 0),
-            "finished": ended[r.id]["finished"],
-            "failed": ended[r.id]["failed"],
-            "dead": ended[r.id]["dead_lettered"],
-            "quarantined": live.get((r.id, "quarantined"), 0),
+            "queued": live.get((r[0], "queued"), 0),
+            "pending": live.get((r[0], "pending"), 0),
+            "finished": done["finished"],
+            "failed": done["failed"],
+            "dead": done["dead_lettered"],
+            "quarantined": live.get((r[0], "quarantined"), 0),
         }
+        oldest = await value(tx, OLDEST_DUE_OF_ENDPOINT, {"endpoint": r[0]})
         cards.append(
-            EndpointCard(
-                r.id,
-                r.name,
-                bool(r.open_intake),
-                r.revoked_at,
-                r.created_at,
-                counts,
-                _oldest_due(conn, r.id, now),
-                hooked.get(r.id, []),
-            )
+            EndpointCard(r[0], r[1], bool(r[3]), r[4], r[5], counts, oldest, hooked.get(r[0], []))
         )
     overall = {key: sum(card.counts[key] for card in cards) for key in (*STATUSES, "quarantined")}
-    return Overview(now, cards, overall)
+    return Overview(int(await value(tx, NOW)), cards, overall)

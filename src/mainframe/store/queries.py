@@ -1,48 +1,101 @@
-"""Read paths for owners: one scan with its attempt history, and keyset-paged listings."""
+"""Read paths for owners: one scan with its attempt history, and keyset-paged listings of
+the scans of their endpoints. A scan of another owner is never found (existence is not
+revealed)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
-from sqlalchemy import Connection, select
-
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, search
+from mainframe.store import search
+from mainframe.store.database import Tx, first
 from mainframe.store.errors import NotFound
-from mainframe.store.records import AttemptRecord, ScanRecord, scan_from_row
-from mainframe.store.schema import attempts, scans
+from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
+from mainframe.store.sql import Sql
+
+OWNED_SCAN = Sql(
+    "owned_scan",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+    FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.id = :scan AND endpoints.owner_id = :owner
+    """,
+)
+ATTEMPTS_OF_SCAN = Sql(
+    "attempts_of_scan",
+    """
+    SELECT seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact
+    FROM attempts WHERE scan_id = :scan ORDER BY seq
+    """,
+)
+# The keyset of the first page: older than every scan.
+NEWEST = 2**63 - 1
+
+# Newest first over the owner's endpoints (or the one named), each filter optional (NULL: any),
+# strictly older than the keyset :before (always bound: an optional keyset is an OR no
+# planner can seek through, and PostgreSQL would read every scan and sort them). :dead TRUE
+# keeps dead letters only, FALSE everything else; :pattern is a search (store/search.py) over
+# name, source and kind, or :term_id the scan's id. Walks the primary key backwards from
+# :before and stops after :limit rows; CROSS JOIN keeps scans the outer loop on SQLite, which
+# would otherwise start from the owner's endpoints and sort every scan they hold.
+LIST_SCANS = Sql(
+    "list_scans",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+    FROM scans CROSS JOIN endpoints
+    WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:status IS NULL OR scans.status = :status)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND scans.id < :before
+    ORDER BY scans.id DESC LIMIT :limit
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+    FROM scans CROSS JOIN endpoints
+    WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:status AS text) IS NULL OR scans.status = :status)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:dead AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND scans.id < :before
+    ORDER BY scans.id DESC LIMIT :limit
+    """,
+)
 
 
-def owned_scan(conn: Connection, owner_id: int, scan_id: int) -> ScanRecord:
+async def owned_scan(tx: Tx, owner_id: int, scan_id: int) -> ScanRecord:
     """The scan with its history if one of the owner's endpoints holds it; NotFound if not."""
-    found = scan_by_id(conn, scan_id, endpoints=accounts.owned_endpoints(conn, owner_id))
-    if found is None:
-        raise NotFound(f"no scan {scan_id}")
-    return found
-
-
-def scan_by_id(conn: Connection, scan_id: int, *, endpoints: dict[int, str]) -> ScanRecord | None:
-    """The scan if it belongs to one of `endpoints`, with its attempt history."""
-    if not endpoints:
-        return None
-    row = conn.execute(
-        select(scans).where(scans.c.id == scan_id, scans.c.endpoint_id.in_(endpoints))
-    ).first()
+    row = await first(tx, OWNED_SCAN, {"scan": scan_id, "owner": owner_id})
     if row is None:
-        return None
-    scan = scan_from_row(row, endpoints[row.endpoint_id])
-    history = [
-        AttemptRecord(
-            r.seq, r.attempt, r.worker, r.leased_at, r.closed_at, r.outcome, r.summary, r.artifact
-        )
-        for r in conn.execute(
-            select(attempts).where(attempts.c.scan_id == scan_id).order_by(attempts.c.seq)
-        )
-    ]
+        raise NotFound(f"no scan {scan_id}")
+    scan = scan_from_row(row, row[26])
+    history = [attempt_from_row(r) for r in await tx.rows(ATTEMPTS_OF_SCAN, {"scan": scan_id})]
     if scan.status is Status.PENDING and scan.assignment_id is not None:
         history.append(_open_attempt(scan))
-    return _with_attempts(scan, history)
+    return replace(scan, attempts=tuple(history))
 
 
 def _open_attempt(scan: ScanRecord) -> AttemptRecord:
@@ -58,37 +111,27 @@ def _open_attempt(scan: ScanRecord) -> AttemptRecord:
     )
 
 
-def _with_attempts(scan: ScanRecord, history: Sequence[AttemptRecord]) -> ScanRecord:
-    return replace(scan, attempts=tuple(history))
-
-
-def list_scans(
-    conn: Connection,
+async def list_scans(
+    tx: Tx,
+    owner_id: int,
     *,
-    endpoints: dict[int, str],
+    endpoint: str | None,
     status: str | None,
     queue: str | None,
     before_id: int | None,
     limit: int,
-    dead_letters_only: bool = False,
-    plain_failures_only: bool = False,
+    dead: bool | None = None,
     q: str | None = None,
 ) -> list[ScanRecord]:
-    """Newest first, `limit` rows older than `before_id`, over the given endpoints."""
-    if not endpoints:
-        return []
-    query = select(scans).where(scans.c.endpoint_id.in_(endpoints))
-    if status is not None:
-        query = query.where(scans.c.status == status)
-    if queue is not None:
-        query = query.where(scans.c.queue == queue)
-    if dead_letters_only:
-        query = query.where(scans.c.dead_lettered_at.is_not(None))
-    if plain_failures_only:
-        query = query.where(scans.c.dead_lettered_at.is_(None))
-    if q:
-        query = query.where(search.matches(q))
-    if before_id is not None:
-        query = query.where(scans.c.id < before_id)
-    rows = conn.execute(query.order_by(scans.c.id.desc()).limit(limit))
-    return [scan_from_row(row, endpoints[row.endpoint_id]) for row in rows]
+    """Newest first, `limit` scans older than `before_id`, over the owner's endpoints; `dead`
+    True lists dead letters only, False everything else; `q` searches (store/search.py)."""
+    params = {
+        "owner": owner_id,
+        "endpoint": endpoint,
+        "status": status,
+        "queue": queue,
+        "dead": dead,
+        "before": NEWEST if before_id is None else before_id,
+        "limit": limit,
+    } | search.terms(q)
+    return [scan_from_row(row, row[26]) for row in await tx.rows(LIST_SCANS, params)]

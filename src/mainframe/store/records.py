@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mainframe.lifecycle.events import ScanRef
 from mainframe.lifecycle.rules import Status
+
+
+@dataclass(frozen=True, slots=True)
+class Presented:
+    """A token as a request presented it, not yet checked: its sha256 digest. The hot
+    statements check it themselves, in the same round trip as their work."""
+
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +27,8 @@ class Principal:
     owner_id: int | None
     endpoint_id: int | None
     endpoint: str | None
+    digest: str = ""  # of the token it was read from, so store calls can check it again
+    token_id: int | None = None  # the credential's id, as its owner lists and deletes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +113,8 @@ class Job:
     lease_expires_at: int
 
 
-# Every column of `scans`, in the order fixed SQL selects them (`SELECT {SCAN_SELECT}`).
+# Every column of `scans`, in the order each statement that reads a whole scan lists them
+# (written out in its text; tests/unit/test_store_sql.py holds them to this order).
 SCAN_COLUMNS = (
     "id",
     "endpoint_id",
@@ -128,48 +140,45 @@ SCAN_COLUMNS = (
     "result",
     "attempt_base",
     "available_at",
+    "redriven_at",
+    "redrive_count",
 )
-SCAN_SELECT = ", ".join(SCAN_COLUMNS)
 
 
-def scan_from_values(values: tuple[Any, ...], endpoint: str) -> ScanRecord:
-    """Build a ScanRecord from a driver row of SCAN_COLUMNS."""
-    return scan_from_mapping(dict(zip(SCAN_COLUMNS, values, strict=True)), endpoint)
-
-
-def scan_from_row(row: Any, endpoint: str) -> ScanRecord:
-    """Build a ScanRecord from a SQLAlchemy row carrying every column of `scans`."""
-    return scan_from_mapping(row._mapping, endpoint)
-
-
-def scan_from_mapping(m: Any, endpoint: str) -> ScanRecord:
+def scan_from_row(row: Sequence[Any], endpoint: str) -> ScanRecord:
+    """A ScanRecord from the first len(SCAN_COLUMNS) values of a row, in that order."""
     return ScanRecord(
-        id=m["id"],
-        endpoint_id=m["endpoint_id"],
+        id=row[0],
+        endpoint_id=row[1],
         endpoint=endpoint,
-        queue=m["queue"],
-        name=m["name"],
-        version=m["version"],
-        kind=m["kind"],
-        payload=m["payload"],
-        status=Status(m["status"]),
-        verified=bool(m["verified"]),
-        source=m["source"],
-        worker=m["worker"],
-        attempt_count=m["attempt_count"],
-        assignment_id=m["assignment_id"],
-        leased_at=m["leased_at"],
-        lease_expires_at=m["lease_expires_at"],
-        wait_reason=m["wait_reason"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        finished_at=m["finished_at"],
-        dead_lettered_at=m["dead_lettered_at"],
-        fail_reason=m["fail_reason"],
-        result=m["result"],
-        attempt_base=m["attempt_base"],
-        available_at=m["available_at"],
-        # Fixed hot SQL selects SCAN_COLUMNS only; the redrive bookkeeping comes with select(scans).
-        redriven_at=m.get("redriven_at"),
-        redrive_count=m.get("redrive_count") or 0,
+        queue=row[2],
+        name=row[3],
+        version=row[4],
+        kind=row[5],
+        payload=row[6],
+        status=Status(row[7]),
+        verified=bool(row[8]),
+        source=row[9],
+        worker=row[10],
+        attempt_count=row[11],
+        assignment_id=row[12],
+        leased_at=row[13],
+        lease_expires_at=row[14],
+        wait_reason=row[15],
+        created_at=row[16],
+        updated_at=row[17],
+        finished_at=row[18],
+        dead_lettered_at=row[19],
+        fail_reason=row[20],
+        result=row[21],
+        attempt_base=row[22],
+        available_at=row[23],
+        redriven_at=row[24],
+        redrive_count=row[25] or 0,
     )
+
+
+def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
+    """An AttemptRecord from a row of seq, attempt, worker, leased_at, closed_at, outcome,
+    summary, artifact."""
+    return AttemptRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])

@@ -8,19 +8,16 @@ is written by the first chunk and its count kept true by every later one."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
-from sqlalchemy import Connection, insert, select, text, update
 
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
-from mainframe.lifecycle.rules import Status
-from mainframe.store import totals
-from mainframe.store.intake import LIVE_PREDICATE
-from mainframe.store.schema import audit, endpoints, scans
-from mainframe.store.uow import Tx, UnitOfWork
+from mainframe.store import audit, totals
+from mainframe.store.database import Database, Row, Tx
+from mainframe.store.sql import Sql
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
 NOT_DEAD_LETTERED = "not_dead_lettered"
@@ -30,6 +27,77 @@ ENDPOINT_REVOKED = "endpoint_revoked"
 LIVE_DUPLICATE = "live_duplicate"
 
 Progress = Callable[[int, int], None]  # (done so far, total)
+
+# The chunk's scans of the owner's endpoints (the others are not found), by primary key:
+# CROSS JOIN keeps SQLite on the ids, never starting from the owner's endpoints, whose every
+# scan it would read. PostgreSQL plans it as any join and locks the rows in id order: a
+# second redrive of the same scans waits, then sees them requeued, and two overlapping
+# redrives never take their rows in opposite orders.
+CANDIDATES = Sql(
+    "redrive_candidates",
+    """
+    SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+           scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
+           endpoints.revoked_at, scans.dead_lettered_at
+    FROM scans CROSS JOIN endpoints
+    WHERE scans.id IN (SELECT value FROM json_each(:ids))
+      AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+           scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
+           endpoints.revoked_at, scans.dead_lettered_at
+    FROM scans CROSS JOIN endpoints
+    WHERE scans.id IN (
+        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+    ) AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+    ORDER BY scans.id FOR UPDATE OF scans
+    """,
+)
+# The chunk's scans whose key (endpoint, name, version, kind) has a live scan: one probe of
+# ux_scans_live_key each, its predicate written as the index declares it.
+LIVE_KEYS = Sql(
+    "redrive_live_keys",
+    """
+    SELECT dead.id FROM scans AS dead
+    JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
+        AND live.version = dead.version AND live.kind = dead.kind
+        AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    WHERE dead.id IN (SELECT value FROM json_each(:ids))
+    """,
+    """
+    SELECT dead.id FROM scans AS dead
+    JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
+        AND live.version = dead.version AND live.kind = dead.kind
+        AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    WHERE dead.id IN (
+        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+    )
+    """,
+)
+REQUEUE = Sql(
+    "redrive_requeue",
+    """
+    UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+        attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
+        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+        finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
+        redriven_at = mf_now(), redrive_count = redrive_count + 1
+    WHERE id IN (SELECT value FROM json_each(:ids)) AND dead_lettered_at IS NOT NULL
+    RETURNING id, available_at
+    """,
+    """
+    UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+        attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
+        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+        finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
+        redriven_at = mf_now(), redrive_count = redrive_count + 1
+    WHERE id IN (
+        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+    ) AND dead_lettered_at IS NOT NULL
+    RETURNING id, available_at
+    """,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +113,17 @@ class Redriven:
     audit_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    ref: ScanRef
-    key: tuple[int, str, str, str]
+def _ids(ids: Sequence[int]) -> str:
+    return orjson.dumps(list(ids)).decode()
 
 
-def redrive(
-    uow: UnitOfWork,
+async def redrive(
+    db: Database,
     owner_id: int,
     ids: Sequence[int],
     *,
     by: str,
-    filter_json: dict[str, object] | None = None,
+    filter_json: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Redriven:
     """Redrive `ids` (deduplicated, in order) chunk by chunk; report what was skipped."""
@@ -65,18 +131,18 @@ def redrive(
     chunks = [wanted[i : i + CHUNK] for i in range(0, len(wanted), CHUNK)] or [[]]
     done = Redriven()
     for number, chunk in enumerate(chunks):
-        with uow.write() as tx:
-            now = uow.now()
+        async with db.write() as tx:
             if done.audit_id is None:
-                done.audit_id = _audit_row(tx.conn, owner_id, now, by, wanted, filter_json)
-            requeued = _chunk(tx, owner_id, chunk, now, done.skipped, rng=uow.rng)
+                done.audit_id = await audit.record_redrive(
+                    tx,
+                    owner_id,
+                    scan_ids=wanted if by == "ids" else None,
+                    filter_json=filter_json,
+                )
+            requeued = await _chunk(tx, owner_id, chunk, done.skipped)
             done.redriven += requeued
             if requeued:
-                tx.conn.execute(
-                    update(audit)
-                    .where(audit.c.id == done.audit_id)
-                    .values(count=audit.c.count + requeued)
-                )
+                await audit.add_to_count(tx, done.audit_id, requeued)
             if number == len(chunks) - 1:
                 tx.events.append(
                     ScansRedriven(owner_id, done.audit_id, done.redriven, len(done.skipped), by)
@@ -86,142 +152,48 @@ def redrive(
     return done
 
 
-def _audit_row(
-    conn: Connection,
-    owner_id: int,
-    now: int,
-    by: str,
-    ids: list[int],
-    filter_json: dict[str, object] | None,
-) -> int:
-    values = {
-        "owner_id": owner_id,
-        "at": now,
-        "action": "redrive",
-        "count": 0,
-        "scan_ids": orjson.dumps(ids).decode() if by == "ids" else None,
-        "filter": orjson.dumps(filter_json).decode() if filter_json is not None else None,
-    }
-    found = conn.execute(insert(audit).values(**values)).inserted_primary_key
-    assert found is not None
-    return int(found[0])
-
-
-def _chunk(
-    tx: Tx,
-    owner_id: int,
-    chunk: list[int],
-    now: int,
-    skipped: list[Skipped],
-    *,
-    rng: random.Random,
-) -> int:
+async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]) -> int:
+    """Requeue what the chunk may requeue, add the rest to `skipped`; how many were requeued."""
     if not chunk:
         return 0
-    ready = _candidates(tx.conn, owner_id, chunk, skipped)
+    params = {"ids": _ids(chunk), "owner": owner_id}
+    found = {row[0]: row for row in await tx.rows(CANDIDATES, params)}
+    live = {row[0] for row in await tx.rows(LIVE_KEYS, params)}
+    ready = sort_out(chunk, found, live, skipped)
     if not ready:
         return 0
-    tx.conn.execute(
-        update(scans)
-        .where(
-            scans.c.id.in_([c.ref.scan_id for c in ready]), scans.c.dead_lettered_at.is_not(None)
-        )
-        .values(
-            status=Status.QUEUED.value,
-            available_at=now,
-            attempt_base=scans.c.attempt_base + scans.c.attempt_count,
-            attempt_count=0,
-            assignment_id=None,
-            lease_expires_at=None,
-            wait_reason=None,
-            dead_lettered_at=None,
-            finished_at=None,
-            fail_reason=None,
-            result=None,
-            updated_at=now,
-            redriven_at=now,
-            redrive_count=scans.c.redrive_count + 1,
-        )
-    )
-    events = [ScanRedriven(c.ref) for c in ready]
-    totals.record(tx, events, rng=rng)
+    requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
+    due = {row[0]: int(row[1]) for row in requeued}
+    events = [ScanRedriven(ref) for ref in ready]
+    await totals.record(tx, events)
     tx.events.extend(events)
     # Announced as claimable like any other ready scan, and only when its sender was verified.
-    tx.events.extend(ScanReady(c.ref, 0, now) for c in ready if c.ref.verified)
+    tx.events.extend(ScanReady(ref, 0, due[ref.scan_id]) for ref in ready if ref.verified)
     return len(ready)
 
 
-def _candidates(
-    conn: Connection, owner_id: int, chunk: list[int], skipped: list[Skipped]
-) -> list[_Candidate]:
-    """The chunk's scans that may be requeued; the others are added to `skipped`."""
-    query = (
-        select(
-            scans.c.id,
-            scans.c.endpoint_id,
-            endpoints.c.name.label("endpoint"),
-            endpoints.c.owner_id,
-            endpoints.c.revoked_at,
-            scans.c.queue,
-            scans.c.name,
-            scans.c.version,
-            scans.c.kind,
-            scans.c.verified,
-            scans.c.source,
-            scans.c.created_at,
-            scans.c.dead_lettered_at,
-        )
-        .select_from(scans.join(endpoints, endpoints.c.id == scans.c.endpoint_id))
-        .where(scans.c.id.in_(chunk))
-        # Two redrives of one scan at once: the second waits, then sees it requeued.
-        .with_for_update(of=scans)
-    )
-    rows = {row.id: row for row in conn.execute(query)}
-    found: list[_Candidate] = []
+def sort_out(
+    chunk: list[int], found: dict[int, Row], live: set[int], skipped: list[Skipped]
+) -> list[ScanRef]:
+    """The chunk's scans that may be requeued, in order; each other one is added to `skipped`
+    with its reason. Of two dead letters of one key only the first is requeued: the live-key
+    index admits one live scan per (endpoint, name, version, kind)."""
+    keys: set[tuple[int, str, str, str]] = set()
+    ready: list[ScanRef] = []
     for scan_id in chunk:
-        row = rows.get(scan_id)
-        if row is None or row.owner_id != owner_id:
+        row = found.get(scan_id)
+        if row is None:
             skipped.append(Skipped(scan_id, NOT_FOUND))
-        elif row.revoked_at is not None:
+        elif row[10] is not None:
             skipped.append(Skipped(scan_id, ENDPOINT_REVOKED))
-        elif row.dead_lettered_at is None:
+        elif row[11] is None:
             skipped.append(Skipped(scan_id, NOT_DEAD_LETTERED))
+        elif scan_id in live or (row[1], row[4], row[5], row[6]) in keys:
+            skipped.append(Skipped(scan_id, LIVE_DUPLICATE))
         else:
+            keys.add((row[1], row[4], row[5], row[6]))
             ref = ScanRef(
-                row.id,
-                row.endpoint_id,
-                row.endpoint,
-                row.queue,
-                row.name,
-                row.version,
-                row.kind,
-                bool(row.verified),
-                row.source,
-                row.created_at,
+                row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9]
             )
-            found.append(_Candidate(ref, (row.endpoint_id, row.name, row.version, row.kind)))
-    return _without_live_keys(conn, found, skipped)
-
-
-def _without_live_keys(
-    conn: Connection, found: list[_Candidate], skipped: list[Skipped]
-) -> list[_Candidate]:
-    """Drop candidates whose key already has a live scan, or an earlier candidate in the chunk:
-    the live-key index admits one live scan per (endpoint, name, version, kind)."""
-    if not found:
-        return []
-    query = select(scans.c.endpoint_id, scans.c.name, scans.c.version, scans.c.kind).where(
-        scans.c.endpoint_id.in_({c.key[0] for c in found}),
-        scans.c.name.in_({c.key[1] for c in found}),
-        # The live-key index's own predicate, as a literal it can be proved from.
-        text(LIVE_PREDICATE),
-    )
-    live = {tuple(row) for row in conn.execute(query)}
-    kept: list[_Candidate] = []
-    for candidate in found:
-        if candidate.key in live:
-            skipped.append(Skipped(candidate.ref.scan_id, LIVE_DUPLICATE))
-        else:
-            live.add(candidate.key)
-            kept.append(candidate)
-    return kept
+            ready.append(ref)
+    return ready

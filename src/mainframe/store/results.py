@@ -1,306 +1,394 @@
-"""Writes against an assignment: results (single and batch), heartbeats, waits and resumes,
-and the operator's fail. Each is a compare-and-set on the current assignment (`holder_where`,
-the SQL twin of `lifecycle.rules.diagnose_stale`), so a stale worker can never change a scan;
-only a refused write reads the row again, to say why."""
+"""Results: a worker closes its current attempt, one result or a batch, and may take its
+next jobs in the same transaction (complete-and-fetch). Each close is a compare-and-set on
+the current assignment (the SQL twin of `lifecycle.rules.diagnose_stale`), so a stale
+worker can never change a scan; only a refused result reads the scan again, to say why.
+
+A result the worker sends again because it never saw the answer (same scan, attempt and
+assignment id) is a replay: its attempt's row kept the answer and the jobs leased with it,
+so it is answered as before, those jobs included while their leases are live, and nothing
+is leased twice.
+
+On PostgreSQL the whole request is one statement (COMPLETE): the token check, the closes,
+their history rows and outcome totals, and the next leases. SQLite runs the same steps as
+statements of one transaction, inline (microseconds each)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import random
+import secrets
+from collections.abc import Mapping, Sequence
 
-from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
-from mainframe.lifecycle.events import (
-    Event,
-    ScanFailed,
-    StaleResultRejected,
-)
-from mainframe.lifecycle.rules import (
-    TERMINAL,
-    Holding,
-    Settlement,
-    StaleCode,
-    Status,
-    diagnose_stale,
-    settle,
-)
-from mainframe.store import accounts, queries, totals
+import orjson
+
+from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.events import ScanFailed
+from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
+from mainframe.store import queries, replays, totals
 from mainframe.store.budget import Budget
 from mainframe.store.closing import (
-    CLOSE_BATCH,
-    DIAGNOSE,
-    FAIL_UNLEASED,
-    INSERT_HISTORY,
     Closed,
-    ClosedRow,
+    Completion,
+    ItemOutcome,
+    Plan,
     Report,
-    batch_params,
-    close_sql,
-    settle_params,
+    closed_of,
+    plan,
     settlement_events,
-    total_outcome,
-    touch_sql,
 )
-from mainframe.store.errors import Conflict, NotFound, Stale, StoreError, Unauthorized
-from mainframe.store.leasing import LapseWatch
-from mainframe.store.records import Principal, ScanRecord
-from mainframe.store.uow import Tx, UnitOfWork
+from mainframe.store.database import Database, Row, Tx, first
+from mainframe.store.errors import Conflict, Stale, StoreError
+from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params, worker_of
+from mainframe.store.names import EndpointNames
+from mainframe.store.records import Job, Principal, ScanRecord, scan_from_row
+from mainframe.store.refusals import refusal
+from mainframe.store.sql import Sql
 
-
-@dataclass(frozen=True, slots=True)
-class ItemOutcome:
-    """One entry of a batch: the closed scan, or the error the single route would raise."""
-
-    scan_id: int
-    closed: Closed | None
-    error: StoreError | None
+# PostgreSQL: the token, every close of the batch (its JSON items), their history rows with
+# the answer each was given, the outcome totals, and up to :fetch next leases (only when
+# something closed and nothing was a replay), in one statement. Rows: 'closed' and
+# 'leased', each with the scan as the statement left it (no payload or result for a close).
+# The closes are found by primary key only, whatever the statistics say: `scans.id = item.scan`
+# is repeated as `= ANY(ARRAY(...))`, an index condition on the key (PostgreSQL guesses 100
+# rows for a set-returning function and would rather hash every PENDING scan than probe the
+# key 100 times), and the endpoint is compared as `endpoint_id + 0`, which no index serves
+# (statistics taken before a large intake made ux_scans_live_key, every live scan of the
+# endpoint, look cheaper; tests/integration/test_plans.py holds both). The replay check is a
+# key lookup of uq_attempts_assignment the same way (an assignment id names its scan, so the
+# two lists cannot pair wrongly), never a read of the attempt history; and so are the next
+# leases (a generic plan takes `LIMIT :fetch` for a tenth of the queue, see leasing.py).
+COMPLETE = Sql(
+    "complete",
+    "-- PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.",
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+          AND endpoints.revoked_at IS NULL
+    ), item AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
+            scan bigint, attempt integer, assignment text, status text, fail_reason text,
+            terminal boolean, dead boolean, result text, delay bigint, outcome text,
+            summary text, artifact text)
+    ), closed AS (
+        UPDATE scans SET status = item.status, updated_at = mf_now(),
+            lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
+            finished_at = CASE WHEN item.terminal THEN mf_now() END,
+            dead_lettered_at = CASE WHEN item.dead THEN mf_now() END,
+            result = item.result,
+            available_at = CASE WHEN item.terminal THEN NULL ELSE mf_now() + item.delay END
+        FROM item, who
+        WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
+          AND scans.endpoint_id + 0 = who.endpoint_id
+          AND scans.status = 'PENDING' AND scans.worker = who.principal
+          AND scans.attempt_count = COALESCE(item.attempt, 1)
+          AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
+        RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
+                  scans.kind, scans.status, scans.verified, scans.source, scans.worker,
+                  scans.attempt_count, scans.assignment_id, scans.leased_at,
+                  scans.lease_expires_at, scans.wait_reason, scans.created_at,
+                  scans.updated_at, scans.finished_at, scans.dead_lettered_at,
+                  scans.fail_reason, scans.attempt_base, scans.available_at,
+                  scans.redriven_at, scans.redrive_count,
+                  item.outcome, item.summary, item.artifact
+    ), replay AS (
+        SELECT attempts.scan_id FROM attempts
+        WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
+          AND attempts.assignment_id = ANY(ARRAY(SELECT item.assignment FROM item))
+    ), due AS (
+        SELECT scans.id FROM scans
+        WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
+          AND scans.available_at <= mf_now()
+          AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
+        ORDER BY scans.available_at, scans.id LIMIT :fetch
+        FOR UPDATE SKIP LOCKED
+    ), leased AS (
+        UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+            assignment_id = :prefix || CAST(scans.id AS text),
+            worker = (SELECT principal FROM who), leased_at = mf_now(),
+            lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
+        FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
+        RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
+                  scans.kind, scans.payload, scans.status, scans.verified, scans.source,
+                  scans.worker, scans.attempt_count, scans.assignment_id, scans.leased_at,
+                  scans.lease_expires_at, scans.wait_reason, scans.created_at,
+                  scans.updated_at, scans.finished_at, scans.dead_lettered_at,
+                  scans.fail_reason, scans.result, scans.attempt_base, scans.available_at,
+                  scans.redriven_at, scans.redrive_count
+    ), history AS (
+        INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
+                              closed_at, outcome, summary, artifact, settled_status,
+                              settled_available_at, settled_fail_reason, next_assignments)
+        SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
+               leased_at, mf_now(), outcome, summary, artifact, status, available_at,
+               fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased)
+        FROM closed
+    ), total AS (
+        UPDATE scan_totals SET count = scan_totals.count + ended.n
+        FROM (
+            SELECT CASE WHEN status = 'FINISHED' THEN 'finished'
+                        WHEN dead_lettered_at IS NOT NULL THEN 'dead_lettered'
+                        ELSE 'failed' END AS outcome,
+                   count(*) AS n
+            FROM closed WHERE status IN ('FINISHED', 'FAILED') GROUP BY 1
+        ) AS ended
+        WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
+          AND scan_totals.outcome = ended.outcome AND scan_totals.shard = :shard
+    )
+    SELECT 'closed', id, endpoint_id, queue, name, version, kind, NULL, status, verified,
+           source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
+           wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
+           NULL, attempt_base, available_at, redriven_at, redrive_count
+    FROM closed
+    UNION ALL
+    SELECT 'leased', id, endpoint_id, queue, name, version, kind, payload, status, verified,
+           source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
+           wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
+           result, attempt_base, available_at, redriven_at, redrive_count
+    FROM leased
+    """,
+)
+# SQLite: every close of the request in one statement (its JSON items, the first per scan),
+# each the compare-and-set of `lifecycle.rules.diagnose_stale` on the worker's current
+# assignment; a result without attempt and assignment id (the rollout form) closes attempt 1
+# only. PostgreSQL does this inside COMPLETE. `+scans.endpoint_id` keeps SQLite from walking
+# the endpoint's leases through ix_scans_pending_lease: each item finds its scan by key.
+CLOSE_RESULTS = Sql(
+    "close_results",
+    """
+    UPDATE scans SET status = item.value ->> '$.status', updated_at = mf_now(),
+        lease_expires_at = NULL, wait_reason = NULL,
+        fail_reason = item.value ->> '$.fail_reason',
+        finished_at = CASE WHEN item.value ->> '$.terminal' THEN mf_now() END,
+        dead_lettered_at = CASE WHEN item.value ->> '$.dead' THEN mf_now() END,
+        result = item.value ->> '$.result',
+        available_at = CASE WHEN item.value ->> '$.terminal' THEN NULL
+                            ELSE mf_now() + (item.value ->> '$.delay') END
+    FROM json_each(:items) AS item
+    WHERE scans.id = item.value ->> '$.scan' AND +scans.endpoint_id = :endpoint
+      AND scans.status = 'PENDING' AND scans.worker = :worker
+      AND scans.attempt_count = COALESCE(item.value ->> '$.attempt', 1)
+      AND (item.value ->> '$.assignment' IS NULL
+           OR scans.assignment_id = item.value ->> '$.assignment')
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    "-- SQLite only: PostgreSQL closes results inside COMPLETE.",
+)
+# An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
+# assignment the operator saw.
+CLOSE_AS_OPERATOR = Sql(
+    "close_as_operator",
+    """
+    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
+        wait_reason = NULL, fail_reason = :fail_reason,
+        finished_at = CASE WHEN :terminal THEN mf_now() END,
+        dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
+        result = :result,
+        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
+    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
+      AND assignment_id = :assignment
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
+        wait_reason = NULL, fail_reason = :fail_reason,
+        finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,
+        dead_lettered_at = CASE WHEN CAST(:dead AS boolean) THEN mf_now() END,
+        result = :result,
+        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + CAST(:delay AS bigint) END
+    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
+      AND assignment_id = :assignment
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+)
+INSERT_HISTORY = Sql(
+    "insert_attempt",
+    """
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                          outcome, summary, artifact, settled_status, settled_available_at,
+                          settled_fail_reason, next_assignments)
+    VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
+            :summary, :artifact, :settled_status, :settled_available_at,
+            :settled_fail_reason, :next_assignments)
+    """,
+)
+FAIL_UNLEASED = Sql(
+    "fail_unleased",
+    """
+    UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
+        updated_at = mf_now(), result = NULL, available_at = NULL
+    WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED')
+    RETURNING id
+    """,
+)
 
 
 class Results:
     def __init__(
-        self, uow: UnitOfWork, budget: Budget, retry: RetryPolicy, lapses: LapseWatch
+        self,
+        db: Database,
+        budget: Budget,
+        retry: RetryPolicy,
+        leasing: Leasing,
+        names: EndpointNames,
+        rng: random.Random,
     ) -> None:
-        self.uow = uow
+        self.db = db
         self.budget = budget
         self.retry = retry
-        self.lapses = lapses
+        self.leasing = leasing
+        self.names = names
+        self.rng = rng
 
-    def report(self, principal: Principal, scan_id: int, report: Report) -> Closed:
+    async def report(self, caller: Caller, scan_id: int, report: Report) -> Closed:
         """Close the worker's current attempt with its result."""
-        outcome = self.report_many(principal, [(scan_id, report)])[0]
+        outcome = (await self.complete(caller, [(scan_id, report)])).outcomes[0]
         if outcome.error is not None:
             raise outcome.error
         assert outcome.closed is not None
         return outcome.closed
 
-    def report_many(
-        self, principal: Principal, items: Sequence[tuple[int, Report]]
+    async def report_many(
+        self, caller: Caller, items: Sequence[tuple[int, Report]]
     ) -> list[ItemOutcome]:
         """Apply independent results in one transaction; each succeeds or fails alone."""
-        endpoint_id, endpoint = worker_endpoint(principal)
-        holder = _Holder(principal.name, endpoint_id, endpoint)
-        now = self.uow.now()
-        # Rows are taken in scan order, so two batches never wait on each other in a cycle.
-        order = sorted(range(len(items)), key=lambda i: items[i][0])
-        # A lone echoed result is one statement on PostgreSQL (history and total inside it).
-        one_trip = len(items) == 1 and items[0][1].attempt is not None and not self.uow.sqlite
-        with self.uow.single() if one_trip else self.uow.write() as tx:
-            pending = _Pending(one_trip=one_trip)
-            settled = self._close_set(tx, holder, items, order, now)
-            done: dict[int, ItemOutcome] = {}
-            for index in order:
-                scan_id, report = items[index]
-                if index in settled:
-                    closed = settled[index]
-                else:
-                    closed = self._close(tx, holder, scan_id, report, now, pending)
-                if closed is None:
-                    error = self._refusal(tx, principal, scan_id, report)
-                    done[index] = ItemOutcome(scan_id, None, error)
-                else:
-                    done[index] = ItemOutcome(scan_id, closed, None)
-            pending.write(tx, self.uow)
-            out = [done[index] for index in range(len(items))]
-            # Credentials are cached by the API; a revoked endpoint shows up as refusals.
-            refused = any(item.error is not None for item in out)
-            if refused and accounts.endpoint_is_revoked(tx, endpoint_id):
-                raise Unauthorized("this worker's endpoint is revoked")
-        return out
+        return (await self.complete(caller, items)).outcomes
 
-    def _settling(
-        self, holder: _Holder, scan_id: int, report: Report, now: int
-    ) -> tuple[Settlement, dict[str, Any]]:
-        attempt = report.attempt if report.attempt is not None else 1
-        settlement = settle(
-            outcome=report.outcome,
-            retryable=report.retryable,
-            attempt=attempt,
+    async def complete(
+        self, caller: Caller, items: Sequence[tuple[int, Report]], *, fetch: int = 0
+    ) -> Completion:
+        """Close each result alone and lease up to `fetch` next jobs in the same transaction
+        (only when a result closed and none was a replay)."""
+        plans = [self._plan(scan_id, report) for scan_id, report in items]
+        async with self.db.single() as tx:
+            if tx.dialect == "postgresql":
+                closed_rows, leased_rows = await self._in_one_statement(tx, caller, plans, fetch)
+            else:
+                closed_rows, leased_rows = await self._in_steps(tx, caller, plans, fetch)
+            jobs = await self.leasing.leased(tx, leased_rows)
+            closes = {row[0]: await self._scan(tx, row) for row in closed_rows}
+            outcomes, replays = await self._answers(tx, caller, plans, closes)
+            if tx.dialect == "sqlite":  # COMPLETE bumps them itself on PostgreSQL
+                await totals.record(tx, tx.events)
+            jobs += await self._replayed_jobs(tx, caller, replays)
+        return Completion(outcomes, jobs)
+
+    def _plan(self, scan_id: int, report: Report) -> Plan:
+        return plan(
+            scan_id,
+            report,
             max_attempts=self.budget.max_attempts,
+            retry=self.retry,
+            draw=self.rng.random(),
         )
-        delay = retry_delay_us(
-            self.retry, attempt=attempt, draw=self.uow.rng.random(), requested=report.retry_after
-        )
-        params = settle_params(settlement, report, now, now + delay)
-        params |= {
-            "scan": scan_id,
-            "endpoint": holder.endpoint_id,
-            "worker": holder.worker,
-            "attempt": report.attempt,
-            "assignment": report.assignment_id,
-            "total": total_outcome(settlement),
-            "shard": self.uow.rng.randrange(totals.SHARDS),
-        }
-        return settlement, params
 
-    def _close_set(
-        self,
-        tx: Tx,
-        holder: _Holder,
-        items: Sequence[tuple[int, Report]],
-        order: list[int],
-        now: int,
-    ) -> dict[int, Closed | None]:
-        """On PostgreSQL, close a batch's echoed results in one statement; every index it
-        covers maps to its closed scan, or None when the compare-and-set missed."""
-        if self.uow.sqlite or len(items) < 2:
-            return {}
-        firsts: dict[int, int] = {}
-        for index in order:
-            scan_id, report = items[index]
-            if report.attempt is not None and scan_id not in firsts:
-                firsts[scan_id] = index
-        if not firsts:
-            return {}
-        plans = {
-            index: self._settling(holder, items[index][0], items[index][1], now)
-            for index in firsts.values()
+    async def _scan(self, tx: Tx, row: Row) -> ScanRecord:
+        return scan_from_row(row, await self.names.of(tx, row[1]))
+
+    async def _in_one_statement(
+        self, tx: Tx, caller: Caller, plans: list[Plan], fetch: int
+    ) -> tuple[list[Row], list[Row]]:
+        """PostgreSQL: the whole request as COMPLETE; its closed rows and leased rows."""
+        params = {
+            "digest": caller.digest,
+            "items": _items(plans),
+            "fetch": fetch,
+            "prefix": secrets.token_hex(8) + "-",
+            "timeout": self.budget.job_timeout_us,
+            "shard": totals.shard(tx),
         }
-        arrays = batch_params([plans[index][1] for index in firsts.values()])
-        shard = self.uow.rng.randrange(totals.SHARDS)
-        params = arrays | {
-            "now": now,
-            "endpoint": holder.endpoint_id,
-            "worker": holder.worker,
-            "shard": shard,
-        }
-        rows = {row[0]: ClosedRow(*row) for row in tx.rows(CLOSE_BATCH, params)}
-        settled: dict[int, Closed | None] = {}
-        for scan_id, index in firsts.items():
-            row = rows.get(scan_id)
-            if row is None:
-                settled[index] = None
+        rows = await tx.rows(COMPLETE, params)
+        closed = [row[1:] for row in rows if row[0] == "closed"]
+        return closed, [row[1:] for row in rows if row[0] == "leased"]
+
+    async def _in_steps(
+        self, tx: Tx, caller: Caller, plans: list[Plan], fetch: int
+    ) -> tuple[list[Row], list[Row]]:
+        """SQLite: COMPLETE's work as statements of one transaction."""
+        worker = await worker_of(tx, caller)
+        params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
+        closed = {row[0]: row for row in await tx.rows(CLOSE_RESULTS, params)}
+        leased: list[Row] = []
+        if closed and fetch > 0 and not await self._any_replay(tx, worker, plans, closed):
+            leased = await tx.rows(LEASE, lease_params(caller, fetch, self.budget))
+        nexts = ",".join(row[12] for row in leased) or None
+        firsts = {p.scan_id: p for p in reversed(plans)}
+        history = [_history(row, firsts[scan_id], nexts) for scan_id, row in closed.items()]
+        await tx.many(INSERT_HISTORY, history)
+        return list(closed.values()), leased
+
+    async def _any_replay(
+        self, tx: Tx, worker: Principal, plans: list[Plan], closed: Mapping[int, object]
+    ) -> bool:
+        for p in plans:
+            unclosed = p.scan_id not in closed
+            if unclosed and await replays.was_answered(tx, worker, p.scan_id, p.assignment):
+                return True
+        return False
+
+    async def _answers(
+        self, tx: Tx, caller: Caller, plans: list[Plan], closes: dict[int, ScanRecord]
+    ) -> tuple[list[ItemOutcome], list[str]]:
+        """Each item's answer — its close (with its events), its replayed answer, or why it was
+        refused — and the assignments the replayed answers leased."""
+        closed_here = set(closes)
+        outcomes: list[ItemOutcome] = []
+        replays: list[str] = []
+        worker: Principal | None = None
+        for p in plans:
+            scan = closes.pop(p.scan_id, None)
+            if scan is not None:
+                tx.events.extend(settlement_events(scan, p))
+                outcomes.append(ItemOutcome(p.scan_id, closed_of(scan), None))
                 continue
-            settlement = plans[index][0]
-            ref = row.ref(holder.endpoint)
-            tx.events.extend(settlement_events(ref, row, settlement, items[index][1], now))
-            settled[index] = row.public()
-        return settled
+            worker = worker or await worker_of(tx, caller)
+            if p.scan_id in closed_here:
+                # The same scan twice in one request: the first closed it; this one is stale.
+                outcomes.append(ItemOutcome(p.scan_id, None, await self._refusal(tx, worker, p)))
+                continue
+            outcome, leased_with = await self._unclosed(tx, worker, p)
+            outcomes.append(outcome)
+            replays += leased_with
+        return outcomes, replays
 
-    def _close(
-        self,
-        tx: Tx,
-        holder: _Holder,
-        scan_id: int,
-        report: Report,
-        now: int,
-        pending: _Pending,
-    ) -> Closed | None:
-        """Close the attempt `report` names if `worker` (None: the operator) still holds it."""
-        settlement, params = self._settling(holder, scan_id, report, now)
-        echoed, with_worker = report.attempt is not None, holder.worker is not None
-        one_trip = pending.one_trip and echoed and with_worker
-        row = tx.first(close_sql(echoed=echoed, with_worker=with_worker, one_trip=one_trip), params)
-        if row is None:
-            return None
-        closed = ClosedRow(*row)
-        events = settlement_events(closed.ref(holder.endpoint), closed, settlement, report, now)
-        tx.events.extend(events)
-        if not one_trip:
-            pending.history.append(closed.history(params))
-            pending.uncounted.extend(events)
-        return closed.public()
+    async def _unclosed(self, tx: Tx, worker: Principal, p: Plan) -> tuple[ItemOutcome, list[str]]:
+        """A result whose close missed: a replay of an accepted one, or a refusal."""
+        found = await replays.answer(tx, worker, p.scan_id, p.assignment)
+        if found is not None:
+            closed, leased_with = found
+            return ItemOutcome(p.scan_id, closed, None), leased_with
+        return ItemOutcome(p.scan_id, None, await self._refusal(tx, worker, p)), []
 
-    def _refusal(self, tx: Tx, principal: Principal, scan_id: int, report: Report) -> StoreError:
-        endpoint_id, endpoint = worker_endpoint(principal)
-        row = tx.first(DIAGNOSE, {"scan": scan_id, "endpoint": endpoint_id})
-        if row is None:
-            return NotFound(f"no scan {scan_id} for this endpoint")
-        holding = Holding(Status(row[0]), row[1], row[2], row[3])
-        code = diagnose_stale(
-            holding,
-            worker=principal.name,
-            attempt=report.attempt,
-            assignment_id=report.assignment_id,
-        )
-        # The compare-and-set missed, so something differs even when the rule sees none:
-        # a concurrent writer moved the row between the two statements.
-        code = code or StaleCode.STALE_ASSIGNMENT
-        tx.events.append(
-            StaleResultRejected(endpoint, scan_id, principal.name, code, report.attempt)
-        )
-        return Stale(code)
+    async def _refusal(self, tx: Tx, worker: Principal, p: Plan) -> StoreError:
+        attempt, assignment = p.report.attempt, p.report.assignment_id
+        return await refusal(tx, worker, p.scan_id, attempt=attempt, assignment_id=assignment)
 
-    def heartbeat(
-        self, principal: Principal, scan_id: int, *, attempt: int | None, assignment_id: str | None
-    ) -> int:
-        """Extend the current lease (a wait keeps its own deadline); return the new deadline."""
-        until = self.uow.now() + self.budget.job_timeout_us
-        return self._touch(
-            "heartbeat", principal, scan_id, attempt, assignment_id, {"until": until}
-        )
+    async def _replayed_jobs(self, tx: Tx, caller: Caller, assignments: list[str]) -> list[Job]:
+        """The jobs leased with replayed answers that this worker still holds, unexpired."""
+        if not assignments:
+            return []
+        rows = await replays.still_leased(tx, await worker_of(tx, caller), assignments)
+        return [job_of(await self._scan(tx, row)) for row in rows]
 
-    def wait(
-        self,
-        principal: Principal,
-        scan_id: int,
-        *,
-        attempt: int | None,
-        assignment_id: str | None,
-        seconds: float,
-        reason: str,
-    ) -> int:
-        """Park the scan for at most `seconds`; it is reclaimed if neither resume nor result
-        arrives in time."""
-        until = self.uow.now() + round(seconds * 1_000_000)
-        values = {"until": until, "reason": reason}
-        deadline = self._touch("wait", principal, scan_id, attempt, assignment_id, values)
-        assert principal.endpoint_id is not None
-        self.lapses.note(principal.endpoint_id, deadline)
-        return deadline
-
-    def resume(
-        self, principal: Principal, scan_id: int, *, attempt: int | None, assignment_id: str | None
-    ) -> int:
-        """End a wait: the scan is back under an ordinary lease."""
-        until = self.uow.now() + self.budget.job_timeout_us
-        return self._touch("resume", principal, scan_id, attempt, assignment_id, {"until": until})
-
-    def _touch(
-        self,
-        kind: str,
-        principal: Principal,
-        scan_id: int,
-        attempt: int | None,
-        assignment_id: str | None,
-        values: dict[str, object],
-    ) -> int:
-        endpoint_id, _ = worker_endpoint(principal)
-        params = values | {
-            "scan": scan_id,
-            "endpoint": endpoint_id,
-            "worker": principal.name,
-            "attempt": attempt,
-            "assignment": assignment_id,
-            "now": self.uow.now(),
-        }
-        report = Report("touch", True, attempt, assignment_id, None, None, None)
-        with self.uow.write() as tx:
-            row = tx.first(touch_sql(kind, echoed=attempt is not None), params)
-            if row is not None:
-                return int(row[0])
-            error = self._refusal(tx, principal, scan_id, report)
-            if accounts.endpoint_is_revoked(tx, endpoint_id):
-                raise Unauthorized("this worker's endpoint is revoked")
-        raise error
-
-    def operator_fail(
+    async def operator_fail(
         self, owner_id: int, scan_id: int, *, retryable: bool, summary: str | None
     ) -> ScanRecord:
         """Fail the current attempt as its worker would; an unleased scan fails plainly."""
-        now = self.uow.now()
-        with self.uow.write() as tx:
-            scan = queries.owned_scan(tx.conn, owner_id, scan_id)
+        async with self.db.write() as tx:
+            scan = await queries.owned_scan(tx, owner_id, scan_id)
             if scan.status in TERMINAL:
                 raise Stale(StaleCode.ALREADY_TERMINAL)
             if scan.status is Status.PENDING:
-                report = Report(
-                    "failed", retryable, scan.attempt_count, scan.assignment_id, summary, None, None
-                )
-                pending = _Pending()
-                holder = _Holder(None, scan.endpoint_id, scan.endpoint)
-                if self._close(tx, holder, scan.id, report, now, pending) is None:
-                    raise Stale(StaleCode.STALE_ASSIGNMENT)
-                pending.write(tx, self.uow)
+                await self._operator_close(tx, scan, retryable=retryable, summary=summary)
             elif retryable:
                 raise Conflict(
                     "not_leased",
@@ -308,42 +396,55 @@ class Results:
                     "send retryable=false to fail it for good",
                 )
             else:
-                self._fail_unleased(tx, scan, now)
-            return queries.owned_scan(tx.conn, owner_id, scan_id)
+                await self._fail_unleased(tx, scan)
+            return await queries.owned_scan(tx, owner_id, scan_id)
 
-    def _fail_unleased(self, tx: Tx, scan: ScanRecord, now: int) -> None:
-        """An operator's plain failure of a scan nobody holds (QUEUED or QUARANTINED)."""
-        row = tx.first(FAIL_UNLEASED, {"scan": scan.id, "now": now})
+    async def _operator_close(
+        self, tx: Tx, scan: ScanRecord, *, retryable: bool, summary: str | None
+    ) -> None:
+        report = Report(
+            "failed", retryable, scan.attempt_count, scan.assignment_id, summary, None, None
+        )
+        p = self._plan(scan.id, report)
+        row = await first(tx, CLOSE_AS_OPERATOR, p.values())
         if row is None:
+            raise Stale(StaleCode.STALE_ASSIGNMENT)
+        await tx.many(INSERT_HISTORY, [_history(row, p, None)])
+        events = settlement_events(scan_from_row(row, scan.endpoint), p)
+        tx.events.extend(events)
+        await totals.record(tx, events)
+
+    async def _fail_unleased(self, tx: Tx, scan: ScanRecord) -> None:
+        """An operator's plain failure of a scan nobody holds (QUEUED or QUARANTINED)."""
+        if await first(tx, FAIL_UNLEASED, {"scan": scan.id}) is None:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
         event = ScanFailed(scan.ref(), scan.attempt_count)
         tx.events.append(event)
-        totals.record(tx, [event], rng=self.uow.rng)
+        await totals.record(tx, [event])
 
 
-@dataclass(frozen=True, slots=True)
-class _Holder:
-    """Who claims the assignment: a worker of an endpoint, or (worker None) its operator."""
-
-    worker: str | None
-    endpoint_id: int
-    endpoint: str
+def _items(plans: list[Plan]) -> str:
+    """The JSON items of a request's closes: the first result per scan (a scan named again in
+    the same request is the same result twice, refused as stale when answered)."""
+    firsts = {p.scan_id: p for p in reversed(plans)}
+    return orjson.dumps([p.values() for p in plans if firsts[p.scan_id] is p]).decode()
 
 
-@dataclass
-class _Pending:
-    """History rows and outcome events a transaction still has to write (batched)."""
-
-    one_trip: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    uncounted: list[Event] = field(default_factory=list)
-
-    def write(self, tx: Tx, uow: UnitOfWork) -> None:
-        tx.many(INSERT_HISTORY, self.history)
-        totals.record(tx, self.uncounted, rng=uow.rng)
-
-
-def worker_endpoint(principal: Principal) -> tuple[int, str]:
-    if principal.endpoint_id is None or principal.endpoint is None:
-        raise Unauthorized("a worker token is required")
-    return principal.endpoint_id, principal.endpoint
+def _history(row: Row, p: Plan, nexts: str | None) -> dict[str, object]:
+    """The attempt's history row, with the answer its result was given (for a replay)."""
+    scan = scan_from_row(row, "")
+    return {
+        "scan": scan.id,
+        "seq": scan.attempt_base + scan.attempt_count,
+        "attempt": scan.attempt_count,
+        "assignment": scan.assignment_id,
+        "worker": scan.worker,
+        "leased_at": scan.leased_at,
+        "outcome": p.settlement.attempt_outcome.value,
+        "summary": p.report.summary,
+        "artifact": p.report.artifact,
+        "settled_status": scan.status.value,
+        "settled_available_at": scan.available_at,
+        "settled_fail_reason": scan.fail_reason,
+        "next_assignments": nexts,
+    }

@@ -1,64 +1,57 @@
-"""The revocation cascade: an operator kills an endpoint and everything it still held."""
+"""The revocation cascade: an operator kills an endpoint and everything it still held, in
+one transaction: its credentials stop working, its open attempts are closed, and every live
+scan becomes a dead letter with reason `endpoint_revoked`."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, select, update
-
 from mainframe.lifecycle.events import EndpointRevoked
-from mainframe.lifecycle.rules import LIVE, AttemptOutcome, DeadLetterReason, Status
-from mainframe.store.schema import attempts, endpoints, scans
+from mainframe.store.database import Tx
+from mainframe.store.sql import Sql
+
+REVOKE_ENDPOINT = Sql(
+    "revoke_endpoint", "UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint"
+)
+# PostgreSQL: the live rows are locked first, so a result closing one of them meanwhile
+# either commits before (and the scan is no longer live) or waits for the cascade.
+LOCK_LIVE = Sql(
+    "lock_revoked_scans",
+    """
+    SELECT id FROM scans
+    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    """,
+    """
+    SELECT id FROM scans
+    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    ORDER BY id FOR UPDATE
+    """,
+)
+# The open attempt of every scan the endpoint's workers hold, closed by the revocation.
+CLOSE_HELD_ATTEMPTS = Sql(
+    "close_revoked_attempts",
+    """
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                          outcome, summary, artifact)
+    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
+           mf_now(), 'endpoint_revoked', NULL, NULL
+    FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING'
+    """,
+)
+DEAD_LETTER_LIVE = Sql(
+    "dead_letter_revoked",
+    """
+    UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+        updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
+        fail_reason = 'endpoint_revoked'
+    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    """,
+)
 
 
-def revoke_endpoint(
-    conn: Connection, *, endpoint_id: int, endpoint: str, now: int
-) -> EndpointRevoked:
+async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> EndpointRevoked:
     """Dead-letter every live scan of the endpoint and refuse its credentials, atomically."""
-    conn.execute(update(endpoints).where(endpoints.c.id == endpoint_id).values(revoked_at=now))
-    held = conn.execute(
-        select(
-            scans.c.id,
-            scans.c.attempt_base,
-            scans.c.attempt_count,
-            scans.c.assignment_id,
-            scans.c.worker,
-            scans.c.leased_at,
-        )
-        .where(scans.c.endpoint_id == endpoint_id, scans.c.status == Status.PENDING.value)
-        .with_for_update()
-    ).all()
-    if held:
-        conn.execute(
-            insert(attempts),
-            [
-                {
-                    "scan_id": r.id,
-                    "seq": r.attempt_base + r.attempt_count,
-                    "attempt": r.attempt_count,
-                    "assignment_id": r.assignment_id,
-                    "worker": r.worker,
-                    "leased_at": r.leased_at,
-                    "closed_at": now,
-                    "outcome": AttemptOutcome.ENDPOINT_REVOKED.value,
-                    "summary": None,
-                    "artifact": None,
-                }
-                for r in held
-            ],
-        )
-    result = conn.execute(
-        update(scans)
-        .where(
-            scans.c.endpoint_id == endpoint_id,
-            scans.c.status.in_([status.value for status in LIVE]),
-        )
-        .values(
-            status=Status.FAILED.value,
-            dead_lettered_at=now,
-            finished_at=now,
-            updated_at=now,
-            lease_expires_at=None,
-            wait_reason=None,
-            fail_reason=DeadLetterReason.ENDPOINT_REVOKED.value,
-        )
-    )
-    return EndpointRevoked(endpoint_id, endpoint, result.rowcount)
+    params = {"endpoint": endpoint_id}
+    await tx.run(REVOKE_ENDPOINT, params)
+    await tx.run(LOCK_LIVE, params)
+    await tx.run(CLOSE_HELD_ATTEMPTS, params)
+    ended = await tx.run(DEAD_LETTER_LIVE, params)
+    return EndpointRevoked(endpoint_id, endpoint, ended)

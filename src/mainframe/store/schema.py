@@ -64,6 +64,8 @@ tokens = Table(
     Column("endpoint_id", Id, ForeignKey("endpoints.id")),
     Column("principal", String(200), nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    # An endpoint's credentials, for its owner's listing (revision 0010).
+    Index("ix_tokens_endpoint", "endpoint_id", "id"),
 )
 
 scans = Table(
@@ -114,7 +116,6 @@ scans = Table(
         "lease_expires_at",
         **partial("status = 'PENDING'"),
     ),
-    Index("ix_scans_listing", "endpoint_id", "status", "id"),
     Index(
         "ix_scans_quarantined",
         "endpoint_id",
@@ -139,6 +140,16 @@ scans = Table(
         postgresql_using="gin",
         postgresql_ops={"name": "gin_trgm_ops", "source": "gin_trgm_ops", "kind": "gin_trgm_ops"},
         **partial(DEAD),
+    ),
+    # A result keyed by package refused for an ended scan finds it through this, not by
+    # reading the endpoint's history; written once per scan, when it ends (0011).
+    Index(
+        "ix_scans_ended_key",
+        "endpoint_id",
+        "name",
+        "version",
+        "id",
+        **partial("status IN ('FINISHED', 'FAILED')"),
     ),
     # Resubmitting a live (endpoint, name, version, kind) returns the existing scan.
     Index(
@@ -165,6 +176,13 @@ attempts = Table(
     Column("outcome", String(32), nullable=False),
     Column("summary", Text),
     Column("artifact", Text),
+    # What the closing result was answered (revision 0009), so a replay gets the same answer:
+    # the status the scan moved to, its retry's due time, its failure reason, and the
+    # assignments leased in the same request (comma-separated).
+    Column("settled_status", String(16)),
+    Column("settled_available_at", BigInteger),
+    Column("settled_fail_reason", String(100)),
+    Column("next_assignments", Text),
     UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment"),
 )
 
@@ -236,4 +254,6 @@ board_sessions = Table(
     Column("csrf", String(64), nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
+    # Expired sessions, swept at each sign-in (revision 0010).
+    Index("ix_board_sessions_expires", "expires_at"),
 )

@@ -1,11 +1,8 @@
 """The operator's search: a case-insensitive substring of a scan's package name, source or
-kind, or its exact id when the term is a number."""
+kind, or its exact id when the term is a number. Statements take it as :pattern (a LIKE
+pattern, its wildcards escaped with a backslash) and :term_id (NULL unless numeric)."""
 
 from __future__ import annotations
-
-from sqlalchemy import BindParameter, ColumnElement, bindparam, or_
-
-from mainframe.store.schema import scans
 
 # The longest search term; a longer one cannot match a bounded name, source or kind anyway.
 MAX_QUERY_LENGTH = 300
@@ -19,17 +16,10 @@ def like_pattern(term: str) -> str:
     return f"%{escaped}%"
 
 
-def matches(term: str) -> ColumnElement[bool]:
-    """The search as one OR over the three columns (and the id when `term` is a number)."""
-    # Rendered into the statement (quoted by the dialect), not bound: a bound pattern gets
-    # PostgreSQL's generic plan once psycopg prepares the statement, and a generic plan
-    # cannot estimate a LIKE, so it reads every dead letter instead of the trigram index.
-    pattern: BindParameter[str] = bindparam("search", like_pattern(term), literal_execute=True)
-    found: list[ColumnElement[bool]] = [
-        scans.c.name.ilike(pattern, escape="\\"),
-        scans.c.source.ilike(pattern, escape="\\"),
-        scans.c.kind.ilike(pattern, escape="\\"),
-    ]
-    if term.isdigit() and int(term) <= MAX_SCAN_ID:
-        found.append(scans.c.id == int(term))
-    return or_(*found)
+def terms(q: str | None) -> dict[str, str | int | None]:
+    """The :pattern and :term_id parameters of a search (both NULL without one)."""
+    if not q:
+        return {"pattern": None, "term_id": None}
+    # ASCII only: str.isdigit() admits digits int() refuses ('²').
+    numeric = q.isascii() and q.isdigit() and int(q) <= MAX_SCAN_ID
+    return {"pattern": like_pattern(q), "term_id": int(q) if numeric else None}

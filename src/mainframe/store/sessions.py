@@ -1,16 +1,36 @@
 """Board sessions: an owner token exchanged for a cookie secret with an expiry and a CSRF
-token. Only the secret's sha256 is stored; expired rows are swept at each sign-in."""
+token. Only the secret's sha256 is stored; expired rows are swept at each sign-in. Expiry
+is judged by `mf_now()`, so every server process agrees on it."""
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, select
-
 from mainframe.store.accounts import authenticate, digest
-from mainframe.store.schema import board_sessions, owners
-from mainframe.store.uow import UnitOfWork
+from mainframe.store.database import Database, first
+from mainframe.store.sql import Sql
+
+DELETE_EXPIRED = Sql(
+    "delete_expired_sessions", "DELETE FROM board_sessions WHERE expires_at <= mf_now()"
+)
+INSERT_SESSION = Sql(
+    "insert_session",
+    """
+    INSERT INTO board_sessions (session_hash, owner_id, csrf, created_at, expires_at)
+    VALUES (:session, :owner, :csrf, mf_now(), mf_now() + :lifetime)
+    RETURNING expires_at
+    """,
+)
+FIND_SESSION = Sql(
+    "find_session",
+    """
+    SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at
+    FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
+    WHERE board_sessions.session_hash = :session AND board_sessions.expires_at > mf_now()
+    """,
+)
+DELETE_SESSION = Sql("delete_session", "DELETE FROM board_sessions WHERE session_hash = :session")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,44 +42,35 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, uow: UnitOfWork) -> None:
-        self.uow = uow
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def sign_in(self, owner_secret: str, *, lifetime_us: int) -> tuple[str, Session] | None:
+    async def sign_in(self, owner_secret: str, *, lifetime_us: int) -> tuple[str, Session] | None:
         """A new session for an owner token (None for any other token)."""
-        with self.uow.write() as tx:
-            principal = authenticate(tx, owner_secret)
+        async with self.db.write() as tx:
+            principal = await authenticate(tx, digest(owner_secret))
             if principal is None or principal.role != "owner" or principal.owner_id is None:
                 return None
-            now = self.uow.now()
-            tx.conn.execute(delete(board_sessions).where(board_sessions.c.expires_at <= now))
+            await tx.run(DELETE_EXPIRED)
             secret, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-            session = Session(principal.owner_id, principal.name, csrf, now + lifetime_us)
-            tx.conn.execute(
-                insert(board_sessions).values(
-                    session_hash=digest(secret), owner_id=session.owner_id, csrf=csrf,
-                    created_at=now, expires_at=session.expires_at,
-                )
-            )  # fmt: skip
-            return secret, session
+            params = {
+                "session": digest(secret),
+                "owner": principal.owner_id,
+                "csrf": csrf,
+                "lifetime": lifetime_us,
+            }
+            row = await first(tx, INSERT_SESSION, params)
+            assert row is not None
+            return secret, Session(principal.owner_id, principal.name, csrf, int(row[0]))
 
-    def find(self, secret: str) -> Session | None:
+    async def find(self, secret: str) -> Session | None:
         """The live session behind a cookie secret, or None (unknown, signed out, expired)."""
-        with self.uow.read() as tx:
-            row = tx.conn.execute(
-                select(board_sessions, owners.c.name)
-                .join(owners, owners.c.id == board_sessions.c.owner_id)
-                .where(
-                    board_sessions.c.session_hash == digest(secret),
-                    board_sessions.c.expires_at > self.uow.now(),
-                )
-            ).first()
+        async with self.db.read() as tx:
+            row = await first(tx, FIND_SESSION, {"session": digest(secret)})
         if row is None:
             return None
-        return Session(row.owner_id, row.name, row.csrf, row.expires_at)
+        return Session(row[0], row[1], row[2], row[3])
 
-    def sign_out(self, secret: str) -> None:
-        with self.uow.write() as tx:
-            tx.conn.execute(
-                delete(board_sessions).where(board_sessions.c.session_hash == digest(secret))
-            )
+    async def sign_out(self, secret: str) -> None:
+        async with self.db.write() as tx:
+            await tx.run(DELETE_SESSION, {"session": digest(secret)})

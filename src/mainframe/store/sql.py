@@ -1,35 +1,57 @@
-"""Fixed SQL for the hot path, run through the driver: no statement building, caching or
-result processing per call. Each statement is written once with `:name` parameters (the
-spelling sqlite3 takes) and rendered for psycopg (`%(name)s`) once, at import time.
+"""Named statements, each written out whole: its SQLite text and, where the dialects differ,
+its PostgreSQL text beside it. Both use `:name` parameters; PostgreSQL (asyncpg) receives
+them as `$1 … $n`, numbered once at import. Nothing is assembled at run time, and every
+statement is registered by name, so `tests/integration/test_sql_golden.py` can print them
+all to a checked-in file where any change to the server's SQL shows up in a diff.
 
-Statuses are literals in the text, never parameters: only a literal lets SQLite prove a
-partial index's predicate, and only a literal survives PostgreSQL's switch to a generic
-plan after five runs of a prepared statement (tests/integration/test_plans.py pins this)."""
+`mf_now()` is the deployment's clock in microseconds since the epoch: PostgreSQL's `now()`
+(migration 0009), so every host of a fleet stamps and compares with one clock; on SQLite a
+function the store registers, the server process's clock pinned for the transaction."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+# `:name`, but not the second colon of a PostgreSQL `::type` cast.
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
+REGISTRY: dict[str, Sql] = {}
 
-def for_psycopg(text: str) -> str:
-    """`:name` parameters as psycopg's `%(name)s` (literal percent signs doubled)."""
-    return _PARAM.sub(r"%(\1)s", text.replace("%", "%%"))
+
+def numbered(text: str) -> tuple[str, tuple[str, ...]]:
+    """`text` with `:name` parameters as `$1 … $n`, and the names in that order."""
+    order: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${order.setdefault(match.group(1), len(order) + 1)}"
+
+    return _PARAM.sub(number, text), tuple(order)
 
 
 @dataclass(frozen=True, slots=True)
 class Sql:
-    """A named statement; `postgresql` overrides the rendered SQLite text where they differ."""
+    """A named statement; `postgresql` is given only where it differs from `sqlite`."""
 
     name: str
     sqlite: str
     postgresql: str | None = None
-    _pg: str = field(init=False, repr=False, compare=False)
+    pg_text: str = field(init=False, repr=False, compare=False)
+    pg_params: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_pg", for_psycopg(self.postgresql or self.sqlite))
+        text, params = numbered(self.postgresql or self.sqlite)
+        object.__setattr__(self, "pg_text", text)
+        object.__setattr__(self, "pg_params", params)
+        if REGISTRY.setdefault(self.name, self) is not self:
+            raise ValueError(f"two statements are named {self.name!r}")
+
+    def pg_args(self, params: Mapping[str, Any]) -> list[Any]:
+        """The positional arguments of the PostgreSQL text, from named parameters."""
+        return [params[name] for name in self.pg_params]
 
     def text(self, dialect: str) -> str:
-        return self.sqlite if dialect == "sqlite" else self._pg
+        """The text a dialect runs (PostgreSQL's with numbered parameters)."""
+        return self.sqlite if dialect == "sqlite" else self.pg_text

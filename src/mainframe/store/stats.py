@@ -1,17 +1,54 @@
 """The database's view of the fleet, for the metrics reconciliation and `mainframe stats`.
 
 Every query walks a partial index over live scans or the outcome totals, never the
-finished history, so its cost follows the backlog rather than the size of the table."""
+finished history, so its cost follows the backlog rather than the size of the table. The
+live states are judged by `mf_now()`, the database's clock, as leasing judges them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, case, func, select
-
-from mainframe.lifecycle.rules import QueueState, Status
+from mainframe.lifecycle.rules import QueueState
 from mainframe.store import totals
-from mainframe.store.schema import endpoints, scans
+from mainframe.store.database import Tx, first, value
+from mainframe.store.sql import Sql
+
+# The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal).
+QUEUED_STATES = Sql(
+    "queued_states",
+    """
+    SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END), mf_now()
+    FROM scans WHERE status = 'QUEUED'
+    """,
+)
+# The SQL twin of lifecycle.rules.queue_state for PENDING rows.
+PENDING_STATES = Sql(
+    "pending_states",
+    """
+    SELECT count(*),
+           SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < :max_attempts
+                    THEN 1 ELSE 0 END),
+           SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count >= :max_attempts
+                    THEN 1 ELSE 0 END)
+    FROM scans WHERE status = 'PENDING'
+    """,
+)
+QUARANTINED_COUNT = Sql(
+    "quarantined_count", "SELECT count(*) FROM scans WHERE status = 'QUARANTINED'"
+)
+# One probe of ix_scans_queued per endpoint: its first row is the earliest available_at.
+OLDEST_DUE = Sql(
+    "oldest_due",
+    """
+    SELECT MIN(head.available_at) FROM (
+        SELECT (SELECT scans.available_at FROM scans
+                WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
+                ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
+        FROM endpoints
+    ) AS head
+    WHERE head.available_at <= mf_now()
+    """,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,61 +61,18 @@ class Snapshot:
     oldest_due_at: int | None  # when the longest-waiting due scan became due
 
 
-def _count(conn: Connection, status: Status) -> int:
-    query = select(func.count()).select_from(scans).where(scans.c.status == status.value)
-    return int(conn.scalar(query) or 0)
-
-
-def _queued(conn: Connection, *, now: int) -> dict[QueueState, int]:
-    # The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal).
-    scheduled = scans.c.available_at > now
-    row = conn.execute(
-        select(func.count(), func.sum(case((scheduled, 1), else_=0))).where(
-            scans.c.status == Status.QUEUED.value
-        )
-    ).one()
-    total, waiting = int(row[0]), int(row[1] or 0)
-    return {QueueState.QUEUED: total - waiting, QueueState.SCHEDULED: waiting}
-
-
-def _pending(conn: Connection, *, now: int, max_attempts: int) -> dict[QueueState, int]:
-    # The SQL twin of lifecycle.rules.queue_state for PENDING rows.
-    lapsed = scans.c.lease_expires_at < now
-    spent = scans.c.attempt_count >= max_attempts
-    row = conn.execute(
-        select(
-            func.count(),
-            func.sum(case((lapsed & ~spent, 1), else_=0)),
-            func.sum(case((lapsed & spent, 1), else_=0)),
-        ).where(scans.c.status == Status.PENDING.value)
-    ).one()
-    total, retryable, exhausted = int(row[0]), int(row[1] or 0), int(row[2] or 0)
-    return {
-        QueueState.PENDING: total - retryable - exhausted,
-        QueueState.RETRYABLE: retryable,
-        QueueState.EXHAUSTED: exhausted,
-    }
-
-
-def _oldest_due(conn: Connection, *, now: int) -> int | None:
-    # One probe of ix_scans_queued per endpoint: its first row is the earliest available_at.
-    head = (
-        select(scans.c.available_at)
-        .where(scans.c.endpoint_id == endpoints.c.id, scans.c.status == Status.QUEUED.value)
-        .order_by(scans.c.available_at, scans.c.id)
-        .limit(1)
-        .correlate(endpoints)
-        .scalar_subquery()
-    )
-    rows = conn.execute(select(head).select_from(endpoints))
-    found = [row[0] for row in rows if row[0] is not None and row[0] <= now]
-    return min(found) if found else None
-
-
-def snapshot(conn: Connection, *, now: int, max_attempts: int) -> Snapshot:
+async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
+    queued = await first(tx, QUEUED_STATES)
+    pending = await first(tx, PENDING_STATES, {"max_attempts": max_attempts})
+    assert queued is not None and pending is not None
+    waiting, lapsed, spent = int(queued[1] or 0), int(pending[1] or 0), int(pending[2] or 0)
     queue = {
-        **_queued(conn, now=now),
-        QueueState.QUARANTINED: _count(conn, Status.QUARANTINED),
-        **_pending(conn, now=now, max_attempts=max_attempts),
+        QueueState.QUEUED: int(queued[0]) - waiting,
+        QueueState.SCHEDULED: waiting,
+        QueueState.QUARANTINED: int(await value(tx, QUARANTINED_COUNT) or 0),
+        QueueState.PENDING: int(pending[0]) - lapsed - spent,
+        QueueState.RETRYABLE: lapsed,
+        QueueState.EXHAUSTED: spent,
     }
-    return Snapshot(now, totals.read(conn), queue, _oldest_due(conn, now=now))
+    oldest = await value(tx, OLDEST_DUE)
+    return Snapshot(int(queued[2]), await totals.read(tx), queue, oldest)

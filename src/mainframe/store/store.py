@@ -1,19 +1,18 @@
-"""The Store: role objects composed over one unit of work. Each role holds the statements of
-one capability (accounts, intake, leasing, results, listings, deliveries, hooks, dead
-letters); every call is one transaction whose domain events are published only after it
-commits."""
+"""The Store: one object per capability, all over one database. Every call is one
+transaction (or one autocommitted statement) whose domain events are published only after
+it commits."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
-
-from mainframe.clock import Clock
+from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.store.accounts import Accounts, Credentials
+from mainframe.store.assignments import Assignments
 from mainframe.store.budget import Budget
+from mainframe.store.database import Database
 from mainframe.store.dead_letters import DeadLetters
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.hook_secrets import SecretBox
@@ -21,70 +20,76 @@ from mainframe.store.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
 from mainframe.store.intake import Intake
 from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
+from mainframe.store.names import EndpointNames
+from mainframe.store.packages import Packages
 from mainframe.store.results import Results
 from mainframe.store.sessions import Sessions
-from mainframe.store.uow import Publish, UnitOfWork, discard
+from mainframe.store.sql import Sql
+from mainframe.store.statistics import Statistics
+
+PING = Sql("ping", "SELECT 1")
 
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    uow: UnitOfWork
+    db: Database
+    clock: Clock
     accounts: Accounts
+    credentials: Credentials
     intake: Intake
     leasing: Leasing
     results: Results
+    packages: Packages
+    assignments: Assignments
     listings: Listings
     deliveries: Deliveries
     hooks: Hooks
     dead_letters: DeadLetters
-    credentials: Credentials
     sessions: Sessions
+    statistics: Statistics
 
     @classmethod
     def build(
         cls,
-        engine: Engine,
+        db: Database,
         budget: Budget,
         *,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
-        publish: Publish = discard,
         rng: random.Random | None = None,
         hook_box: SecretBox | None = None,
         rotation_grace_us: int = DEFAULT_ROTATION_GRACE_US,
     ) -> Store:
-        uow = UnitOfWork(engine, clock=clock, publish=publish, rng=rng)
+        """The capabilities over `db`; `clock` is this process's (the database keeps its own
+        on PostgreSQL) and `rng` draws the retries' jitter."""
         policy = retry or RetryPolicy()
-        lapses = LapseWatch()
+        process_clock = clock or SystemClock()
+        draws = rng or random.Random()
+        names = EndpointNames()
+        lapses = LapseWatch(process_clock)
+        leasing = Leasing(db, budget, policy, lapses, names, draws)
         return cls(
-            uow=uow,
-            accounts=Accounts(uow),
-            intake=Intake(uow),
-            leasing=Leasing(uow, budget, policy, lapses),
-            results=Results(uow, budget, policy, lapses),
-            listings=Listings(uow, budget),
-            deliveries=Deliveries(uow),
-            hooks=Hooks(uow, box=hook_box, rotation_grace_us=rotation_grace_us),
-            dead_letters=DeadLetters(uow),
-            credentials=Credentials(uow),
-            sessions=Sessions(uow),
+            db=db,
+            clock=process_clock,
+            accounts=Accounts(db),
+            credentials=Credentials(db),
+            intake=Intake(db, names),
+            leasing=leasing,
+            results=Results(db, budget, policy, leasing, names, draws),
+            packages=Packages(db),
+            assignments=Assignments(db, budget, lapses),
+            listings=Listings(db, budget),
+            deliveries=Deliveries(db),
+            hooks=Hooks(db, box=hook_box, rotation_grace_us=rotation_grace_us),
+            dead_letters=DeadLetters(db),
+            sessions=Sessions(db),
+            statistics=Statistics(db),
         )
 
-    @property
-    def engine(self) -> Engine:
-        return self.uow.engine
-
-    @property
-    def clock(self) -> Clock:
-        return self.uow.clock
-
-    def now(self) -> int:
-        return self.uow.now()
-
-    def ping(self) -> None:
+    async def ping(self) -> None:
         """One round trip to the database (the readiness probe)."""
-        with self.uow.read() as tx:
-            tx.conn.exec_driver_sql("SELECT 1")
+        async with self.db.read() as tx:
+            await tx.rows(PING)
 
-    def dispose(self) -> None:
-        self.uow.dispose()
+    async def close(self) -> None:
+        await self.db.close()

@@ -3,11 +3,8 @@ so the metrics reconciliation reads a few dozen rows however large the scans tab
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Iterable
-
-from sqlalchemy import Connection, func, insert, select
 
 from mainframe.lifecycle.events import (
     EndpointRevoked,
@@ -17,31 +14,57 @@ from mainframe.lifecycle.events import (
     ScanFinished,
     ScanRedriven,
 )
-from mainframe.store.schema import scan_totals
+from mainframe.store.database import Tx
 from mainframe.store.sql import Sql
-from mainframe.store.uow import Tx
 
 OUTCOMES = ("finished", "failed", "dead_lettered")
-# Rows per (endpoint, outcome); writers pick one at random so concurrent commits on
-# PostgreSQL seldom queue on the same row lock. Must match migration 0003.
-SHARDS = 8
-
+# Rows per (endpoint, outcome). A transaction writes the row of its database session, so
+# concurrent commits on PostgreSQL (one session per connection) seldom queue on the same
+# row lock. Must match migration 0010.
+SHARDS = 32
 
 BUMP = Sql(
     "bump_totals",
-    "UPDATE scan_totals SET count = count + :n "
-    "WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard",
+    """
+    UPDATE scan_totals SET count = count + :n
+    WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard
+    """,
+)
+INSERT_ZERO = Sql(
+    "insert_zero_total",
+    """
+    INSERT INTO scan_totals (endpoint_id, outcome, shard, count)
+    VALUES (:endpoint, :outcome, :shard, 0)
+    """,
+)
+TOTALS = Sql(
+    "outcome_totals",
+    "SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome",
+)
+ENDPOINT_TOTALS = Sql(
+    "endpoint_outcome_totals",
+    """
+    SELECT scan_totals.endpoint_id, scan_totals.outcome, SUM(scan_totals.count)
+    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+    WHERE endpoints.owner_id = :owner
+    GROUP BY scan_totals.endpoint_id, scan_totals.outcome
+    """,
 )
 
 
-def create_rows(conn: Connection, endpoint_id: int) -> None:
+def shard(tx: Tx) -> int:
+    """The totals row this transaction adds to."""
+    return tx.session % SHARDS
+
+
+async def create_rows(tx: Tx, endpoint_id: int) -> None:
     """Zeroed totals for a new endpoint, so every later write is a plain UPDATE."""
-    conn.execute(
-        insert(scan_totals),
+    await tx.many(
+        INSERT_ZERO,
         [
-            {"endpoint_id": endpoint_id, "outcome": outcome, "shard": shard, "count": 0}
+            {"endpoint": endpoint_id, "outcome": outcome, "shard": n}
             for outcome in OUTCOMES
-            for shard in range(SHARDS)
+            for n in range(SHARDS)
         ],
     )
 
@@ -67,51 +90,26 @@ def tally(events: Iterable[Event]) -> Counter[tuple[int, str]]:
     return counts
 
 
-def record(tx: Tx, events: Iterable[Event], *, rng: random.Random) -> None:
+async def record(tx: Tx, events: Iterable[Event]) -> None:
     """Add the outcomes of this transaction's events to the totals, in the same transaction."""
     bumps = [
-        {"endpoint": endpoint_id, "outcome": outcome, "shard": rng.randrange(SHARDS), "n": n}
+        {"endpoint": endpoint_id, "outcome": outcome, "shard": shard(tx), "n": n}
         for (endpoint_id, outcome), n in sorted(tally(events).items())
         if n
     ]
     # Sorted, so two transactions never take the same rows in opposite orders.
-    tx.many(BUMP, bumps)
+    await tx.many(BUMP, bumps)
 
 
-def read(conn: Connection) -> dict[str, int]:
+async def read(tx: Tx) -> dict[str, int]:
     """Totals over every endpoint, by outcome."""
-    rows = conn.execute(
-        select(scan_totals.c.outcome, func.sum(scan_totals.c.count)).group_by(scan_totals.c.outcome)
-    )
-    found = {outcome: int(total or 0) for outcome, total in rows}
+    found = {row[0]: int(row[1] or 0) for row in await tx.rows(TOTALS)}
     return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}
 
 
-def dead_letters_of(conn: Connection, endpoint_ids: Iterable[int]) -> dict[int, int]:
-    """Dead letters now held by each endpoint: a sum over its shards, never a scan count."""
-    ids = list(endpoint_ids)
-    if not ids:
-        return {}
-    rows = conn.execute(
-        select(scan_totals.c.endpoint_id, func.sum(scan_totals.c.count))
-        .where(scan_totals.c.endpoint_id.in_(ids), scan_totals.c.outcome == "dead_lettered")
-        .group_by(scan_totals.c.endpoint_id)
-    )
-    found = {int(endpoint_id): int(total or 0) for endpoint_id, total in rows}
-    return {endpoint_id: found.get(endpoint_id, 0) for endpoint_id in ids}
-
-
-def of_endpoints(conn: Connection, endpoint_ids: Iterable[int]) -> dict[int, dict[str, int]]:
-    """Each endpoint's totals by outcome."""
-    ids = list(endpoint_ids)
-    out = {endpoint_id: dict.fromkeys(OUTCOMES, 0) for endpoint_id in ids}
-    if not ids:
-        return out
-    rows = conn.execute(
-        select(scan_totals.c.endpoint_id, scan_totals.c.outcome, func.sum(scan_totals.c.count))
-        .where(scan_totals.c.endpoint_id.in_(ids))
-        .group_by(scan_totals.c.endpoint_id, scan_totals.c.outcome)
-    )
-    for endpoint_id, outcome, total in rows:
-        out[int(endpoint_id)][outcome] = int(total or 0)
+async def of_owner(tx: Tx, owner_id: int) -> dict[int, dict[str, int]]:
+    """Each of the owner's endpoints' totals by outcome (endpoints without rows absent)."""
+    out: dict[int, dict[str, int]] = {}
+    for endpoint_id, outcome, total in await tx.rows(ENDPOINT_TOTALS, {"owner": owner_id}):
+        out.setdefault(int(endpoint_id), dict.fromkeys(OUTCOMES, 0))[outcome] = int(total or 0)
     return out

@@ -1,0 +1,83 @@
+"""Jobs as a dragonfly worker reads them. The worker downloads every entry of
+`distributions` and ends on one it cannot parse as an absolute http(s) URL with a host, so a
+scan's `payload.distributions` is passed on only when every entry is one; otherwise the job
+carries none. Mainframe's own fields (`attempt`, `assignment_id`, `scan_id`) ride along:
+the worker ignores keys it does not know."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from mainframe.store import Invalid, Job
+
+# Scans leased at most per poll, as the job poll of /api/v1 allows.
+MAX_BATCH = 100
+# A host name a URL parser accepts as it is (labels of letters, digits, '-' and '_'); an IPv6
+# literal is checked by `ipaddress`.
+_HOST = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?$")
+# Space and control characters: a URL with one is taken for garbage, not repaired.
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+def batch_of(raw: str | None) -> int:
+    """The `batch` query parameter: 1 when absent, else ASCII digits from 1 to MAX_BATCH."""
+    if raw is None:
+        return 1
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_BATCH:
+        raise Invalid("query.batch", f"must be a whole number from 1 to {MAX_BATCH}")
+    return int(raw)
+
+
+def is_download_url(text: object) -> bool:
+    """An absolute http(s) URL with a host (and a port, if any, in range)."""
+    if not isinstance(text, str) or _CONTROL.search(text):
+        return False
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (a port out of range or not a number raises here)
+    except ValueError:
+        return False
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return False
+    return _is_host(parts.hostname)
+
+
+def _is_host(host: str) -> bool:
+    if "%" in host:  # an IPv6 zone: URL parsers refuse it
+        return False
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return True
+    return bool(_HOST.match(host))
+
+
+def distributions(payload: str | None) -> list[str]:
+    """The scan payload's `distributions` when it is a list of download URLs, else []."""
+    if payload is None:
+        return []
+    value: Any = orjson.loads(payload)
+    found = value.get("distributions") if isinstance(value, dict) else None
+    if isinstance(found, list) and all(is_download_url(url) for url in found):
+        return list(found)
+    return []
+
+
+def job(leased: Job, rules_hash: str) -> dict[str, Any]:
+    """One leased scan in the shape the worker reads."""
+    return {
+        "name": leased.name,
+        "version": leased.version,
+        "distributions": distributions(leased.payload),
+        "hash": rules_hash,
+        "attempt": leased.attempt,
+        "assignment_id": leased.assignment_id,
+        "scan_id": leased.scan_id,
+    }

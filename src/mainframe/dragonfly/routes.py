@@ -1,0 +1,118 @@
+"""The routes a dragonfly worker calls under `/dragonfly`: the handshake, the rules, the job
+poll and the result. Each reads what it needs from the request, calls the store as Mainframe's
+own routes do (so the same leases, closes, events, dead letters, metrics, logs and hooks
+follow) and shapes the reply the worker reads. Refusals are the store's errors, answered by
+the app's one error body. The routes are not in Mainframe's OpenAPI document: their contract
+is the worker's (docs/dragonfly.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from mainframe.clock import MICROS, rfc3339
+from mainframe.dragonfly import jobs
+from mainframe.dragonfly.reports import read_report
+from mainframe.dragonfly.session import COOKIE
+from mainframe.dragonfly.surface import Surface
+from mainframe.store import Closed
+
+PREFIX = "/dragonfly"
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+class JSON(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def _surface(request: Request) -> Surface:
+    found: Surface = request.app.state.dragonfly
+    return found
+
+
+def session_cookie(token: str, *, path: str, secure: bool) -> str:
+    """The Set-Cookie value of a session: sent back on every route below the handshake's
+    path, never readable by scripts, and marked Secure only where it travels over https (a
+    worker's cookie jar would not send a Secure cookie over plain http)."""
+    return f"{COOKIE}={token}; Path={path}; HttpOnly" + ("; Secure" if secure else "")
+
+
+@router.get("")
+async def handshake(request: Request) -> JSON:
+    """Cloudflare Access's part: a worker token's name and secret in, a session cookie out."""
+    headers = request.headers
+    session, token = await _surface(request).handshake(
+        headers.get("cf-access-client-id"), headers.get("cf-access-client-secret")
+    )
+    reply = JSON(
+        {
+            "common_name": session.worker,
+            "exp": session.expires,
+            "expires_at": rfc3339(session.expires * MICROS),
+        }
+    )
+    path = request.url.path.rstrip("/") or PREFIX
+    reply.headers.append(
+        "set-cookie", session_cookie(token, path=path, secure=request.url.scheme == "https")
+    )
+    return reply
+
+
+@router.get("/rules")
+async def rules(request: Request) -> JSON:
+    """Every rule by name, and the hash the jobs carry."""
+    surface = _surface(request)
+    await surface.store.accounts.worker(surface.presented(request))
+    current = surface.rules.current()
+    return JSON({"hash": current.hash, "rules": current.rules})
+
+
+@router.post("/jobs")
+async def lease_jobs(request: Request) -> JSON:
+    """The job poll: up to `batch` due scans of the worker's endpoint, leased as by /api/v1."""
+    surface = _surface(request)
+    caller = surface.presented(request)
+    batch = jobs.batch_of(request.query_params.get("batch"))
+    leased = await surface.store.leasing.lease(caller, batch)
+    rules_hash = surface.rules.current().hash
+    return JSON([jobs.job(job, rules_hash) for job in leased])
+
+
+@router.put("/package")
+async def report_package(request: Request) -> JSON:
+    """A result for (name, version): it closes the attempt of the scan leased to this worker,
+    through the same close as /api/v1's result route."""
+    surface = _surface(request)
+    caller = surface.presented(request)
+    keyed = read_report(await request.body())
+    scan_id = await surface.store.packages.resolve(
+        caller,
+        name=keyed.name,
+        version=keyed.version,
+        assignment_id=keyed.report.assignment_id,
+    )
+    done = await surface.store.results.complete(caller, [(scan_id, keyed.report)])
+    [outcome] = done.outcomes
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.closed is not None
+    return JSON(_closed(outcome.closed))
+
+
+def _closed(closed: Closed) -> dict[str, Any]:
+    return {
+        "scan_id": closed.scan_id,
+        "status": closed.status.value,
+        "attempt_count": closed.attempt,
+        "available_at": rfc3339(closed.available_at),
+        "finished_at": rfc3339(closed.finished_at),
+        "dead_lettered_at": rfc3339(closed.dead_lettered_at),
+        "fail_reason": closed.fail_reason,
+    }

@@ -1,0 +1,93 @@
+"""Replays: a worker that never saw the answer to an accepted result sends it again (same
+scan, attempt and assignment id). The attempt's history row kept the answer it was given and
+the assignments leased with it (migration 0009), so the replay is answered as the first
+time, with those jobs this worker still holds, unexpired, and nothing is leased twice."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from mainframe.store.closing import Closed, replayed
+from mainframe.store.database import Row, Tx, first
+from mainframe.store.records import Principal
+from mainframe.store.sql import Sql
+
+# A result this worker sent before, found by its assignment (uq_attempts_assignment).
+ANSWERED = Sql(
+    "replayed_result",
+    """
+    SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
+           attempts.settled_available_at, attempts.settled_fail_reason,
+           attempts.next_assignments
+    FROM attempts JOIN scans ON scans.id = attempts.scan_id
+    WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
+      AND attempts.worker = :worker AND scans.endpoint_id = :endpoint
+      AND attempts.settled_status IS NOT NULL
+    """,
+)
+# The jobs a replayed answer leased, still leased to this worker (a JSON array of ids).
+LEASED_WITH = Sql(
+    "replayed_jobs",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+           attempt_base, available_at, redriven_at, redrive_count
+    FROM scans
+    WHERE id IN (SELECT value FROM json_each(:ids))
+      AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
+    ORDER BY id
+    """,
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+           attempt_base, available_at, redriven_at, redrive_count
+    FROM scans
+    WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
+      AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
+    ORDER BY id
+    """,
+)
+
+
+def _params(worker: Principal, scan_id: int, assignment_id: str | None) -> dict[str, object]:
+    return {
+        "scan": scan_id,
+        "assignment": assignment_id,
+        "worker": worker.name,
+        "endpoint": worker.endpoint_id,
+    }
+
+
+async def was_answered(tx: Tx, worker: Principal, scan_id: int, assignment_id: str | None) -> bool:
+    """Whether this worker's result for this assignment was accepted before."""
+    return await first(tx, ANSWERED, _params(worker, scan_id, assignment_id)) is not None
+
+
+async def answer(
+    tx: Tx, worker: Principal, scan_id: int, assignment_id: str | None
+) -> tuple[Closed, list[str]] | None:
+    """The first answer to this worker's result for this assignment, and the assignments
+    leased with it; None when it was never accepted."""
+    row = await first(tx, ANSWERED, _params(worker, scan_id, assignment_id))
+    if row is None:
+        return None
+    closed = replayed(
+        scan_id=scan_id, attempt=row[0], closed_at=row[1], status=row[2],
+        available_at=row[3], fail_reason=row[4],
+    )  # fmt: skip
+    return closed, [a for a in (row[5] or "").split(",") if a]
+
+
+async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) -> list[Row]:
+    """The scans of `assignments` this worker still holds under them, unexpired."""
+    # An assignment id ends with its scan's id (leasing.py mints them).
+    wanted = {int(a.rpartition("-")[2]): a for a in assignments}
+    if not wanted:
+        return []
+    params = {"ids": orjson.dumps(sorted(wanted)).decode(), "worker": worker.name}
+    rows = await tx.rows(LEASED_WITH, params)
+    return [row for row in rows if wanted.get(row[0]) == row[12]]

@@ -1,0 +1,722 @@
+-- add_to_audit_count
+UPDATE audit SET count = count + $1 WHERE id = $2;
+
+-- analyze_attempts
+ANALYZE (SKIP_LOCKED) attempts;
+
+-- analyze_scans
+ANALYZE (SKIP_LOCKED) scans;
+
+-- any_owner
+SELECT id FROM owners LIMIT 1;
+
+-- attempts_of_scan
+SELECT seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact
+FROM attempts WHERE scan_id = $1 ORDER BY seq;
+
+-- audit_entries
+SELECT id, at, action, count, scan_ids, filter FROM audit
+WHERE owner_id = $1 AND id < $2
+ORDER BY id DESC LIMIT $3;
+
+-- authenticate
+SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id,
+       endpoints.name, endpoints.revoked_at, tokens.id
+FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
+WHERE tokens.token_hash = $1;
+
+-- bump_totals
+UPDATE scan_totals SET count = count + $1
+WHERE endpoint_id = $2 AND outcome = $3 AND shard = $4;
+
+-- close_as_operator
+UPDATE scans SET status = $1, updated_at = mf_now(), lease_expires_at = NULL,
+    wait_reason = NULL, fail_reason = $2,
+    finished_at = CASE WHEN CAST($3 AS boolean) THEN mf_now() END,
+    dead_lettered_at = CASE WHEN CAST($4 AS boolean) THEN mf_now() END,
+    result = $5,
+    available_at = CASE WHEN $3 THEN NULL ELSE mf_now() + CAST($6 AS bigint) END
+WHERE id = $7 AND status = 'PENDING' AND attempt_count = $8
+  AND assignment_id = $9
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- close_lapsed_attempt
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                      outcome, summary, artifact)
+VALUES ($1, $2, $3, $4, $5, $6, mf_now(), $7,
+        $8, NULL);
+
+-- close_results
+-- SQLite only: PostgreSQL closes results inside COMPLETE.;
+
+-- close_revoked_attempts
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                      outcome, summary, artifact)
+SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
+       mf_now(), 'endpoint_revoked', NULL, NULL
+FROM scans WHERE endpoint_id = $1 AND status = 'PENDING';
+
+-- complete
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+), item AS (
+    SELECT * FROM jsonb_to_recordset(CAST($2 AS jsonb)) AS item(
+        scan bigint, attempt integer, assignment text, status text, fail_reason text,
+        terminal boolean, dead boolean, result text, delay bigint, outcome text,
+        summary text, artifact text)
+), closed AS (
+    UPDATE scans SET status = item.status, updated_at = mf_now(),
+        lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
+        finished_at = CASE WHEN item.terminal THEN mf_now() END,
+        dead_lettered_at = CASE WHEN item.dead THEN mf_now() END,
+        result = item.result,
+        available_at = CASE WHEN item.terminal THEN NULL ELSE mf_now() + item.delay END
+    FROM item, who
+    WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
+      AND scans.endpoint_id + 0 = who.endpoint_id
+      AND scans.status = 'PENDING' AND scans.worker = who.principal
+      AND scans.attempt_count = COALESCE(item.attempt, 1)
+      AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
+    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
+              scans.kind, scans.status, scans.verified, scans.source, scans.worker,
+              scans.attempt_count, scans.assignment_id, scans.leased_at,
+              scans.lease_expires_at, scans.wait_reason, scans.created_at,
+              scans.updated_at, scans.finished_at, scans.dead_lettered_at,
+              scans.fail_reason, scans.attempt_base, scans.available_at,
+              scans.redriven_at, scans.redrive_count,
+              item.outcome, item.summary, item.artifact
+), replay AS (
+    SELECT attempts.scan_id FROM attempts
+    WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
+      AND attempts.assignment_id = ANY(ARRAY(SELECT item.assignment FROM item))
+), due AS (
+    SELECT scans.id FROM scans
+    WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
+      AND scans.available_at <= mf_now()
+      AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
+    ORDER BY scans.available_at, scans.id LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), leased AS (
+    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+        assignment_id = $4 || CAST(scans.id AS text),
+        worker = (SELECT principal FROM who), leased_at = mf_now(),
+        lease_expires_at = mf_now() + $5, wait_reason = NULL, updated_at = mf_now()
+    FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
+    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
+              scans.kind, scans.payload, scans.status, scans.verified, scans.source,
+              scans.worker, scans.attempt_count, scans.assignment_id, scans.leased_at,
+              scans.lease_expires_at, scans.wait_reason, scans.created_at,
+              scans.updated_at, scans.finished_at, scans.dead_lettered_at,
+              scans.fail_reason, scans.result, scans.attempt_base, scans.available_at,
+              scans.redriven_at, scans.redrive_count
+), history AS (
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
+                          closed_at, outcome, summary, artifact, settled_status,
+                          settled_available_at, settled_fail_reason, next_assignments)
+    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
+           leased_at, mf_now(), outcome, summary, artifact, status, available_at,
+           fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased)
+    FROM closed
+), total AS (
+    UPDATE scan_totals SET count = scan_totals.count + ended.n
+    FROM (
+        SELECT CASE WHEN status = 'FINISHED' THEN 'finished'
+                    WHEN dead_lettered_at IS NOT NULL THEN 'dead_lettered'
+                    ELSE 'failed' END AS outcome,
+               count(*) AS n
+        FROM closed WHERE status IN ('FINISHED', 'FAILED') GROUP BY 1
+    ) AS ended
+    WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
+      AND scan_totals.outcome = ended.outcome AND scan_totals.shard = $6
+)
+SELECT 'closed', id, endpoint_id, queue, name, version, kind, NULL, status, verified,
+       source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
+       wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
+       NULL, attempt_base, available_at, redriven_at, redrive_count
+FROM closed
+UNION ALL
+SELECT 'leased', id, endpoint_id, queue, name, version, kind, payload, status, verified,
+       source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
+       wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
+       result, attempt_base, available_at, redriven_at, redrive_count
+FROM leased;
+
+-- count_dead_letters
+SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
+       OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
+       OR scans.id = $4)
+  AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
+  AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
+  AND (CAST($7 AS text) IS NULL OR scans.queue = $7);
+
+-- count_hooks
+SELECT count(*) FROM hooks WHERE endpoint_id = $1;
+
+-- dead_letter_ids
+SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
+       OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
+       OR scans.id = $4)
+  AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
+  AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
+  AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC;
+
+-- dead_letter_lapsed
+UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+    updated_at = mf_now(), fail_reason = $1, lease_expires_at = NULL,
+    wait_reason = NULL
+WHERE id = $2 AND status = 'PENDING';
+
+-- dead_letter_revoked
+UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+    updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
+    fail_reason = 'endpoint_revoked'
+WHERE endpoint_id = $1 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+
+-- dead_letter_total
+SELECT COALESCE(SUM(scan_totals.count), 0)
+FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+WHERE endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND scan_totals.outcome = 'dead_lettered';
+
+-- delete_expired_sessions
+DELETE FROM board_sessions WHERE expires_at <= mf_now();
+
+-- delete_hook
+DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2;
+
+-- delete_session
+DELETE FROM board_sessions WHERE session_hash = $1;
+
+-- delete_token
+DELETE FROM tokens WHERE id = $1 AND endpoint_id = $2;
+
+-- delivery_clock
+SELECT mf_now();
+
+-- delivery_window_totals
+SELECT SUM(delivery_counts.attempts), SUM(delivery_counts.failures)
+FROM delivery_counts JOIN endpoints ON endpoints.id = delivery_counts.endpoint_id
+WHERE endpoints.owner_id = $1
+  AND delivery_counts.minute_us >= $2 AND delivery_counts.minute_us < $3;
+
+-- diagnose_refusal
+SELECT status, attempt_count, assignment_id, worker FROM scans
+WHERE id = $1 AND endpoint_id = $2;
+
+-- disable_hook
+UPDATE hooks SET enabled = FALSE, disabled_reason = $1
+WHERE id = $2 AND enabled = TRUE AND consecutive_failures >= $3;
+
+-- enable_hook
+UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
+WHERE id = $1 AND endpoint_id = $2
+RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+          created_at, consecutive_failures, last_delivery_at;
+
+-- endpoint_by_id
+SELECT id, name, owner_id, open_intake, revoked_at, created_at
+FROM endpoints WHERE id = $1;
+
+-- endpoint_by_name
+SELECT id, name, owner_id, open_intake, revoked_at, created_at
+FROM endpoints WHERE name = $1;
+
+-- endpoint_name
+SELECT name FROM endpoints WHERE id = $1;
+
+-- endpoint_outcome_totals
+SELECT scan_totals.endpoint_id, scan_totals.outcome, SUM(scan_totals.count)
+FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+WHERE endpoints.owner_id = $1
+GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
+
+-- endpoint_tokens
+SELECT id, principal, role, created_at FROM tokens
+WHERE endpoint_id = $1 ORDER BY id;
+
+-- fail_unleased
+UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
+    updated_at = mf_now(), result = NULL, available_at = NULL
+WHERE id = $1 AND status IN ('QUEUED', 'QUARANTINED')
+RETURNING id;
+
+-- find_session
+SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at
+FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
+WHERE board_sessions.session_hash = $1 AND board_sessions.expires_at > mf_now();
+
+-- heartbeat
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET updated_at = mf_now(),
+    lease_expires_at = CASE WHEN wait_reason IS NULL THEN mf_now() + $2
+                            ELSE lease_expires_at END
+WHERE id = $3 AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
+  AND worker = (SELECT principal FROM who)
+  AND attempt_count = COALESCE(CAST($4 AS integer), 1)
+  AND (CAST($5 AS text) IS NULL OR assignment_id = $5)
+RETURNING lease_expires_at, endpoint_id;
+
+-- hook_health
+SELECT hooks.endpoint_id, hooks.id, hooks.url, hooks.queue, hooks.enabled,
+       hooks.disabled_reason, hooks.consecutive_failures, hooks.last_delivery_at
+FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+WHERE endpoints.owner_id = $1 ORDER BY hooks.id;
+
+-- hook_targets
+SELECT hooks.id, hooks.endpoint_id, hooks.url, hooks.queue, hooks.rate_per_minute,
+       hooks.secret,
+       CASE WHEN hooks.previous_valid_until > mf_now() THEN hooks.previous_secret END
+FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+WHERE hooks.endpoint_id = $1 AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
+ORDER BY hooks.id;
+
+-- insert_attempt
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                      outcome, summary, artifact, settled_status, settled_available_at,
+                      settled_fail_reason, next_assignments)
+VALUES ($1, $2, $3, $4, $5, $6, mf_now(), $7,
+        $8, $9, $10, $11,
+        $12, $13);
+
+-- insert_endpoint
+INSERT INTO endpoints (name, owner_id, open_intake, created_at)
+VALUES ($1, $2, $3, mf_now())
+RETURNING id, name, owner_id, open_intake, revoked_at, created_at;
+
+-- insert_hook
+INSERT INTO hooks (endpoint_id, url, queue, rate_per_minute, enabled, secret,
+                   consecutive_failures, created_at)
+VALUES ($1, $2, $3, $4, TRUE, $5, 0, mf_now())
+RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+          created_at, consecutive_failures, last_delivery_at;
+
+-- insert_owner
+INSERT INTO owners (name, created_at) VALUES ($1, mf_now()) RETURNING id;
+
+-- insert_redrive_audit
+INSERT INTO audit (owner_id, at, action, count, scan_ids, filter)
+VALUES ($1, mf_now(), 'redrive', 0, $2, $3)
+RETURNING id;
+
+-- insert_scans
+INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                   source, created_at, updated_at, available_at, attempt_count,
+                   attempt_base, redrive_count)
+SELECT $1, item.queue, item.name, item.version, item.kind, item.payload,
+       CAST($2 AS varchar), $3, $4, mf_now(), mf_now(),
+       CASE WHEN $2 = 'QUEUED' THEN mf_now() END, 0, 0, 0
+FROM jsonb_to_recordset(CAST($5 AS jsonb))
+    AS item(queue text, name text, version text, kind text, payload text)
+ON CONFLICT (endpoint_id, name, version, kind)
+    WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- insert_session
+INSERT INTO board_sessions (session_hash, owner_id, csrf, created_at, expires_at)
+VALUES ($1, $2, $3, mf_now(), mf_now() + $4)
+RETURNING expires_at;
+
+-- insert_token
+INSERT INTO tokens (token_hash, role, owner_id, endpoint_id, principal, created_at)
+VALUES ($1, $2, $3, $4, $5, mf_now())
+RETURNING id, principal, role, created_at;
+
+-- insert_zero_total
+INSERT INTO scan_totals (endpoint_id, outcome, shard, count)
+VALUES ($1, $2, $3, 0);
+
+-- lapsed_anywhere
+SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+FROM scans
+WHERE status = 'PENDING' AND lease_expires_at < mf_now()
+ORDER BY lease_expires_at LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
+-- lapsed_of_endpoint
+SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+FROM scans
+WHERE status = 'PENDING' AND endpoint_id = $1 AND lease_expires_at < mf_now()
+ORDER BY lease_expires_at LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- lease
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+), due AS (
+    SELECT id FROM scans
+    WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
+      AND available_at <= mf_now()
+    ORDER BY available_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+    assignment_id = $3 || CAST(scans.id AS text), worker = (SELECT principal FROM who),
+    leased_at = mf_now(), lease_expires_at = mf_now() + $4, wait_reason = NULL,
+    updated_at = mf_now()
+FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
+RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+          scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+          scans.attempt_count, scans.assignment_id, scans.leased_at,
+          scans.lease_expires_at, scans.wait_reason, scans.created_at, scans.updated_at,
+          scans.finished_at, scans.dead_lettered_at, scans.fail_reason, scans.result,
+          scans.attempt_base, scans.available_at, scans.redriven_at, scans.redrive_count;
+
+-- list_dead_letters
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.fail_reason = $3)
+  AND (CAST($4 AS bigint) IS NULL OR scans.dead_lettered_at >= $4)
+  AND (CAST($5 AS text) IS NULL OR scans.queue = $5)
+  AND (scans.dead_lettered_at, scans.id) < ($6, $7)
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+LIMIT $8;
+
+-- list_hooks
+SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
+       consecutive_failures, last_delivery_at
+FROM hooks WHERE endpoint_id = $1 ORDER BY id;
+
+-- list_scans
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+FROM scans CROSS JOIN endpoints
+WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.status = $3)
+  AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
+  AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
+  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
+       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
+       OR scans.id = $7)
+  AND scans.id < $8
+ORDER BY scans.id DESC LIMIT $9;
+
+-- live_counts
+SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE endpoints.owner_id = $1 AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
+UNION ALL
+SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE endpoints.owner_id = $1 AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
+UNION ALL
+SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE endpoints.owner_id = $1 AND scans.status = 'QUARANTINED'
+GROUP BY scans.endpoint_id;
+
+-- live_scan
+SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+       attempt_base, available_at, redriven_at, redrive_count
+FROM scans
+WHERE endpoint_id = $1 AND name = $2 AND version = $3 AND kind = $4
+  AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+
+-- lock_hook_endpoint
+SELECT revoked_at FROM endpoints WHERE id = $1 FOR UPDATE;
+
+-- lock_revoked_scans
+SELECT id FROM scans
+WHERE endpoint_id = $1 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+ORDER BY id FOR UPDATE;
+
+-- note_hook_delivered
+UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
+WHERE id = $1;
+
+-- note_hook_failed
+UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = $1;
+
+-- now
+SELECT mf_now();
+
+-- oldest_due
+SELECT MIN(head.available_at) FROM (
+    SELECT (SELECT scans.available_at FROM scans
+            WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
+            ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
+    FROM endpoints
+) AS head
+WHERE head.available_at <= mf_now();
+
+-- oldest_due_of_endpoint
+SELECT available_at FROM scans
+WHERE endpoint_id = $1 AND status = 'QUEUED' AND available_at <= mf_now()
+ORDER BY available_at, id LIMIT 1;
+
+-- outcome_totals
+SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome;
+
+-- owned_endpoints
+SELECT id, name, owner_id, open_intake, revoked_at, created_at
+FROM endpoints WHERE owner_id = $1 ORDER BY name;
+
+-- owned_scan
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.id = $1 AND endpoints.owner_id = $2;
+
+-- owner_id
+SELECT id FROM owners WHERE name = $1;
+
+-- package_scans
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+), live AS (
+    SELECT id, status, worker, assignment_id FROM scans
+    WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = $2
+      AND version = $3 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+), ended AS (
+    SELECT id, status, worker, assignment_id FROM scans
+    WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = $2
+      AND version = $3 AND status IN ('FINISHED', 'FAILED')
+    ORDER BY id DESC LIMIT 1
+), found AS (
+    SELECT id, status, worker, assignment_id FROM live
+    UNION ALL
+    SELECT id, status, worker, assignment_id FROM ended
+)
+SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
+FROM who LEFT JOIN found ON 1 = 1;
+
+-- pending_states
+SELECT count(*),
+       SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < $1
+                THEN 1 ELSE 0 END),
+       SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count >= $1
+                THEN 1 ELSE 0 END)
+FROM scans WHERE status = 'PENDING';
+
+-- ping
+SELECT 1;
+
+-- plan_with_values
+SET LOCAL plan_cache_mode = force_custom_plan;
+
+-- promote_from_quarantine
+UPDATE scans SET status = 'QUEUED', updated_at = mf_now(), available_at = mf_now(),
+    verified = $1, source = COALESCE($2, source)
+WHERE id = $3 AND status = 'QUARANTINED'
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- quarantined_count
+SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
+
+-- queued_states
+SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END), mf_now()
+FROM scans WHERE status = 'QUEUED';
+
+-- record_delivery_minute
+INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)
+VALUES ($1, mf_now() - mf_now() % 60000000, $2, $3)
+ON CONFLICT (endpoint_id, minute_us) DO UPDATE
+SET attempts = delivery_counts.attempts + excluded.attempts,
+    failures = delivery_counts.failures + excluded.failures;
+
+-- redrive_candidates
+SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+       scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
+       endpoints.revoked_at, scans.dead_lettered_at
+FROM scans CROSS JOIN endpoints
+WHERE scans.id IN (
+    SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+) AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = $2
+ORDER BY scans.id FOR UPDATE OF scans;
+
+-- redrive_live_keys
+SELECT dead.id FROM scans AS dead
+JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
+    AND live.version = dead.version AND live.kind = dead.kind
+    AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+WHERE dead.id IN (
+    SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+);
+
+-- redrive_requeue
+UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+    attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
+    lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+    finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
+    redriven_at = mf_now(), redrive_count = redrive_count + 1
+WHERE id IN (
+    SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+) AND dead_lettered_at IS NOT NULL
+RETURNING id, available_at;
+
+-- replayed_jobs
+SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+       attempt_base, available_at, redriven_at, redrive_count
+FROM scans
+WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb)))
+  AND status = 'PENDING' AND worker = $2 AND lease_expires_at >= mf_now()
+ORDER BY id;
+
+-- replayed_result
+SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
+       attempts.settled_available_at, attempts.settled_fail_reason,
+       attempts.next_assignments
+FROM attempts JOIN scans ON scans.id = attempts.scan_id
+WHERE attempts.scan_id = $1 AND attempts.assignment_id = $2
+  AND attempts.worker = $3 AND scans.endpoint_id = $4
+  AND attempts.settled_status IS NOT NULL;
+
+-- requeue_lapsed
+UPDATE scans SET status = 'QUEUED', available_at = mf_now() + $1,
+    updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL
+WHERE id = $2 AND status = 'PENDING';
+
+-- resume
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + $2,
+    wait_reason = NULL
+WHERE id = $3 AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
+  AND worker = (SELECT principal FROM who)
+  AND attempt_count = COALESCE(CAST($4 AS integer), 1)
+  AND (CAST($5 AS text) IS NULL OR assignment_id = $5)
+RETURNING lease_expires_at, endpoint_id;
+
+-- revoke_endpoint
+UPDATE endpoints SET revoked_at = mf_now() WHERE id = $1;
+
+-- rotate_hook
+UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + $1,
+    secret = $2
+WHERE id = $3 AND endpoint_id = $4
+RETURNING previous_valid_until;
+
+-- search_dead_letters
+WITH matched AS MATERIALIZED (
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = $1
+      AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+      AND (scans.name ILIKE $3 ESCAPE '\' OR scans.source ILIKE $3 ESCAPE '\'
+           OR scans.kind ILIKE $3 ESCAPE '\' OR scans.id = $4)
+      AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
+      AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
+      AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+      AND (scans.dead_lettered_at, scans.id) < ($8, $9)
+)
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM matched
+JOIN scans ON scans.id = matched.id
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+LIMIT $10;
+
+-- stale_tables
+SELECT relname FROM pg_stat_user_tables
+WHERE relname IN ('scans', 'attempts')
+  AND n_mod_since_analyze >= GREATEST($1, $2 * n_live_tup)
+ORDER BY relname;
+
+-- submit_as_source
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'source'
+      AND endpoints.revoked_at IS NULL
+)
+INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                   source, created_at, updated_at, available_at, attempt_count,
+                   attempt_base, redrive_count)
+SELECT who.endpoint_id, $2, $3, $4, $5, $6, 'QUEUED', TRUE,
+       who.principal, mf_now(), mf_now(), mf_now(), 0, 0, 0
+FROM who WHERE TRUE
+ON CONFLICT (endpoint_id, name, version, kind)
+    WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- wait
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = $1 AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + $2,
+    wait_reason = $3
+WHERE id = $4 AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
+  AND worker = (SELECT principal FROM who)
+  AND attempt_count = COALESCE(CAST($5 AS integer), 1)
+  AND (CAST($6 AS text) IS NULL OR assignment_id = $6)
+RETURNING lease_expires_at, endpoint_id;

@@ -1,0 +1,637 @@
+-- add_to_audit_count
+UPDATE audit SET count = count + :n WHERE id = :audit;
+
+-- analyze_attempts
+-- PostgreSQL only.;
+
+-- analyze_scans
+-- PostgreSQL only.;
+
+-- any_owner
+SELECT id FROM owners LIMIT 1;
+
+-- attempts_of_scan
+SELECT seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact
+FROM attempts WHERE scan_id = :scan ORDER BY seq;
+
+-- audit_entries
+SELECT id, at, action, count, scan_ids, filter FROM audit
+WHERE owner_id = :owner AND id < :before
+ORDER BY id DESC LIMIT :limit;
+
+-- authenticate
+SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id,
+       endpoints.name, endpoints.revoked_at, tokens.id
+FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
+WHERE tokens.token_hash = :digest;
+
+-- bump_totals
+UPDATE scan_totals SET count = count + :n
+WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard;
+
+-- close_as_operator
+UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
+    wait_reason = NULL, fail_reason = :fail_reason,
+    finished_at = CASE WHEN :terminal THEN mf_now() END,
+    dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
+    result = :result,
+    available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
+WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
+  AND assignment_id = :assignment
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- close_lapsed_attempt
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                      outcome, summary, artifact)
+VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
+        :summary, NULL);
+
+-- close_results
+UPDATE scans SET status = item.value ->> '$.status', updated_at = mf_now(),
+    lease_expires_at = NULL, wait_reason = NULL,
+    fail_reason = item.value ->> '$.fail_reason',
+    finished_at = CASE WHEN item.value ->> '$.terminal' THEN mf_now() END,
+    dead_lettered_at = CASE WHEN item.value ->> '$.dead' THEN mf_now() END,
+    result = item.value ->> '$.result',
+    available_at = CASE WHEN item.value ->> '$.terminal' THEN NULL
+                        ELSE mf_now() + (item.value ->> '$.delay') END
+FROM json_each(:items) AS item
+WHERE scans.id = item.value ->> '$.scan' AND +scans.endpoint_id = :endpoint
+  AND scans.status = 'PENDING' AND scans.worker = :worker
+  AND scans.attempt_count = COALESCE(item.value ->> '$.attempt', 1)
+  AND (item.value ->> '$.assignment' IS NULL
+       OR scans.assignment_id = item.value ->> '$.assignment')
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- close_revoked_attempts
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                      outcome, summary, artifact)
+SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
+       mf_now(), 'endpoint_revoked', NULL, NULL
+FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING';
+
+-- complete
+-- PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.;
+
+-- count_dead_letters
+SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
+       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
+       OR scans.id = :term_id)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue);
+
+-- count_hooks
+SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint;
+
+-- dead_letter_ids
+SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
+       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
+       OR scans.id = :term_id)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue)
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC;
+
+-- dead_letter_lapsed
+UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+    updated_at = mf_now(), fail_reason = :reason, lease_expires_at = NULL,
+    wait_reason = NULL
+WHERE id = :scan AND status = 'PENDING';
+
+-- dead_letter_revoked
+UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+    updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
+    fail_reason = 'endpoint_revoked'
+WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+
+-- dead_letter_total
+SELECT COALESCE(SUM(scan_totals.count), 0)
+FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+WHERE endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND scan_totals.outcome = 'dead_lettered';
+
+-- delete_expired_sessions
+DELETE FROM board_sessions WHERE expires_at <= mf_now();
+
+-- delete_hook
+DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint;
+
+-- delete_session
+DELETE FROM board_sessions WHERE session_hash = :session;
+
+-- delete_token
+DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint;
+
+-- delivery_clock
+SELECT mf_now();
+
+-- delivery_window_totals
+SELECT SUM(delivery_counts.attempts), SUM(delivery_counts.failures)
+FROM delivery_counts JOIN endpoints ON endpoints.id = delivery_counts.endpoint_id
+WHERE endpoints.owner_id = :owner
+  AND delivery_counts.minute_us >= :start AND delivery_counts.minute_us < :end;
+
+-- diagnose_refusal
+SELECT status, attempt_count, assignment_id, worker FROM scans
+WHERE id = :scan AND endpoint_id = :endpoint;
+
+-- disable_hook
+UPDATE hooks SET enabled = FALSE, disabled_reason = :reason
+WHERE id = :hook AND enabled = TRUE AND consecutive_failures >= :at_least;
+
+-- enable_hook
+UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
+WHERE id = :hook AND endpoint_id = :endpoint
+RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+          created_at, consecutive_failures, last_delivery_at;
+
+-- endpoint_by_id
+SELECT id, name, owner_id, open_intake, revoked_at, created_at
+FROM endpoints WHERE id = :endpoint;
+
+-- endpoint_by_name
+SELECT id, name, owner_id, open_intake, revoked_at, created_at
+FROM endpoints WHERE name = :name;
+
+-- endpoint_name
+SELECT name FROM endpoints WHERE id = :endpoint;
+
+-- endpoint_outcome_totals
+SELECT scan_totals.endpoint_id, scan_totals.outcome, SUM(scan_totals.count)
+FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+WHERE endpoints.owner_id = :owner
+GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
+
+-- endpoint_tokens
+SELECT id, principal, role, created_at FROM tokens
+WHERE endpoint_id = :endpoint ORDER BY id;
+
+-- fail_unleased
+UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
+    updated_at = mf_now(), result = NULL, available_at = NULL
+WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED')
+RETURNING id;
+
+-- find_session
+SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at
+FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
+WHERE board_sessions.session_hash = :session AND board_sessions.expires_at > mf_now();
+
+-- heartbeat
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET updated_at = mf_now(),
+    lease_expires_at = CASE WHEN wait_reason IS NULL THEN mf_now() + :timeout
+                            ELSE lease_expires_at END
+WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
+  AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
+  AND (:assignment IS NULL OR assignment_id = :assignment)
+RETURNING lease_expires_at, endpoint_id;
+
+-- hook_health
+SELECT hooks.endpoint_id, hooks.id, hooks.url, hooks.queue, hooks.enabled,
+       hooks.disabled_reason, hooks.consecutive_failures, hooks.last_delivery_at
+FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+WHERE endpoints.owner_id = :owner ORDER BY hooks.id;
+
+-- hook_targets
+SELECT hooks.id, hooks.endpoint_id, hooks.url, hooks.queue, hooks.rate_per_minute,
+       hooks.secret,
+       CASE WHEN hooks.previous_valid_until > mf_now() THEN hooks.previous_secret END
+FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+WHERE hooks.endpoint_id = :endpoint AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
+ORDER BY hooks.id;
+
+-- insert_attempt
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                      outcome, summary, artifact, settled_status, settled_available_at,
+                      settled_fail_reason, next_assignments)
+VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
+        :summary, :artifact, :settled_status, :settled_available_at,
+        :settled_fail_reason, :next_assignments);
+
+-- insert_endpoint
+INSERT INTO endpoints (name, owner_id, open_intake, created_at)
+VALUES (:name, :owner, :open_intake, mf_now())
+RETURNING id, name, owner_id, open_intake, revoked_at, created_at;
+
+-- insert_hook
+INSERT INTO hooks (endpoint_id, url, queue, rate_per_minute, enabled, secret,
+                   consecutive_failures, created_at)
+VALUES (:endpoint, :url, :queue, :rate, TRUE, :secret, 0, mf_now())
+RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+          created_at, consecutive_failures, last_delivery_at;
+
+-- insert_owner
+INSERT INTO owners (name, created_at) VALUES (:name, mf_now()) RETURNING id;
+
+-- insert_redrive_audit
+INSERT INTO audit (owner_id, at, action, count, scan_ids, filter)
+VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter)
+RETURNING id;
+
+-- insert_scans
+INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                   source, created_at, updated_at, available_at, attempt_count,
+                   attempt_base, redrive_count)
+SELECT :endpoint, item.value ->> '$.queue', item.value ->> '$.name',
+       item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
+       :status, :verified, :source, mf_now(), mf_now(),
+       CASE WHEN :status = 'QUEUED' THEN mf_now() END, 0, 0, 0
+FROM json_each(:items) AS item WHERE TRUE
+ORDER BY item.key
+ON CONFLICT (endpoint_id, name, version, kind)
+    WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- insert_session
+INSERT INTO board_sessions (session_hash, owner_id, csrf, created_at, expires_at)
+VALUES (:session, :owner, :csrf, mf_now(), mf_now() + :lifetime)
+RETURNING expires_at;
+
+-- insert_token
+INSERT INTO tokens (token_hash, role, owner_id, endpoint_id, principal, created_at)
+VALUES (:digest, :role, :owner, :endpoint, :principal, mf_now())
+RETURNING id, principal, role, created_at;
+
+-- insert_zero_total
+INSERT INTO scan_totals (endpoint_id, outcome, shard, count)
+VALUES (:endpoint, :outcome, :shard, 0);
+
+-- lapsed_anywhere
+SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+FROM scans
+WHERE status = 'PENDING' AND lease_expires_at < mf_now()
+ORDER BY lease_expires_at LIMIT :limit;
+
+-- lapsed_of_endpoint
+SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+FROM scans
+WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
+ORDER BY lease_expires_at LIMIT :limit;
+
+-- lease
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET status = 'PENDING', attempt_count = attempt_count + 1,
+    assignment_id = :prefix || id, worker = (SELECT principal FROM who),
+    leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
+    updated_at = mf_now()
+WHERE id IN (
+    SELECT id FROM scans
+    WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
+      AND available_at <= mf_now()
+    ORDER BY available_at, id LIMIT :limit
+)
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- list_dead_letters
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+LIMIT :limit;
+
+-- list_hooks
+SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
+       consecutive_failures, last_delivery_at
+FROM hooks WHERE endpoint_id = :endpoint ORDER BY id;
+
+-- list_scans
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+FROM scans CROSS JOIN endpoints
+WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:status IS NULL OR scans.status = :status)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
+       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
+       OR scans.id = :term_id)
+  AND scans.id < :before
+ORDER BY scans.id DESC LIMIT :limit;
+
+-- live_counts
+SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
+UNION ALL
+SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
+UNION ALL
+SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
+GROUP BY scans.endpoint_id;
+
+-- live_scan
+SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+       attempt_base, available_at, redriven_at, redrive_count
+FROM scans
+WHERE endpoint_id = :endpoint AND name = :name AND version = :version AND kind = :kind
+  AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+
+-- lock_hook_endpoint
+SELECT revoked_at FROM endpoints WHERE id = :endpoint;
+
+-- lock_revoked_scans
+SELECT id FROM scans
+WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+
+-- note_hook_delivered
+UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
+WHERE id = :hook;
+
+-- note_hook_failed
+UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = :hook;
+
+-- now
+SELECT mf_now();
+
+-- oldest_due
+SELECT MIN(head.available_at) FROM (
+    SELECT (SELECT scans.available_at FROM scans
+            WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
+            ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
+    FROM endpoints
+) AS head
+WHERE head.available_at <= mf_now();
+
+-- oldest_due_of_endpoint
+SELECT available_at FROM scans
+WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at <= mf_now()
+ORDER BY available_at, id LIMIT 1;
+
+-- outcome_totals
+SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome;
+
+-- owned_endpoints
+SELECT id, name, owner_id, open_intake, revoked_at, created_at
+FROM endpoints WHERE owner_id = :owner ORDER BY name;
+
+-- owned_scan
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.id = :scan AND endpoints.owner_id = :owner;
+
+-- owner_id
+SELECT id FROM owners WHERE name = :name;
+
+-- package_scans
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+), live AS (
+    SELECT id, status, worker, assignment_id FROM scans
+    WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = :name
+      AND version = :version AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+), ended AS (
+    SELECT id, status, worker, assignment_id FROM scans
+    WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = :name
+      AND version = :version AND status IN ('FINISHED', 'FAILED')
+    ORDER BY id DESC LIMIT 1
+), found AS (
+    SELECT id, status, worker, assignment_id FROM live
+    UNION ALL
+    SELECT id, status, worker, assignment_id FROM ended
+)
+SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
+FROM who LEFT JOIN found ON 1 = 1;
+
+-- pending_states
+SELECT count(*),
+       SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < :max_attempts
+                THEN 1 ELSE 0 END),
+       SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count >= :max_attempts
+                THEN 1 ELSE 0 END)
+FROM scans WHERE status = 'PENDING';
+
+-- ping
+SELECT 1;
+
+-- plan_with_values
+-- PostgreSQL only: SQLite plans every statement with its values bound.;
+
+-- promote_from_quarantine
+UPDATE scans SET status = 'QUEUED', updated_at = mf_now(), available_at = mf_now(),
+    verified = :verified, source = COALESCE(:source, source)
+WHERE id = :scan AND status = 'QUARANTINED'
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- quarantined_count
+SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
+
+-- queued_states
+SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END), mf_now()
+FROM scans WHERE status = 'QUEUED';
+
+-- record_delivery_minute
+INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)
+VALUES (:endpoint, mf_now() - mf_now() % 60000000, :attempts, :failures)
+ON CONFLICT (endpoint_id, minute_us) DO UPDATE
+SET attempts = delivery_counts.attempts + excluded.attempts,
+    failures = delivery_counts.failures + excluded.failures;
+
+-- redrive_candidates
+SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+       scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
+       endpoints.revoked_at, scans.dead_lettered_at
+FROM scans CROSS JOIN endpoints
+WHERE scans.id IN (SELECT value FROM json_each(:ids))
+  AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner;
+
+-- redrive_live_keys
+SELECT dead.id FROM scans AS dead
+JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
+    AND live.version = dead.version AND live.kind = dead.kind
+    AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+WHERE dead.id IN (SELECT value FROM json_each(:ids));
+
+-- redrive_requeue
+UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+    attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
+    lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+    finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
+    redriven_at = mf_now(), redrive_count = redrive_count + 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND dead_lettered_at IS NOT NULL
+RETURNING id, available_at;
+
+-- replayed_jobs
+SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+       attempt_base, available_at, redriven_at, redrive_count
+FROM scans
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
+ORDER BY id;
+
+-- replayed_result
+SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
+       attempts.settled_available_at, attempts.settled_fail_reason,
+       attempts.next_assignments
+FROM attempts JOIN scans ON scans.id = attempts.scan_id
+WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
+  AND attempts.worker = :worker AND scans.endpoint_id = :endpoint
+  AND attempts.settled_status IS NOT NULL;
+
+-- requeue_lapsed
+UPDATE scans SET status = 'QUEUED', available_at = mf_now() + :delay,
+    updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL
+WHERE id = :scan AND status = 'PENDING';
+
+-- resume
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
+    wait_reason = NULL
+WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
+  AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
+  AND (:assignment IS NULL OR assignment_id = :assignment)
+RETURNING lease_expires_at, endpoint_id;
+
+-- revoke_endpoint
+UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint;
+
+-- rotate_hook
+UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
+    secret = :secret
+WHERE id = :hook AND endpoint_id = :endpoint
+RETURNING previous_valid_until;
+
+-- search_dead_letters
+WITH matched AS MATERIALIZED (
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (scans.name LIKE :pattern ESCAPE '\' OR scans.source LIKE :pattern ESCAPE '\'
+           OR scans.kind LIKE :pattern ESCAPE '\' OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+)
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM matched
+JOIN scans ON scans.id = matched.id
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+LIMIT :limit;
+
+-- stale_tables
+-- PostgreSQL only: SQLite's plans do not follow statistics.;
+
+-- submit_as_source
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'source'
+      AND endpoints.revoked_at IS NULL
+)
+INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                   source, created_at, updated_at, available_at, attempt_count,
+                   attempt_base, redrive_count)
+SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
+       who.principal, mf_now(), mf_now(), mf_now(), 0, 0, 0
+FROM who WHERE TRUE
+ON CONFLICT (endpoint_id, name, version, kind)
+    WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+          attempt_base, available_at, redriven_at, redrive_count;
+
+-- wait
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+      AND endpoints.revoked_at IS NULL
+)
+UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
+    wait_reason = :reason
+WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
+  AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
+  AND (:assignment IS NULL OR assignment_id = :assignment)
+RETURNING lease_expires_at, endpoint_id;
