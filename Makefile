@@ -13,8 +13,10 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-serve: $(STAMP)  ## start the server on ./mainframe.db at http://127.0.0.1:8000
-	$(BIN)/mainframe serve
+PORT ?= 8000
+
+serve: $(STAMP)  ## start the server on ./mainframe.db at http://127.0.0.1:$(PORT) (make serve PORT=8001)
+	$(BIN)/mainframe serve --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 import httpx
 import typer
 from pydantic import ValidationError
+from sqlalchemy.engine import make_url
 
 from mainframe import logs
 from mainframe.dead_command import dead_app
@@ -61,8 +62,28 @@ def load_settings(**overrides: object) -> Settings:
         raise AssertionError from exc  # unreachable: fail() exits
 
 
-def ready_schema(settings: Settings) -> None:
-    """The schema at head: SQLite is upgraded in place, PostgreSQL is checked."""
+def missing_sqlite_file(database_url: str) -> Path | None:
+    """The file a SQLite URL names when it does not exist yet (None for PostgreSQL, memory)."""
+    if not is_sqlite(database_url):
+        return None
+    name = make_url(database_url).database
+    if not name or name == ":memory:":
+        return None
+    path = Path(name)
+    return None if path.exists() else path
+
+
+def ready_schema(settings: Settings, *, create: bool = False) -> None:
+    """The schema at head: SQLite is upgraded in place, PostgreSQL is checked. Only `serve`
+    and `db upgrade` create a database: any other command run in the wrong directory would
+    otherwise make an empty one there and report on it."""
+    missing = None if create else missing_sqlite_file(settings.database_url)
+    if missing is not None:
+        fail(
+            f"no database at {settings.database_url} ({missing.resolve()} does not exist); "
+            "point MAINFRAME_DATABASE_URL or --database-url at the server's database, or "
+            "create one with `mainframe serve` or `mainframe db upgrade`"
+        )
     engine = create_store_engine(settings.database_url)
     try:
         if is_sqlite(settings.database_url):
@@ -77,9 +98,11 @@ def ready_schema(settings: Settings) -> None:
         engine.dispose()
 
 
-def on_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+def on_store(
+    settings: Settings, work: Callable[[Store], Awaitable[T]], *, create: bool = False
+) -> T:
     """Run `work` on a store whose schema is at head, then close the store."""
-    ready_schema(settings)
+    ready_schema(settings, create=create)
 
     async def run() -> T:
         store = open_store(settings)
@@ -134,7 +157,7 @@ def endpoint_create(
                 name, owner=owner, open_intake=open_intake
             ),
         )
-    except (NameTaken, UnknownName) as exc:
+    except (NameTaken, UnknownName, StoreError) as exc:
         fail(str(exc))
     typer.echo(f"endpoint {record.name!r} created for owner {owner!r}")
     typer.echo(record.name)
@@ -160,7 +183,7 @@ def token_create(
                 endpoint=endpoint, role=role, principal=principal
             ),
         )
-    except (NameTaken, UnknownName) as exc:
+    except (NameTaken, UnknownName, StoreError) as exc:
         fail(str(exc))
     typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
     typer.echo(secret)
@@ -249,7 +272,7 @@ def serve(
         database_url=database_url, job_timeout=job_timeout, max_job_attempts=max_job_attempts
     )
     logs.configure(fmt=settings.log_format, level=settings.log_level)
-    secret = on_store(settings, _bootstrap_owner)
+    secret = on_store(settings, _bootstrap_owner, create=True)
     if secret is not None:
         typer.echo(f"bootstrap owner {BOOTSTRAP_OWNER!r} created; its token (shown once):")
         typer.echo(secret)

@@ -5,13 +5,13 @@ scripts; a redrive asks for confirmation with the count and shows progress."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import orjson
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +19,7 @@ from rich.table import Table
 from mainframe import effects, logs
 from mainframe.api import operator_shapes, shapes
 from mainframe.clock import rfc3339, to_us
+from mainframe.contract.text import one_line, printable, shown
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
 from mainframe.store import ScanRecord, Store, StoreError, open_store
@@ -71,7 +72,6 @@ def _filter(
     reason: DeadLetterReason | None,
     since: datetime | None,
 ) -> DeadLetterFilter:
-    from mainframe.board.filters import printable
     from mainframe.cli import fail
 
     if not all(printable(v) for v in (q or "", endpoint or "", queue or "")):
@@ -86,8 +86,18 @@ PLAIN = ("scan_id", "dead_lettered_at", "endpoint", "queue", "fail_reason", "nam
 
 
 def _cell(value: object) -> str:
-    # Sender text may hold tabs, newlines and bidi overrides: none may break a row.
-    return "-" if value is None else str(logs.neutralize(str(value), limit=1000))
+    # Sender text may hold tabs, newlines, bidi overrides and zero-width characters: none
+    # may break a row or pass one name off as another, so each shows as a [U+XXXX] marker.
+    return "-" if value is None else one_line(str(value)[:1000])
+
+
+def _json(body: object) -> str:
+    # orjson writes a stored payload (an orjson.Fragment) as the JSON it is.
+    return orjson.dumps(body).decode()
+
+
+def _field(value: object) -> str:
+    return "-" if value is None else shown(value)
 
 
 def _table(rows: list[dict[str, Any]], count: int) -> None:
@@ -130,8 +140,7 @@ def dead_list(
     page = asyncio.run(listed())
     rows = [operator_shapes.dead_letter(item) for item in page.items]
     if as_json:
-        body = {"scans": rows, "count": page.count}
-        typer.echo(json.dumps(body, default=str))
+        typer.echo(_json({"scans": rows, "count": page.count}))
         return
     _table(rows, page.count)
 
@@ -157,22 +166,30 @@ def dead_show(
         raise AssertionError from exc  # unreachable: fail() exits
     body = shapes.scan(scan, with_attempts=True)
     if as_json:
-        typer.echo(json.dumps(body, default=str))
+        typer.echo(_json(body))
         return
+    _show(body, scan)
+
+
+def _show(body: dict[str, Any], scan: ScanRecord) -> None:
+    """The scan as labelled lines, sender text with hidden characters made visible."""
     for key in ("scan_id", "name", "version", "endpoint", "queue", "kind", "source", "status",
                 "fail_reason", "dead_lettered_at", "attempt_count"):  # fmt: skip
-        typer.echo(f"{key:<18} {body[key]}")
-    typer.echo(f"{'redriven':<18} {scan.redrive_count} times, last {rfc3339(scan.redriven_at)}")
+        typer.echo(f"{key:<18} {_field(body[key])}")
+    last = "" if scan.redriven_at is None else f", last {rfc3339(scan.redriven_at)}"
+    typer.echo(f"{'redriven':<18} {scan.redrive_count} times{last}")
+    payload = body.get("payload")
+    typer.echo(f"{'payload':<18} {'-' if payload is None else shown(_json(payload))}")
     typer.echo("attempts:")
     for a in body["attempts"]:
         typer.echo(
-            f"  #{a['seq']:<3} {a['outcome'] or 'open':<18} worker={a['worker']} "
-            f"leased={a['leased_at']} closed={a['closed_at']}"
+            f"  #{a['seq']:<3} {a['outcome'] or 'open':<18} worker={_field(a['worker'])} "
+            f"leased={_field(a['leased_at'])} closed={_field(a['closed_at'])}"
         )
         if a["summary"]:
-            typer.echo(f"       summary: {a['summary']}")
+            typer.echo(f"       summary: {shown(a['summary'])}")
         if a["artifact"]:
-            typer.echo(f"       artifact: {a['artifact']}")
+            typer.echo(f"       artifact: {shown(a['artifact'])}")
 
 
 @dead_app.command("redrive")

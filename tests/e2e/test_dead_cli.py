@@ -112,3 +112,35 @@ def test_redrive_asks_with_the_count_and_requeues(fleet: Fleet) -> None:
     assert sorted(job.scan_id for job in jobs) == sorted([a, b])
     by_id = dead(fleet, "redrive", "--owner", "mallory", str(keep), "--yes")
     assert "skipped " + str(keep) + ": not_found" in by_id.stderr
+
+
+def test_json_carries_the_payload_as_json(fleet: Fleet) -> None:
+    payload = {"distributions": ["https://files.example/x-1.0.tar.gz"], "n": [1, 2.5, None]}
+    scan, _ = fleet.store.intake.submit(
+        fleet.alice_source,
+        endpoint=None,
+        spec=ScanSpec("with-payload", "1.0", payload=json.dumps(payload)),
+    )
+    [job] = fleet.store.leasing.lease(fleet.alice_worker, 1)
+    report = Report("failed", True, job.attempt, job.assignment_id, "boom", None, None)
+    fleet.store.results.report(fleet.alice_worker, job.scan_id, report)
+    listed = json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)
+    assert listed["scans"][0]["payload"] == payload
+    shown = json.loads(dead(fleet, "show", str(scan.id), "--owner", "alice", "--json").stdout)
+    assert shown["payload"] == payload and shown["attempts"][0]["summary"] == "boom"
+    plain = dead(fleet, "show", str(scan.id), "--owner", "alice").stdout
+    [line] = [line for line in plain.splitlines() if line.startswith("payload ")]
+    assert json.loads(line.removeprefix("payload").strip()) == payload
+
+
+def test_hidden_characters_show_as_markers_the_way_the_board_shows_them(fleet: Fleet) -> None:
+    name = "pay\u200bpal\u202egnp.exe"
+    scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, name, "line one\n\u202eevil")
+    shown = dead(fleet, "show", str(scan_id), "--owner", "alice").stdout
+    assert "pay[U+200B]pal[U+202E]gnp.exe" in shown and "[U+202E]evil" in shown
+    assert "\u202e" not in shown and "\u200b" not in shown
+    # A field without a value reads as '-', never as Python's None.
+    assert "None" not in shown and "redriven           0 times" in shown
+    plain = dead(fleet, "list", "--owner", "alice").stdout
+    [row] = [line for line in plain.splitlines() if line.startswith(f"{scan_id}\t")]
+    assert "pay[U+200B]pal[U+202E]gnp.exe" in row and "\u200b" not in row

@@ -461,6 +461,9 @@ FROM scans
 WHERE endpoint_id = $1 AND name = $2 AND version = $3 AND kind = $4
   AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
+-- lock_endpoint_for_token
+SELECT id FROM endpoints WHERE id = $1 FOR UPDATE;
+
 -- lock_hook_endpoint
 SELECT revoked_at FROM endpoints WHERE id = $1 FOR UPDATE;
 
@@ -705,6 +708,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
+
+-- token_named
+SELECT id FROM tokens WHERE endpoint_id = $1 AND principal = $2 LIMIT 1;
 
 -- wait
 WITH who AS (

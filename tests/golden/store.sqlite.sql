@@ -388,6 +388,9 @@ FROM scans
 WHERE endpoint_id = :endpoint AND name = :name AND version = :version AND kind = :kind
   AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
+-- lock_endpoint_for_token
+SELECT id FROM endpoints WHERE id = :endpoint;
+
 -- lock_hook_endpoint
 SELECT revoked_at FROM endpoints WHERE id = :endpoint;
 
@@ -621,6 +624,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
+
+-- token_named
+SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal LIMIT 1;
 
 -- wait
 WITH who AS (

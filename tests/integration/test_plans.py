@@ -442,6 +442,12 @@ CASES = {
     "endpoint_tokens": Case(accounts.ENDPOINT_TOKENS, {"endpoint": 1},
                             sqlite_index("ix_tokens_endpoint", "tokens"),
                             pg_small("tokens", "ix_tokens_endpoint")),
+    "lock_endpoint_for_token": Case(accounts.LOCK_ENDPOINT, {"endpoint": 1},
+                                    sqlite_pk("endpoints"),
+                                    pg_small("endpoints", "endpoints_pkey")),
+    "token_named": Case(accounts.TOKEN_NAMED, {"endpoint": 1, "principal": "w1"},
+                        sqlite_index("ix_tokens_endpoint", "tokens"),
+                        pg_small("tokens", "ix_tokens_endpoint")),
     "delete_token": Case(accounts.DELETE_TOKEN, {"token": 5, "endpoint": 1}, sqlite_pk("tokens"),
                          pg_index("(tokens_pkey|ix_tokens_endpoint)", "tokens")),
     # Outcome totals: a few rows per endpoint, read whole for the fleet.

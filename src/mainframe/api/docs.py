@@ -1,19 +1,51 @@
-"""The API documentation page, its assets served from the installed swagger-ui-bundle package
-so `/docs` works where the server has no internet."""
+"""The pages a person opens first: `/`, which points to the board and the API documentation,
+and `/docs`, a Swagger UI that reads the OpenAPI 3.1 document. Its assets come from the
+installed fastapi-offline package, so `/docs` works where the server has no internet."""
 
 from __future__ import annotations
 
+from html import escape
+from pathlib import Path
+
+import fastapi_offline
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
-from starlette.responses import HTMLResponse
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 
 ASSETS = "/docs-assets"
+# Swagger UI 5 (OpenAPI 3.1), as fastapi-offline ships it.
+ASSET_DIR = Path(fastapi_offline.__file__).parent / "static"
+# Where a newcomer goes from `/`: the board, the API documentation, and the probes.
+PLACES = {
+    "board": ("/board", "the operator's board (sign in with an owner token)"),
+    "docs": ("/docs", "the HTTP API, interactive"),
+    "openapi": ("/openapi.json", "the OpenAPI document"),
+    "health": ("/healthz", "liveness; /readyz for readiness, /metrics for Prometheus"),
+}
+
+
+def _home(request: Request) -> Response:
+    if "text/html" not in request.headers.get("accept", ""):
+        return JSONResponse({"service": "mainframe", **{k: p for k, (p, _) in PLACES.items()}})
+    items = "".join(
+        f'<li><a href="{path}">{escape(path)}</a>: {escape(what)}</li>'
+        for path, what in PLACES.values()
+    )
+    body = (
+        '<!doctype html><html lang="en"><meta charset="utf-8"><title>Mainframe</title>'
+        f"<h1>Mainframe</h1><ul>{items}</ul></html>"
+    )
+    return HTMLResponse(body)
 
 
 def install(app: FastAPI) -> None:
-    app.mount(ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+    app.mount(ASSETS, StaticFiles(directory=ASSET_DIR), name="docs-assets")
+
+    @app.get("/", include_in_schema=False)
+    async def home(request: Request) -> Response:
+        return _home(request)
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
@@ -22,5 +54,5 @@ def install(app: FastAPI) -> None:
             title=f"{app.title} API",
             swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS}/favicon-32x32.png",
+            swagger_favicon_url=f"{ASSETS}/favicon.png",
         )

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, model_validator
 
 from mainframe.api.schemas import Label, ScanId, ScanPublic, Strict
+from mainframe.contract.names import Name
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.store.dead_letters import MAX_QUERY_LENGTH
 
@@ -123,7 +124,7 @@ class OverviewPublic(BaseModel):
 
 
 class EndpointCreate(Strict):
-    name: Label
+    name: Name
     open_intake: bool = False
 
 
@@ -141,8 +142,8 @@ class EndpointList(BaseModel):
 class TokenCreate(Strict):
     """Exactly one of `worker` (a worker that leases scans) or `source` (a producer)."""
 
-    worker: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] | None = None
-    source: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] | None = None
+    worker: Name | None = None
+    source: Name | None = None
 
     @model_validator(mode="after")
     def one_role(self) -> TokenCreate:

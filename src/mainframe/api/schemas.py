@@ -13,6 +13,8 @@ from pydantic import (
     StringConstraints,
 )
 
+from mainframe.contract.names import Name
+
 
 def _ascii_digits(value: object) -> object:
     # Path and query integers: int() would also read ' 1', '1 ' and other scripts' digits.
@@ -65,7 +67,7 @@ EndpointName = Annotated[
 class ScanItem(Strict):
     name: PackageName
     version: PackageVersion
-    queue: Label = "default"
+    queue: Name = "default"
     kind: Label = "scan"
     payload: Any = None
 

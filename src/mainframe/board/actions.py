@@ -24,6 +24,7 @@ from mainframe.board.auth import (
 )
 from mainframe.board.pages import SIGN_IN_FORM_SECONDS
 from mainframe.board.render import page
+from mainframe.contract.text import printable
 from mainframe.store import Conflict, StoreError
 from mainframe.store.sessions import Session
 
@@ -43,7 +44,7 @@ def _text(form: FormData, name: str, limit: int = 300) -> str:
     value = form.get(name)
     if not isinstance(value, str):
         return ""
-    return "".join(ch for ch in value.strip()[:limit] if filters.printable(ch))
+    return "".join(ch for ch in value.strip()[:limit] if printable(ch))
 
 
 def _see(path: str, **query: str | int) -> RedirectResponse:

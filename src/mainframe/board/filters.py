@@ -3,12 +3,12 @@ query string (so a link can be shared) and checked like the API checks them."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from starlette.datastructures import ImmutableMultiDict
 
+from mainframe.contract.text import printable
 from mainframe.lifecycle.rules import DeadLetterReason, Status
 from mainframe.store.dead_letters import DeadLetterFilter
 from mainframe.store.search import MAX_QUERY_LENGTH
@@ -24,7 +24,6 @@ PILLS: dict[str, Status | None] = {
 }
 REASONS = tuple(reason.value for reason in DeadLetterReason)
 PAGE_SIZE = 50
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LIMITS = {"q": MAX_QUERY_LENGTH, "endpoint": 200, "queue": 100, "cursor": 40}
 
 
@@ -57,11 +56,6 @@ class BoardFilter:
         return urlencode({k: v for k, v in fields.items() if v})
 
 
-def printable(value: str) -> bool:
-    """Whether `value` holds no control character (PostgreSQL refuses a NUL in text)."""
-    return _CONTROL.search(value) is None
-
-
 def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
     """The filter a URL names; BadFilter for anything out of bounds."""
     values: dict[str, str | None] = {}
@@ -69,7 +63,7 @@ def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
         value = (params.get(field) or "").strip()
         if len(value) > limit:
             raise BadFilter(field, f"at most {limit} characters")
-        if _CONTROL.search(value):
+        if not printable(value):
             raise BadFilter(field, "no control characters")
         values[field] = value or None
     pill = params.get("status") or "all"

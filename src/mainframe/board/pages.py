@@ -18,6 +18,7 @@ from mainframe.board.auth import (
     set_cookie,
 )
 from mainframe.board.render import page
+from mainframe.contract.text import printable
 from mainframe.store import NotFound
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
@@ -115,7 +116,7 @@ async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
 async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response:
     session = await current_session(request, rt)
     view = await rt.store.listings.overview(session.owner_id)
-    cards = [c for c in view.endpoints if c.name == name and filters.printable(name)]
+    cards = [c for c in view.endpoints if c.name == name and printable(name)]
     if not cards:
         return _error(request, session, 404, "There is no such endpoint of yours.")
     tokens = await rt.store.credentials.tokens(session.owner_id, name)

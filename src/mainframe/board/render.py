@@ -3,7 +3,6 @@ that turn stored microseconds into what an operator reads."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -11,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from mainframe.clock import rfc3339
+from mainframe.contract.names import MAX_NAME, NAME_HTML_PATTERN, NAME_RULE
+from mainframe.contract.text import shown
 
 # Sent with every page: nothing may load from another host, and no script runs at all.
 SECURITY_HEADERS = {
@@ -28,22 +29,6 @@ def when(us: int | None) -> str:
     """A stored time as `2026-09-27 10:14:00 UTC`."""
     text = rfc3339(us, precision="seconds")
     return "—" if text is None else text.replace("T", " ").replace("Z", " UTC")
-
-
-# Characters that would reorder or hide sender text: bidi controls and invisible controls
-# (tab, newline and carriage return stay, for summaries). Shown as visible markers instead.
-_HIDDEN = re.compile(
-    "[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u2069\ufeff]"
-)
-
-
-def shown(text: object) -> str:
-    """Sender text with every bidi or invisible control replaced by `[U+XXXX]`; escaping
-    is still the template's (autoescape), this only makes hidden characters visible."""
-    if text is None:
-        return ""
-    return _HIDDEN.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text))
 
 
 def age(seconds: float | None) -> str:
@@ -69,6 +54,8 @@ env = Environment(
 env.filters["when"] = when
 env.filters["age"] = age
 env.filters["shown"] = shown
+# The name rule, for the forms that create names: the browser checks it before the server.
+env.globals.update(name_pattern=NAME_HTML_PATTERN, name_max=MAX_NAME, name_rule=NAME_RULE)
 
 
 def page(

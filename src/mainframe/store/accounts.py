@@ -8,9 +8,10 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+from mainframe.contract.names import name_problem
 from mainframe.store import revoke, totals
 from mainframe.store.database import Database, Row, Tx, first, value
-from mainframe.store.errors import Conflict, NotFound, Unauthorized
+from mainframe.store.errors import Conflict, Invalid, NotFound, Unauthorized
 from mainframe.store.records import EndpointRecord, Presented, Principal
 from mainframe.store.sql import Sql
 
@@ -78,6 +79,17 @@ ENDPOINT_TOKENS = Sql(
 )
 DELETE_TOKEN = Sql(
     "delete_token", "DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint"
+)
+# Two credentials issued at once under one name would both find none taken on PostgreSQL;
+# the endpoint's row lock makes the second wait for the first (SQLite has one writer).
+LOCK_ENDPOINT = Sql(
+    "lock_endpoint_for_token",
+    "SELECT id FROM endpoints WHERE id = :endpoint",
+    "SELECT id FROM endpoints WHERE id = :endpoint FOR UPDATE",
+)
+TOKEN_NAMED = Sql(
+    "token_named",
+    "SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal LIMIT 1",
 )
 
 
@@ -172,6 +184,7 @@ async def insert_endpoint(
     tx: Tx, *, name: str, owner_id: int, open_intake: bool
 ) -> tuple[EndpointRecord, int]:
     """A new endpoint with zeroed outcome totals; returns it and its creation time."""
+    _check_name("name", name)
     if await value(tx, ENDPOINT_BY_NAME, {"name": name}) is not None:
         raise NameTaken(f"endpoint {name!r} already exists")
     params = {"name": name, "owner": owner_id, "open_intake": open_intake}
@@ -202,6 +215,8 @@ async def issue_token_row(
     owner_id: int | None,
     endpoint_id: int | None,
 ) -> TokenView:
+    if endpoint_id is not None:
+        await _check_credential_name(tx, endpoint_id, principal)
     params = {
         "digest": digest(secret),
         "role": role,
@@ -212,6 +227,21 @@ async def issue_token_row(
     row = await first(tx, INSERT_TOKEN, params)
     assert row is not None
     return TokenView(row[0], row[1], row[2], row[3])
+
+
+def _check_name(field: str, name: str) -> None:
+    problem = name_problem(name)
+    if problem is not None:
+        raise Invalid(field, problem)
+
+
+async def _check_credential_name(tx: Tx, endpoint_id: int, name: str) -> None:
+    """A credential's name follows the name rule and is unique on its endpoint, so a worker
+    is one name in the logs, the board and the dragonfly handshake."""
+    _check_name("name", name)
+    await first(tx, LOCK_ENDPOINT, {"endpoint": endpoint_id})
+    if await value(tx, TOKEN_NAMED, {"endpoint": endpoint_id, "principal": name}) is not None:
+        raise Conflict("name_taken", f"a credential named {name!r} exists on this endpoint")
 
 
 class Accounts:

@@ -1,0 +1,33 @@
+"""Sender text as an operator reads it, on the board and in the CLI alike: characters that
+would reorder or hide it (bidi controls, zero-width and other invisible controls) become
+visible `[U+XXXX]` markers, so a name cannot pass for another one."""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Tab, newline and carriage return are not here: summaries keep their lines.
+_HIDDEN = re.compile(
+    "[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2069\ufeff]"
+)
+_BREAKS = re.compile("[\t\n\r]")
+
+
+def printable(value: str) -> bool:
+    """Whether `value` holds no control character (PostgreSQL refuses a NUL in text)."""
+    return _CONTROL.search(value) is None
+
+
+def shown(text: object) -> str:
+    """Sender text with every bidi or invisible control replaced by `[U+XXXX]`; escaping
+    for HTML is still the template's, this only makes hidden characters visible."""
+    if text is None:
+        return ""
+    return _HIDDEN.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text))
+
+
+def one_line(text: object) -> str:
+    """`shown`, with tabs and line breaks as markers too, for a cell of a tab-separated row."""
+    return _BREAKS.sub(lambda m: f"[U+{ord(m.group()):04X}]", shown(text))
