@@ -288,6 +288,7 @@ def create_accounts(database_url: str, workers: int) -> tuple[str, str, list[str
     store the CLI's `token create` wraps: 32 CLI processes cost ~1 CPU-second each, over half
     of this test's time budget on a two-core machine.
     """
+    cli(database_url, "db", "upgrade")  # as an operator would, before any other command
     owner = cli(database_url, "owner", "create", "ops")
     cli(database_url, "endpoint", "create", "fleet", "--owner", "ops")
     source = cli(database_url, "token", "create", "--endpoint", "fleet", "--source", "feed")

@@ -24,6 +24,7 @@ EXAMPLES = "25"
 @pytest.mark.slow
 def test_schemathesis_finds_nothing_with_any_credential(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    cli(url, "db", "upgrade")  # as an operator would, before any other command
     owner = cli(url, "owner", "create", "ops")
     cli(url, "endpoint", "create", "pypi", "--owner", "ops", "--open-intake")
     tokens = {

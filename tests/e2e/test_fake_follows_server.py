@@ -42,6 +42,7 @@ def _discard(_value: object) -> None:
 
 def _server(tmp_path: Path) -> Iterator[Side]:
     url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    cli(url, "db", "upgrade")  # as an operator would, before any other command
     cli(url, "owner", "create", "ops")
     cli(url, "endpoint", "create", "pypi", "--owner", "ops")
     worker = cli(url, "token", "create", "--endpoint", "pypi", "--worker", "w1")

@@ -96,6 +96,7 @@ class Fleet:
 
 
 def provision(url: str, env: dict[str, str]) -> dict[str, str]:
+    cli(url, "db", "upgrade", **env)  # as an operator would, before any other command
     owner = cli(url, "owner", "create", "ops", **env)
     cli(url, "endpoint", "create", "pypi", "--owner", "ops", "--open-intake", **env)
     cli(url, "endpoint", "create", "npm", "--owner", "ops", **env)

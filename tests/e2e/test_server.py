@@ -21,6 +21,7 @@ def auth(token: str) -> dict[str, str]:
 
 
 def provision(url: str) -> dict[str, str]:
+    cli(url, "db", "upgrade")  # as an operator would, before any other command
     owner = cli(url, "owner", "create", "ops")
     cli(url, "endpoint", "create", "pypi", "--owner", "ops")
     return {

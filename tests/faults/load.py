@@ -102,6 +102,7 @@ def _work(
 
 
 def provision(url: str) -> tuple[str, str]:
+    cli(url, "db", "upgrade")  # as an operator would, before any other command
     cli(url, "owner", "create", "ops")
     cli(url, "endpoint", "create", "pypi", "--owner", "ops")
     worker = cli(url, "token", "create", "--endpoint", "pypi", "--worker", "w")
