@@ -15,6 +15,7 @@ from mainframe.store import Invalid
 
 # The largest id a route accepts (the ids of scans fit in 62 bits).
 MAX_ID = 2**62
+MAX_DIGITS = 20  # more than any bound here has
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +37,10 @@ class IntParam:
             raw = query_value(request.scope["query_string"], self.name)
         if raw is None:
             return self.default
-        # str.isdigit() also admits '²' and '٣', which int() refuses or reads as another number.
-        if not (raw.isascii() and raw.isdigit()) or not self.minimum <= int(raw) <= self.maximum:
+        # str.isdigit() also admits '²' and '٣', which int() refuses or reads as another number;
+        # and int() refuses a string of over 4,300 digits with an error of its own.
+        digits = raw.isascii() and raw.isdigit() and len(raw) <= MAX_DIGITS
+        if not digits or not self.minimum <= int(raw) <= self.maximum:
             raise Invalid(
                 f"{self.where}.{self.name}",
                 f"must be a whole number from {self.minimum} to {self.maximum} (ASCII digits)",

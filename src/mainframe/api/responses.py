@@ -21,7 +21,7 @@ def error(status: int, code: str, detail: Any, headers: dict[str, str] | None = 
 
 
 async def send_error(
-    send: Send, status: int, code: str, detail: str, *, close: bool = False
+    send: Send, status: int, code: str, detail: Any, *, close: bool = False
 ) -> None:
     """The error body straight onto an ASGI `send`, for middleware that answers before (or
     instead of) the app."""

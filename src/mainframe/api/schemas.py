@@ -41,7 +41,7 @@ PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300), No
 PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200), NoNul]
 Summary = Annotated[str, StringConstraints(max_length=8192), NoNul]
 Artifact = Annotated[str, StringConstraints(max_length=2048), NoNul]
-AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64), NoNul]
 Attempt = Annotated[int, Field(ge=1, le=1_000_000)]
 ScanId = Annotated[int, Field(ge=1, le=2**62)]
 MAX_PAYLOAD_BYTES = 65_536

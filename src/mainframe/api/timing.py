@@ -18,6 +18,19 @@ from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
 
 UNEXPECTED = "unexpected server error; it has been logged"
+NUL = "must not contain a NUL character"
+
+
+def nul_field(scope: Scope) -> str | None:
+    """Where a request's path or query string holds a NUL, if it does. Every route, the board
+    and /dragonfly included, refuses it here, before any parser: PostgreSQL cannot store or
+    compare text with a NUL in it, and SQLite would store it."""
+    if "\x00" in scope["path"]:
+        return "path"
+    query: bytes = scope.get("query_string", b"")
+    return "query" if b"%00" in query or b"\x00" in query else None
+
+
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -46,6 +59,12 @@ class RequestTiming:
             await send(message)
 
         try:
+            refused = nul_field(scope)
+            if refused is not None:
+                status = 422
+                detail = [{"field": refused, "message": NUL}]
+                await send_error(send, 422, "invalid_request", detail)
+                return
             await self.app(scope, receive, recording_send)
         except Exception as exc:
             get_logger().error(

@@ -28,7 +28,7 @@ def batch_of(raw: str | None) -> int:
     """The `batch` query parameter: 1 when absent, else ASCII digits from 1 to MAX_BATCH."""
     if raw is None:
         return 1
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_BATCH:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 3) or not 1 <= int(raw) <= MAX_BATCH:
         raise Invalid("query.batch", f"must be a whole number from 1 to {MAX_BATCH}")
     return int(raw)
 

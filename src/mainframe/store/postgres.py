@@ -22,7 +22,7 @@ import asyncpg
 from mainframe.clock import Clock
 from mainframe.lifecycle.events import Event
 from mainframe.store.database import NO_PARAMS, Publish, Row, discard, outermost
-from mainframe.store.errors import StoreError, Unavailable
+from mainframe.store.errors import Invalid, StoreError, Unavailable
 from mainframe.store.sql import Sql
 
 # A host that cannot be reached fails a request within this bound (then 503), never hangs it.
@@ -225,6 +225,10 @@ class PostgresDatabase:
                 self._connections.release(conn)
             except UNREACHABLE as exc:
                 raise Unavailable("database_unavailable", "the database cannot be reached") from exc
+            except asyncpg.exceptions.DataError as exc:
+                # The statements are fixed, so a value PostgreSQL refuses to store or compare
+                # (a NUL, a number out of range) came from the request: a 422, never a 500.
+                raise Invalid("request", f"a value the database refuses: {exc}") from exc
             except asyncpg.exceptions.TransactionRollbackError as exc:
                 raise Unavailable(
                     "database_busy", "a concurrent transaction got in the way; try again"
