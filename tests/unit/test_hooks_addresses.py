@@ -137,6 +137,16 @@ def test_bad_cidr_is_named() -> None:
         ("::ffff:127.0.0.1", "::ffff:7f00:1"),
         ("hooks.example.com", None),
         ("deadbeef.com", None),
+        # The WHATWG URL standard's spellings, as browsers and curl read them.
+        ("169.254.169.254.", "169.254.169.254"),
+        ("0xA9.0xFE.0xA9.0xFE", "169.254.169.254"),
+        ("0251.0376.0251.0376", "169.254.169.254"),
+        ("2852039166", "169.254.169.254"),
+        ("0x7f.1", "127.0.0.1"),
+        ("%31%32%37.0.0.1", "127.0.0.1"),
+        ("\uff11\uff12\uff17\u3002\uff10\u3002\uff10\u3002\uff11", "127.0.0.1"),
+        ("LOCALHOST.example.", None),
+        ("0xdeadbeef", "222.173.190.239"),
     ],
 )
 def test_ip_literals_in_every_spelling_the_resolver_accepts(host: str, address: str | None) -> None:
@@ -160,6 +170,11 @@ STRICT = AddressPolicy()
         ("https://[64:ff9b::a9fe:a9fe]/", "embedded_cloud_metadata"),
         ("https://169.254.169.254/latest/meta-data", "cloud_metadata"),
         ("https://2130706433/", "loopback"),
+        ("https://169.254.169.254./latest/meta-data", "cloud_metadata"),
+        ("https://0xa9fea9fe/", "cloud_metadata"),
+        ("https://127.0.0.1.:8443/", "loopback"),
+        ("https://1.2.3.4.5/", "not a valid host"),
+        ("https://256.1.1.1/", "not a valid host"),
         ("https://10.0.0.1:8443/", "private"),
         ("https://hooks.example.com:99999/", "not a URL"),
         ("https://hooks.example.com/" + "a" * 3000, "2048"),

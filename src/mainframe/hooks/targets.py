@@ -3,30 +3,18 @@ Host names are judged again, on every attempt, by the transport once they resolv
 
 from __future__ import annotations
 
-import ipaddress
-import re
-import socket
 from urllib.parse import urlsplit
 
+from mainframe.hooks import hosts
 from mainframe.hooks.addresses import AddressPolicy, IPAddress
 
 MAX_URL_LENGTH = 2048
-# Hosts getaddrinfo would read as a numeric IPv4 address ("127.1", "0x7f000001", "2130706433").
-_NUMERIC_HOST = re.compile(r"^[0-9a-fA-FxX.]+$")
 
 
 def ip_literal(host: str) -> IPAddress | None:
-    """The address a URL host names literally, in any form the resolver would accept."""
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        pass
-    if _NUMERIC_HOST.match(host) and not host.endswith("."):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
+    """The address a URL host names literally, in any spelling a WHATWG parser accepts;
+    BadHost when the standard refuses the host outright."""
+    return hosts.address_of(host)
 
 
 def url_problem(url: str, *, allow_http: bool, policy: AddressPolicy) -> str | None:
@@ -48,7 +36,10 @@ def url_problem(url: str, *, allow_http: bool, policy: AddressPolicy) -> str | N
         return "must name a host"
     if port == 0:
         return "port 0 cannot be connected to"
-    literal = ip_literal(host)
+    try:
+        literal = ip_literal(host)
+    except hosts.BadHost as exc:
+        return f"not a valid host: {exc}"
     if literal is not None:
         reason = policy.refusal(literal)
         if reason is not None:

@@ -18,6 +18,7 @@ import httpcore
 import httpx
 
 from mainframe.hooks.addresses import AddressPolicy
+from mainframe.hooks.hosts import BadHost
 from mainframe.hooks.targets import ip_literal
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -137,7 +138,10 @@ class PinnedTransport(httpx.AsyncBaseTransport):
         """The addresses this request may connect to; RefusedAddress if any is refused."""
         host = request.url.host
         port = request.url.port or DEFAULT_PORTS.get(request.url.scheme, 443)
-        literal = ip_literal(host)
+        try:
+            literal = ip_literal(host)
+        except BadHost as exc:
+            raise httpx.ConnectError(str(exc), request=request) from exc
         try:
             found = [str(literal)] if literal else await self.resolver.resolve(host, port)
         except OSError as exc:
