@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: serve test lint typecheck unit faults bench clean
+.PHONY: serve test check lint typecheck unit faults bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ typecheck: $(STAMP)
 
 test: lint typecheck  ## the whole suite: lint, types, unit, integration, end to end
 	$(BIN)/pytest
+
+check: lint typecheck  ## the inner loop: unit tests and the SQLite half of integration, no server
+	MAINFRAME_TEST_DATABASES=sqlite $(BIN)/pytest tests/unit tests/integration -q -m "not slow"
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q

@@ -4,6 +4,7 @@ processes on loopback for end-to-end tests."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,13 @@ PG_ADMIN_URL = os.environ.get("MAINFRAME_TEST_PG", "postgresql://postgres@127.0.
 # Unique per test session, so two sessions on one server never drop each other's template.
 PG_TEMPLATE = f"mainframe_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# The databases the store's tests run on: both by default and always in CI; `make check` runs
+# SQLite alone for the inner loop (MAINFRAME_TEST_DATABASES=sqlite).
+DATABASES = (
+    ["sqlite", "postgresql"]
+    if IN_CI
+    else os.environ.get("MAINFRAME_TEST_DATABASES", "sqlite,postgresql").split(",")
+)
 
 
 def _pg_url(database: str) -> str:
@@ -74,15 +82,24 @@ def drop_pg_database(name: str) -> None:
     admin.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at head, migrated once per test run and copied for every test."""
+    path = tmp_path_factory.mktemp("template") / "mainframe.db"
+    engine = create_store_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    engine.dispose()  # the last connection checkpoints the WAL into the file
+    return path
+
+
+@pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database at head: a SQLite file, or a PostgreSQL database cloned from the template."""
+    """A database at head: a copy of the migrated SQLite file, or a PostgreSQL database
+    cloned from the template."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'mainframe.db'}"
-        engine = create_store_engine(url)
-        upgrade(engine)
-        engine.dispose()
-        yield url
+        path = tmp_path / "mainframe.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
         return
     template = request.getfixturevalue("pg_template")
     name = fresh_pg_database(template)
@@ -115,7 +132,7 @@ def watch_pg_template(pg_template: str) -> Iterator[str]:
     drop_pg_database(name)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=DATABASES)
 def watch_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A watcher's database at the watcher's head (its own chain, not the server's)."""
     if request.param == "sqlite":

@@ -134,7 +134,7 @@ def test_bad_filters_are_4xx_pages(board: Desk) -> None:
         assert board.client.get(f"/board?{query}").status_code == 422, query
     assert board.client.get("/board/scans/999999").status_code == 404
     assert board.client.get("/board/scans/99999999999999999999").status_code == 422
-    assert board.client.get("/board/endpoints/a%00b").status_code == 404
+    assert board.client.get("/board/endpoints/a%00b").status_code == 422
 
 
 def test_credentials_from_the_endpoint_card(board: Desk) -> None:

@@ -112,11 +112,13 @@ def test_no_hostile_value_anywhere_gets_a_5xx(api: Api) -> None:
 @pytest.mark.parametrize(
     "query", ["queue=a%00b", "q=%00", "endpoint=%00x", "cursor=1%00"], ids=lambda q: q[:8]
 )
-def test_a_nul_in_a_query_names_the_query(api: Api, query: str) -> None:
-    done = api.get(f"/api/v1/scans?{query}", api.owner)
+def test_a_nul_in_a_query_names_the_parameter(api: Api, query: str) -> None:
+    done = api.get(f"/api/v1/scans?limit=5&{query}", api.owner)
     assert done.status_code == 422
-    nul = {"field": "query", "message": "must not contain a NUL character"}
-    assert done.json()["detail"] == [nul]
+    field = "query." + query.split("=")[0]
+    assert done.json()["detail"] == [
+        {"field": field, "message": "must not contain a NUL character"}
+    ]
 
 
 def test_a_nul_in_a_path_names_the_path(api: Api) -> None:

@@ -36,9 +36,10 @@ from mainframe.watch import migrate as watch_migrate
 from mainframe.watch import tables as watch_tables
 from mainframe.watch.database import create_watch_engine
 from mainframe.watch.state import WatchStore
+from tests.conftest import DATABASES
 from tests.integration.conftest import blocking_store
 
-BOTH = pytest.mark.parametrize("empty_database_url", ["sqlite", "postgresql"], indirect=True)
+BOTH = pytest.mark.parametrize("empty_database_url", DATABASES, indirect=True)
 NOW = 1_790_000_000_000_000
 TIMEOUT = 45.0
 

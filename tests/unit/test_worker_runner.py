@@ -99,7 +99,8 @@ def test_the_command_sees_the_scan_in_its_environment(fake: FakeMainframe, tmp_p
     seen = tmp_path / "env.json"
     code = (
         "import json, os, sys\n"
-        "env = {k: v for k, v in os.environ.items() if k.startswith('MAINFRAME_') or k == 'PATH'}\n"
+        "env = {k: v for k, v in os.environ.items()\n"
+        "       if k.startswith('MAINFRAME_SCAN_') or k == 'PATH'}\n"
         "open(sys.argv[1], 'w').write(json.dumps(env))"
     )
     work(fake, python(code, str(seen)))

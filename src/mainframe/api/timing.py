@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,7 +29,12 @@ def nul_field(scope: Scope) -> str | None:
     if "\x00" in scope["path"]:
         return "path"
     query: bytes = scope.get("query_string", b"")
-    return "query" if b"%00" in query or b"\x00" in query else None
+    if b"%00" not in query and b"\x00" not in query:
+        return None
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if "\x00" in value and "\x00" not in name:
+            return f"query.{name}"
+    return "query"
 
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
