@@ -188,7 +188,8 @@ def medians(figures: list[Figure]) -> list[dict[str, Any]]:
 
 
 def intake_ratios(figures: list[Figure]) -> list[str]:
-    """The issue's intake target: the rate at the largest size within 20 % of the rate at 0."""
+    """The intake target: the rate at the largest size within 20 % of the rate at 0 (a growing
+    queue must not slow intake down; bench/README.md, Intake as the queue grows)."""
     lines = []
     rows = [r for r in medians(figures) if r["figure"] == "intake"]
     for db, servers in sorted({(r["db"], r["servers"]) for r in rows}):

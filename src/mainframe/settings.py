@@ -22,9 +22,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MAINFRAME_", extra="ignore")
 
     database_url: str = DEFAULT_DATABASE_URL
-    # Seconds an assignment stays valid after leasing or the last heartbeat (seed 000).
+    # Seconds an assignment stays valid after leasing or the last heartbeat (README: Settings).
     job_timeout: float = Field(default=120.0, gt=0, le=7 * 86400)
-    # Assignments a scan may get before it is dead-lettered (seed 000).
+    # Assignments a scan may get before it is dead-lettered (README: Settings).
     max_job_attempts: int = Field(default=3, ge=1, le=1000)
     # How often the sweeper reaps lapsed, budget-spent scans when no worker polls.
     sweep_seconds: float = Field(default=30.0, gt=0, le=3600)
@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     busy_wait_seconds: float = Field(default=5.0, gt=0, le=60)
     # Request bodies above this are refused with 413 before they are parsed.
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # Size of the PostgreSQL connection pool (and of the thread pool that uses it). 16 lets
+    # PostgreSQL connections per server process (store/postgres.py, no thread per call). 16 lets
     # commits of a fleet's concurrent results share WAL flushes (batch 1: 121 → 308 scans/s).
     pool_size: int = Field(default=16, ge=1, le=200)
     metrics_refresh_seconds: float = Field(default=60.0, gt=0)

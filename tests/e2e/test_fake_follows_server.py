@@ -1,6 +1,6 @@
 """The shipped test fake (`mainframe.client.testing`) answers as the real server does: the SDK
-runs the same scenario against both and sees the same shapes, codes and lifecycle (issue 10,
-item 3). A drift in either makes this fail."""
+runs the same scenario against both and sees the same shapes, codes and lifecycle, so tests
+written against the fake hold against the server. A drift in either makes this fail."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Seed 000's metrics, scraped from a real server as a dead letter happens."""
+"""The README's metrics (Metrics, logs and alerts), scraped from a real server as a dead letter
+happens."""
 
 from __future__ import annotations
 

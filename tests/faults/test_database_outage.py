@@ -1,4 +1,4 @@
-"""PostgreSQL stopped and started under load (issue 10, items 1 and 4).
+"""PostgreSQL stopped and started under load (README: Reliability).
 
 Workers and a source keep a real server busy while the database cluster is stopped for a
 few seconds: requests that cannot reach it answer 503 `database_unavailable` with

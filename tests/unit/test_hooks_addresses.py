@@ -18,7 +18,7 @@ from mainframe.hooks.addresses import (
 )
 from mainframe.hooks.targets import ip_literal, url_problem
 
-# One address inside each refused class the issue names, with the reason reported.
+# One address inside each refused class docs/hooks.md names, with the reason reported.
 REFUSED = [
     ("127.0.0.1", "loopback"),
     ("127.255.255.254", "loopback"),

@@ -1,5 +1,5 @@
 """How long a worker waits before trying the server again, so a fleet cut off together does
-not come back in lockstep (issue 10, item 5)."""
+not come back in lockstep and hammer a server that is just recovering (README: Reliability)."""
 
 from __future__ import annotations
 

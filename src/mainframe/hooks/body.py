@@ -13,7 +13,7 @@ import orjson
 from mainframe.clock import rfc3339
 from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanReady, ScanRef
 
-MAX_BODY_BYTES = 4096  # the bound on a whole body
+MAX_BODY_BYTES = 4096  # a whole body stays under 4 KiB whatever the sender wrote (docs/hooks.md)
 READY = "scan.ready"
 DEAD_LETTERED = "scan.dead_lettered"
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from mainframe.clock import MICROS
 from mainframe.lifecycle.events import Event, ScanDeadLettered, ScanReady
 
-MAX_ATTEMPTS = 3  # the seed: "the same three attempts"
+MAX_ATTEMPTS = 3  # each notification gets up to three attempts (README: Hooks)
 RETRY_AFTER_CAP_SECONDS = 60.0  # a receiver's Retry-After is honoured up to this
 JITTER = 0.25  # each backoff step is drawn within ±25% of its configured value
 DISABLE_AFTER_FAILURES = 10  # consecutive failed notifications before a hook is disabled

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from standardwebhooks.webhooks import Webhook
 
 SECRET_PREFIX = "whsec_"
-SECRET_BYTES = 32  # the issue: whsec_ + base64 of 32 random bytes
+SECRET_BYTES = 32  # a secret is whsec_ + base64 of 32 random bytes (docs/hooks.md)
 
 
 def new_secret() -> str:

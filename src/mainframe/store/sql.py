@@ -1,7 +1,7 @@
 """Named statements, each written out whole: its SQLite text and, where the dialects differ,
 its PostgreSQL text beside it. Both use `:name` parameters; PostgreSQL (asyncpg) receives
 them as `$1 … $n`, numbered once at import. Nothing is assembled at run time, and every
-statement is registered by name, so `tests/integration/test_sql_golden.py` can print them
+statement is registered by name, so `tests/unit/test_store_sql.py` can print them
 all to a checked-in file where any change to the server's SQL shows up in a diff.
 
 `mf_now()` is the deployment's clock in microseconds since the epoch: PostgreSQL's `now()`

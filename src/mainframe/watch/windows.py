@@ -13,7 +13,7 @@ from email.utils import parsedate_to_datetime
 
 from mainframe.clock import MICROS, rfc3339
 
-# Ceiling of the full-jitter exponential backoff between refused polls (seed 002).
+# Ceiling of the full-jitter exponential backoff between refused polls (docs/watch.md).
 BACKOFF_CAP_SECONDS = 60.0
 
 
