@@ -21,6 +21,7 @@ serve: $(STAMP)  ## start the server on ./mainframe.db at http://127.0.0.1:$(POR
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports  # the layers of ARCHITECTURE.md (.importlinter)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

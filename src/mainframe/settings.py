@@ -7,15 +7,13 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_DATABASE_URL = "sqlite:///./mainframe.db"
-SUPPORTED_URL_PREFIXES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
-
-
-def check_database_url(url: str) -> str:
-    """The URL unchanged if Mainframe can open it; ValueError (for settings) otherwise."""
-    if not url.startswith(SUPPORTED_URL_PREFIXES):
-        raise ValueError("must start with sqlite:// or postgresql://")
-    return url
+from mainframe.parsers import (
+    DEFAULT_DATABASE_URL,
+    check_database_url,
+    parse_backoff,
+    parse_cidrs,
+    parse_keys,
+)
 
 
 class Settings(BaseSettings):
@@ -76,21 +74,15 @@ class Settings(BaseSettings):
     def _known_database(cls, value: str) -> str:
         return check_database_url(value)
 
-    # The parsers are imported when a value is checked, not at import: the store and the
-    # hooks package import this module.
     @field_validator("hooks_allow_cidrs")
     @classmethod
     def _cidrs(cls, value: str) -> str:
-        from mainframe.hooks.addresses import parse_cidrs
-
         parse_cidrs(value)
         return value
 
     @field_validator("hooks_backoff_seconds")
     @classmethod
     def _backoff(cls, value: str) -> str:
-        from mainframe.hooks.policy import parse_backoff
-
         parse_backoff(value)
         return value
 
@@ -104,8 +96,6 @@ class Settings(BaseSettings):
     @field_validator("secret_key")
     @classmethod
     def _fernet_keys(cls, value: SecretStr | None) -> SecretStr | None:
-        from mainframe.store.hook_secrets import parse_keys
-
         if value is not None:
             try:
                 parse_keys(value.get_secret_value())

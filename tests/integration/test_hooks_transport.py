@@ -17,13 +17,14 @@ from standardwebhooks.webhooks import Webhook
 
 from mainframe.clock import SystemClock
 from mainframe.hooks import body, signing
-from mainframe.hooks.addresses import AddressPolicy, parse_cidrs
+from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
 from mainframe.hooks.fakes import FakeResolver, LoopbackOnlyNetwork, MemoryHookBook
 from mainframe.hooks.transport import PinnedTransport
 from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics.hooks import HookMetrics
+from mainframe.parsers import parse_cidrs
 from mainframe.store.hooks import HookTarget
 from tests.hookreceiver import Answer, Receiver, receiver
 from tests.unit.test_hooks_addresses import REFUSED

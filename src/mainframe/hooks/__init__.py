@@ -10,10 +10,10 @@ import httpcore
 from mainframe.clock import Clock
 from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher, HookBook
 from mainframe.hooks.manage import address_policy
-from mainframe.hooks.policy import parse_backoff
 from mainframe.hooks.transport import PinnedTransport, Resolver, trust_store
 from mainframe.logs import get_logger
 from mainframe.metrics.hooks import HookMetrics
+from mainframe.parsers import parse_backoff
 from mainframe.settings import Settings
 
 __all__ = [

@@ -8,6 +8,8 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mainframe.parsers import parse_cidrs
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -99,19 +101,6 @@ def _first(address: IPAddress, table: tuple[tuple[str, IPNetwork], ...]) -> str 
         if address.version == network.version and address in network:
             return reason
     return None
-
-
-def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
-    """Comma-separated CIDRs (or single addresses); ValueError naming the bad one."""
-    networks = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(part, strict=False))
-        except ValueError as exc:
-            raise ValueError(f"{part!r} is not a CIDR range") from exc
-    return tuple(networks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,9 @@ from typing import Any
 
 from mainframe.clock import rfc3339
 from mainframe.hooks import signing
-from mainframe.hooks.addresses import AddressPolicy, parse_cidrs
+from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.targets import url_problem
+from mainframe.parsers import parse_cidrs
 from mainframe.settings import Settings
 from mainframe.store.errors import Invalid
 from mainframe.store.hooks import Hooks, HookView, Rotation

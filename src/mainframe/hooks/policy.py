@@ -109,15 +109,3 @@ def next_delay(
         return min(attempt.retry_after, RETRY_AFTER_CAP_SECONDS)
     base = backoff[min(number, len(backoff)) - 1] if backoff else 0.0
     return base * (1.0 - JITTER + 2.0 * JITTER * draw)
-
-
-def parse_backoff(text: str) -> tuple[float, ...]:
-    """`MAINFRAME_HOOKS_BACKOFF_SECONDS`: comma-separated non-negative seconds, one per retry
-    (the last repeats)."""
-    try:
-        steps = tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        steps = ()
-    if not 1 <= len(steps) <= 4 or not all(0 <= s <= 300 for s in steps):  # NaN fails too
-        raise ValueError("give one to four comma-separated seconds, each between 0 and 300")
-    return steps

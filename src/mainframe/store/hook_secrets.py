@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from sqlalchemy.engine import make_url
 
+from mainframe.parsers import parse_keys
+
 KEY_FILE_SUFFIX = ".secret-key"
 
 
@@ -52,16 +54,6 @@ class SecretBox:
             return self._fernet.decrypt(token.encode()).decode()
         except InvalidToken:
             return None
-
-
-def parse_keys(text: str) -> list[bytes]:
-    """Comma-separated Fernet keys; ValueError when one is not a Fernet key."""
-    keys = [part.strip().encode() for part in text.split(",") if part.strip()]
-    if not keys:
-        raise ValueError("give at least one Fernet key")
-    for key in keys:
-        Fernet(key)  # raises ValueError for anything but 32 url-safe base64 bytes
-    return keys
 
 
 def key_file_for(database_url: str) -> Path | None:

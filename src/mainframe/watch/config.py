@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from mainframe.settings import check_database_url
+from mainframe.parsers import check_database_url
 from mainframe.watch.policies import DeliveryPolicy, ObserverPolicy
 from mainframe.watch.sinks import check_labels, parse_secrets
 

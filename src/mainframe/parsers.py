@@ -1,0 +1,56 @@
+"""The parsers behind settings that other layers use too: a database URL, CIDR lists, hook
+retry pauses and Fernet keys. A leaf module: settings, the store, the hooks and the watcher all
+import it, and it imports none of them."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from cryptography.fernet import Fernet
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+DEFAULT_DATABASE_URL = "sqlite:///./mainframe.db"
+SUPPORTED_URL_PREFIXES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
+
+
+def check_database_url(url: str) -> str:
+    """The URL unchanged if Mainframe can open it; ValueError (for settings) otherwise."""
+    if not url.startswith(SUPPORTED_URL_PREFIXES):
+        raise ValueError("must start with sqlite:// or postgresql://")
+    return url
+
+
+def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
+    """Comma-separated CIDRs (or single addresses); ValueError naming the bad one."""
+    networks = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError as exc:
+            raise ValueError(f"{part!r} is not a CIDR range") from exc
+    return tuple(networks)
+
+
+def parse_backoff(text: str) -> tuple[float, ...]:
+    """`MAINFRAME_HOOKS_BACKOFF_SECONDS`: comma-separated non-negative seconds, one per retry
+    (the last repeats)."""
+    try:
+        steps = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        steps = ()
+    if not 1 <= len(steps) <= 4 or not all(0 <= s <= 300 for s in steps):  # NaN fails too
+        raise ValueError("give one to four comma-separated seconds, each between 0 and 300")
+    return steps
+
+
+def parse_keys(text: str) -> list[bytes]:
+    """Comma-separated Fernet keys; ValueError when one is not a Fernet key."""
+    keys = [part.strip().encode() for part in text.split(",") if part.strip()]
+    if not keys:
+        raise ValueError("give at least one Fernet key")
+    for key in keys:
+        Fernet(key)  # raises ValueError for anything but 32 url-safe base64 bytes
+    return keys
