@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     metrics_refresh_seconds: float = Field(default=60.0, gt=0)
     # How long a board sign-in lasts before the owner must sign in again (12 hours).
     board_session_seconds: float = Field(default=43_200.0, gt=0, le=30 * 86400)
+    # Board sign-in attempts per client address: a sustained rate per minute and a burst, so
+    # owner tokens cannot be guessed at speed.
+    board_sign_in_per_minute: float = Field(default=5.0, gt=0)
+    board_sign_in_burst: int = Field(default=10, ge=1)
     # Delivery-stats requests per token: a sustained rate per minute and a burst.
     stats_rate_per_minute: float = Field(default=60.0, gt=0)
     stats_burst: int = Field(default=10, ge=1)

@@ -1,7 +1,9 @@
 """The board in real headless Chromium against a real `mainframe serve`: sign in, watch a
 scan become a dead letter when its only lease lapses, find it under Dead by search, open it,
 redrive it and see it leave Dead; a form without its CSRF token refused; hostile sender text
-shown as text. Set MAINFRAME_SCREENSHOTS=1 to refresh the README's screenshots in docs/."""
+shown as text; a reload after issuing a credential issues none; a notice in the URL shows
+nothing; a focus ring that stands out from white; a redrive done with the keyboard alone.
+Set MAINFRAME_SCREENSHOTS=1 to refresh the README's screenshots in docs/."""
 
 from __future__ import annotations
 
@@ -111,8 +113,9 @@ def test_an_operator_finds_and_redrives_a_dead_letter(
             assert page.get_by_text("lease expired").first.is_visible()
             assert page.locator("ol.timeline li").count() == 1
             page.screenshot(path=str(shots / "board-dead-letter.png"), full_page=True)
-            page.get_by_role("button", name="Redrive").click()
-            assert page.get_by_role("status").inner_text().startswith("Redriven")
+            page.get_by_role("link", name=re.compile(r"^Redrive #")).click()
+            page.get_by_role("button", name=re.compile(r"^Redrive #")).click()
+            assert "redriven" in page.get_by_role("status").inner_text()
             page.goto(server.url + "/board?status=dead")
             assert dead_count(page) == 1
             assert page.get_by_role("link", name="lapsing-pkg").count() == 0
@@ -134,9 +137,9 @@ def test_an_operator_finds_and_redrives_a_dead_letter(
             page.set_viewport_size(LAPTOP)
 
             # A redrive form whose CSRF token went missing is refused and changes nothing.
-            page.goto(server.url + f"/board/scans/{hostile['scan_id']}")
+            page.goto(server.url + f"/board/scans/{hostile['scan_id']}/redrive")
             page.evaluate("document.querySelector('main input[name=csrf]').remove()")
-            page.get_by_role("button", name="Redrive").click()
+            page.get_by_role("button", name=re.compile(r"^Redrive #")).click()
             assert "security token" in page.locator("main").inner_text()
             page.goto(server.url + "/board")
             assert dead_count(page) == 1
@@ -150,3 +153,122 @@ def test_an_operator_finds_and_redrives_a_dead_letter(
             context.close()
     if shots == DOCS:
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _luminance(rgb: tuple[int, ...]) -> float:
+    """WCAG 2 relative luminance of an sRGB colour."""
+    lin = [c / 255 / 12.92 if c <= 10 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    light, dark = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def tab_to(page: object, name: re.Pattern[str], *, presses: int = 80) -> None:
+    """Press Tab until the focused element's text matches `name`, as a keyboard user would."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")  # type: ignore[attr-defined]
+        focused = page.evaluate("document.activeElement.innerText || ''")  # type: ignore[attr-defined]
+        if name.search(focused):
+            return
+    raise AssertionError(f"no element named {name.pattern!r} within {presses} Tab presses")
+
+
+@pytest.fixture(scope="module")
+def board_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One server for the keyboard and credential checks, with an owner, two dead letters
+    and a worker; yields its URL and tokens."""
+    tmp = tmp_path_factory.mktemp("board")
+    url = f"sqlite:///{tmp / 'mainframe.db'}"
+    with ServerProcess(url, tmp, MAINFRAME_MAX_JOB_ATTEMPTS="1") as server:
+        owner = server.stdout_path.read_text().strip().splitlines()[-1]
+        cli(url, "endpoint", "create", "pypi-malware", "--owner", "admin")
+        worker = cli(url, "token", "create", "--endpoint", "pypi-malware", "--worker", "w1")
+        source = cli(url, "token", "create", "--endpoint", "pypi-malware", "--source", "feed")
+        with httpx.Client(base_url=server.url, timeout=10) as api:
+            for name in ("keyboard-pkg", "other-pkg"):
+                body = {"name": name, "version": "2.0"}
+                assert api.post("/api/v1/scans", json=body, headers=auth(source)).status_code == 201
+                [job] = api.post("/api/v1/jobs", headers=auth(worker)).json()
+                result = {"outcome": "failed", "attempt": 1, "assignment_id": job["assignment_id"],
+                          "summary": "Traceback\nOSError: sandbox died"}  # fmt: skip
+                api.post(f"/api/v1/jobs/{job['scan_id']}/result", json=result, headers=auth(worker))
+        yield {"url": server.url, "owner": owner}
+
+
+def signed_in(browser: object, server: dict[str, str]) -> object:
+    context = browser.new_context(viewport=LAPTOP)  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(server["url"] + "/board/sign-in")
+    page.get_by_label("Owner token").fill(server["owner"])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r"/board$"))
+    return page
+
+
+def test_reloading_after_issuing_a_credential_issues_none(
+    browser: object, board_server: dict[str, str]
+) -> None:
+    page = signed_in(browser, board_server)
+    page.goto(board_server["url"] + "/board/endpoints/pypi-malware")  # type: ignore[attr-defined]
+    page.get_by_label("Name").fill("scanner-7")  # type: ignore[attr-defined]
+    page.get_by_role("button", name="Issue credential").click()  # type: ignore[attr-defined]
+    secret = page.locator("pre.secret").inner_text()  # type: ignore[attr-defined]
+    assert secret.startswith("mfw_")
+    page.reload()  # type: ignore[attr-defined]
+    assert secret not in page.content()  # type: ignore[attr-defined]
+    assert page.get_by_role("heading", name="No new credential to show").is_visible()  # type: ignore[attr-defined]
+    page.goto(board_server["url"] + "/board/endpoints/pypi-malware")  # type: ignore[attr-defined]
+    rows = page.locator("tbody tr", has_text="scanner-7")  # type: ignore[attr-defined]
+    assert rows.count() == 1
+    page.context.close()  # type: ignore[attr-defined]
+
+
+def test_a_notice_in_the_url_shows_nothing(browser: object, board_server: dict[str, str]) -> None:
+    page = signed_in(browser, board_server)
+    for path in ("/board", "/board/endpoints/pypi-malware"):
+        page.goto(board_server["url"] + path + "?notice=Account+locked,+call+555-0100")  # type: ignore[attr-defined]
+        assert page.get_by_role("status").count() == 0  # type: ignore[attr-defined]
+        assert "Account locked" not in page.locator("body").inner_text()  # type: ignore[attr-defined]
+    page.context.close()  # type: ignore[attr-defined]
+
+
+def test_the_focus_ring_stands_out_from_white(
+    browser: object, board_server: dict[str, str]
+) -> None:
+    page = signed_in(browser, board_server)
+    tab_to(page, re.compile(r"^Dead\s+\d+$"))  # the Dead pill, on the white of the page
+    ring = page.evaluate(  # type: ignore[attr-defined]
+        "(() => { const s = getComputedStyle(document.activeElement);"
+        " return [s.outlineStyle, s.outlineWidth, s.outlineColor]; })()"
+    )
+    style, width, color = ring
+    assert style == "solid" and float(width.removesuffix("px")) >= 2, ring
+    rgb = tuple(int(n) for n in re.findall(r"\d+", color)[:3])
+    assert contrast(rgb, (255, 255, 255)) >= 3.0, (color, contrast(rgb, (255, 255, 255)))
+    page.context.close()  # type: ignore[attr-defined]
+
+
+def test_a_dead_letter_redriven_with_the_keyboard_alone(
+    browser: object, board_server: dict[str, str]
+) -> None:
+    page = signed_in(browser, board_server)
+    page.goto(board_server["url"] + "/board?status=dead&q=keyboard")  # type: ignore[attr-defined]
+    tab_to(page, re.compile(r"^keyboard-pkg$"))
+    page.keyboard.press("Enter")  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/board/scans/\d+\?"))  # type: ignore[attr-defined]
+    tab_to(page, re.compile(r"^Redrive #\d+"))
+    page.keyboard.press("Enter")  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/board/scans/\d+/redrive"))  # type: ignore[attr-defined]
+    assert "keyboard-pkg" in page.locator("h1").inner_text()  # type: ignore[attr-defined]
+    tab_to(page, re.compile(r"^Redrive #\d+ keyboard-pkg"))
+    page.keyboard.press("Enter")  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/board/scans/\d+\?"))  # type: ignore[attr-defined]
+    assert "redriven" in page.get_by_role("status").inner_text()  # type: ignore[attr-defined]
+    tab_to(page, re.compile(r"^\u2190 Back$"))
+    page.keyboard.press("Enter")  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"status=dead.*q=keyboard"))  # type: ignore[attr-defined]
+    assert page.locator(".matched").inner_text() == "0"  # type: ignore[attr-defined]
+    page.context.close()  # type: ignore[attr-defined]

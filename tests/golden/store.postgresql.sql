@@ -162,6 +162,22 @@ WHERE scans.dead_lettered_at IS NOT NULL
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = $1;
 
+-- count_scans
+SELECT count(*) FROM (
+SELECT scans.id
+FROM scans CROSS JOIN endpoints
+WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.status = $3)
+  AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
+  AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
+  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
+       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
+       OR scans.id = $7)
+  AND scans.id < $8
+ORDER BY scans.id DESC LIMIT $9
+) AS capped;
+
 -- dead_letter_ids
 SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
@@ -195,7 +211,7 @@ WHERE endpoints.owner_id = $1
   AND scan_totals.outcome = 'dead_lettered';
 
 -- delete_expired_sessions
-DELETE FROM board_sessions WHERE expires_at <= mf_now();
+DELETE FROM board_sessions WHERE expires_at <= mf_now() - $1;
 
 -- delete_hook
 DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2;
@@ -257,9 +273,10 @@ WHERE id = $1 AND status IN ('QUEUED', 'QUARANTINED')
 RETURNING id;
 
 -- find_session
-SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at
+SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at,
+       board_sessions.flash, board_sessions.expires_at > mf_now()
 FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
-WHERE board_sessions.session_hash = $1 AND board_sessions.expires_at > mf_now();
+WHERE board_sessions.session_hash = $1;
 
 -- heartbeat
 WITH who AS (
@@ -414,6 +431,30 @@ WHERE scans.dead_lettered_at IS NOT NULL
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
 LIMIT $8;
 
+-- list_dead_letters_newer
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.fail_reason = $3)
+  AND (CAST($4 AS bigint) IS NULL OR scans.dead_lettered_at >= $4)
+  AND (CAST($5 AS text) IS NULL OR scans.queue = $5)
+  AND (scans.dead_lettered_at, scans.id) > ($6, $7)
+ORDER BY scans.dead_lettered_at, scans.id
+LIMIT $8;
+
 -- list_hooks
 SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
        consecutive_failures, last_delivery_at
@@ -437,6 +478,25 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
        OR scans.id = $7)
   AND scans.id < $8
 ORDER BY scans.id DESC LIMIT $9;
+
+-- list_scans_newer
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+FROM scans CROSS JOIN endpoints
+WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.status = $3)
+  AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
+  AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
+  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
+       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
+       OR scans.id = $7)
+  AND scans.id > $8
+ORDER BY scans.id LIMIT $9;
 
 -- live_counts
 SELECT scans.endpoint_id, 'queued', count(*) FROM scans
@@ -683,6 +743,39 @@ LEFT JOIN attempts AS final
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
 LIMIT $10;
 
+-- search_dead_letters_newer
+WITH matched AS MATERIALIZED (
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = $1
+      AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+      AND (scans.name ILIKE $3 ESCAPE '\' OR scans.source ILIKE $3 ESCAPE '\'
+           OR scans.kind ILIKE $3 ESCAPE '\' OR scans.id = $4)
+      AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
+      AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
+      AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+      AND (scans.dead_lettered_at, scans.id) > ($8, $9)
+)
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM matched
+JOIN scans ON scans.id = matched.id
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+ORDER BY scans.dead_lettered_at, scans.id
+LIMIT $10;
+
+-- set_session_flash
+UPDATE board_sessions SET flash = $1
+WHERE session_hash = $2 AND expires_at > mf_now();
+
 -- stale_tables
 SELECT relname FROM pg_stat_user_tables
 WHERE relname IN ('scans', 'attempts')
@@ -708,6 +801,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
+
+-- take_session_flash
+UPDATE board_sessions SET flash = NULL WHERE session_hash = $1 AND flash = $2;
 
 -- token_named
 SELECT id FROM tokens WHERE endpoint_id = $1 AND principal = $2 LIMIT 1;

@@ -94,6 +94,22 @@ WHERE scans.dead_lettered_at IS NOT NULL
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint;
 
+-- count_scans
+SELECT count(*) FROM (
+SELECT scans.id
+FROM scans CROSS JOIN endpoints
+WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:status IS NULL OR scans.status = :status)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
+       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
+       OR scans.id = :term_id)
+  AND scans.id < :before
+ORDER BY scans.id DESC LIMIT :limit
+) AS capped;
+
 -- dead_letter_ids
 SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
@@ -127,7 +143,7 @@ WHERE endpoints.owner_id = :owner
   AND scan_totals.outcome = 'dead_lettered';
 
 -- delete_expired_sessions
-DELETE FROM board_sessions WHERE expires_at <= mf_now();
+DELETE FROM board_sessions WHERE expires_at <= mf_now() - :kept;
 
 -- delete_hook
 DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint;
@@ -189,9 +205,10 @@ WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED')
 RETURNING id;
 
 -- find_session
-SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at
+SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at,
+       board_sessions.flash, board_sessions.expires_at > mf_now()
 FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
-WHERE board_sessions.session_hash = :session AND board_sessions.expires_at > mf_now();
+WHERE board_sessions.session_hash = :session;
 
 -- heartbeat
 WITH who AS (
@@ -341,6 +358,30 @@ WHERE scans.dead_lettered_at IS NOT NULL
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
 LIMIT :limit;
 
+-- list_dead_letters_newer
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+ORDER BY scans.dead_lettered_at, scans.id
+LIMIT :limit;
+
 -- list_hooks
 SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
        consecutive_failures, last_delivery_at
@@ -364,6 +405,25 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
        OR scans.id = :term_id)
   AND scans.id < :before
 ORDER BY scans.id DESC LIMIT :limit;
+
+-- list_scans_newer
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+FROM scans CROSS JOIN endpoints
+WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:status IS NULL OR scans.status = :status)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
+       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
+       OR scans.id = :term_id)
+  AND scans.id > :newer_than
+ORDER BY scans.id LIMIT :limit;
 
 -- live_counts
 SELECT scans.endpoint_id, 'queued', count(*) FROM scans
@@ -602,6 +662,39 @@ LEFT JOIN attempts AS final
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
 LIMIT :limit;
 
+-- search_dead_letters_newer
+WITH matched AS MATERIALIZED (
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (scans.name LIKE :pattern ESCAPE '\' OR scans.source LIKE :pattern ESCAPE '\'
+           OR scans.kind LIKE :pattern ESCAPE '\' OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+)
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM matched
+JOIN scans ON scans.id = matched.id
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+ORDER BY scans.dead_lettered_at, scans.id
+LIMIT :limit;
+
+-- set_session_flash
+UPDATE board_sessions SET flash = :flash
+WHERE session_hash = :session AND expires_at > mf_now();
+
 -- stale_tables
 -- PostgreSQL only: SQLite's plans do not follow statistics.;
 
@@ -624,6 +717,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
+
+-- take_session_flash
+UPDATE board_sessions SET flash = NULL WHERE session_hash = :session AND flash = :flash;
 
 -- token_named
 SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal LIMIT 1;

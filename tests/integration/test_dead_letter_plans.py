@@ -22,8 +22,10 @@ from mainframe.store.dead_letters import (
     DEAD_LETTER_IDS,
     DEAD_LETTER_TOTAL,
     LIST_DEAD_LETTERS,
+    LIST_DEAD_LETTERS_NEWER,
     NEWEST,
     SEARCH_DEAD_LETTERS,
+    SEARCH_DEAD_LETTERS_NEWER,
     DeadLetterFilter,
 )
 from tests.integration.plans import (
@@ -149,6 +151,11 @@ def page(f: DeadLetterFilter, after: tuple[int, int] = NEWEST) -> dict[str, Any]
     return f.params(1) | {"after_at": after[0], "after_id": after[1], "limit": 50}
 
 
+def newer(f: DeadLetterFilter, keyset: tuple[int, int]) -> dict[str, Any]:
+    """The parameters of the page before `keyset`, as the board binds them."""
+    return f.params(1) | {"newer_at": keyset[0], "newer_id": keyset[1], "limit": 51}
+
+
 # The cursor of a page far down the listing: dead letter 2,000 of alice's.
 LATER = (NOW + 2_000 * 1_000 + 5, FIRST_DEAD + 2_000)
 TERM = name_of(4_242)  # one dead letter's package name, as an operator would type it
@@ -165,6 +172,15 @@ CASES = {
     "later_page": Case(LIST_DEAD_LETTERS, page(DeadLetterFilter(), LATER),
                        sqlite_index("ix_scans_dead_recent") + r".*dead_lettered_at<\?",
                        r"Index Cond: \(ROW\(dead_lettered_at, id\) < ROW\("),
+    # The way back from a later page walks the same index forwards from its cursor.
+    "earlier_page": Case(LIST_DEAD_LETTERS_NEWER, newer(DeadLetterFilter(), LATER),
+                         sqlite_index("ix_scans_dead_recent") + r".*dead_lettered_at>\?",
+                         r"Index Cond: \(ROW\(dead_lettered_at, id\) > ROW\("),
+    "earlier_page_of_an_endpoint": Case(LIST_DEAD_LETTERS_NEWER,
+                                        newer(DeadLetterFilter(endpoint="npm"), LATER),
+                                        SQLITE_DEAD, PG_DEAD),
+    "earlier_search": Case(SEARCH_DEAD_LETTERS_NEWER, newer(DeadLetterFilter(q=TERM), LATER),
+                           SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "search": Case(SEARCH_DEAD_LETTERS, page(DeadLetterFilter(q=TERM)), SQLITE_DEAD, PG_TRIGRAMS,
                    sorts=SORTS, custom_plan=True),
     "search_by_id": Case(SEARCH_DEAD_LETTERS, page(DeadLetterFilter(q=str(FIRST_DEAD + 4_242))),

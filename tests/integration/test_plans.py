@@ -424,6 +424,18 @@ CASES = {
        for label, extra in (("", {}), ("_page", {"before": 40_000}),
                             ("_filtered", {"status": "QUARANTINED", "endpoint": "npm"}),
                             ("_search", terms("QUEUED4")))},
+    # The way back from a later page walks the primary key forwards from its cursor.
+    "list_scans_newer": Case(queries.LIST_SCANS_NEWER, LIST | {"newer_than": 40_000},
+                             (r"^SEARCH scans USING INTEGER PRIMARY KEY \(rowid>\?\)",
+                              sqlite_pk("endpoints")),
+                             r"Index Scan using scans_pkey on scans\b"),
+    # A pill's count under a search is the listing's own walk, stopped at the cap.
+    **{f"count_scans{label}": Case(queries.COUNT_SCANS, LIST | {"limit": 1000} | extra,
+                                   (r"^SEARCH scans USING INTEGER PRIMARY KEY \(rowid<\?\)",
+                                    sqlite_pk("endpoints")),
+                                   r"Index Scan Backward using scans_pkey on scans\b")
+       for label, extra in (("", {"queue": "default"}), ("_search", terms("QUEUED4")),
+                            ("_of_a_status", {"status": "QUEUED"} | terms("QUEUED4")))},
     # Accounts.
     "authenticate": Case(accounts.AUTHENTICATE, {"digest": WORKER}, WHO, PG_WHO),
     "owner_id": Case(accounts.OWNER_ID, {"name": "owner1"},
@@ -492,8 +504,8 @@ CASES = {
                                    sqlite_index("sqlite_autoindex_delivery_counts_1",
                                                 "delivery_counts") + r"endpoint_id=\? AND minute",
                                    pg_index("delivery_counts_pkey", "delivery_counts")),
-    # Board sessions: each sign-in sweeps the expired ones through their expiry.
-    "delete_expired_sessions": Case(sessions.DELETE_EXPIRED, {},
+    # Board sessions: each sign-in sweeps the long-ended ones through their expiry.
+    "delete_expired_sessions": Case(sessions.DELETE_EXPIRED, {"kept": sessions.ENDED_KEPT_US},
                                     sqlite_index("ix_board_sessions_expires", "board_sessions"),
                                     pg_small("board_sessions", "ix_board_sessions_expires")),
     "find_session": Case(sessions.FIND_SESSION, SESSION,
@@ -503,6 +515,14 @@ CASES = {
     "delete_session": Case(sessions.DELETE_SESSION, SESSION,
                            sqlite_index("sqlite_autoindex_board_sessions_1", "board_sessions"),
                            pg_index("board_sessions_pkey", "board_sessions")),
+    # A form's flash is kept in, and taken from, its session's row by key.
+    "set_session_flash": Case(sessions.SET_FLASH, SESSION | {"flash": "sealed"},
+                              sqlite_index("sqlite_autoindex_board_sessions_1", "board_sessions"),
+                              pg_index("board_sessions_pkey", "board_sessions")),
+    "take_session_flash": Case(sessions.TAKE_FLASH, SESSION | {"flash": "sealed"},
+                               sqlite_index("sqlite_autoindex_board_sessions_1",
+                                            "board_sessions"),
+                               pg_index("board_sessions_pkey", "board_sessions")),
     # Endpoint names, read once per process.
     "endpoint_name": Case(names.ENDPOINT_NAME, {"endpoint": 1}, sqlite_pk("endpoints"),
                           pg_small("endpoints", "endpoints_pkey")),

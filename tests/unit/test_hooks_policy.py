@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from mainframe import parsers
 from mainframe.hooks import policy
 from mainframe.hooks.policy import Attempt, AttemptResult
 from mainframe.lifecycle.events import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
@@ -108,9 +109,9 @@ def test_no_retry_after_success_a_4xx_a_redirect_or_a_refusal() -> None:
 @pytest.mark.parametrize("text", ["", "a", "1,-1", "nan", "1,2,3,4,5", "301"])
 def test_bad_backoff_settings_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
-        policy.parse_backoff(text)
+        parsers.parse_backoff(text)
 
 
 def test_backoff_setting_parses() -> None:
-    assert policy.parse_backoff("1,5") == (1.0, 5.0)
-    assert policy.parse_backoff("0") == (0.0,)
+    assert parsers.parse_backoff("1,5") == (1.0, 5.0)
+    assert parsers.parse_backoff("0") == (0.0,)

@@ -50,11 +50,17 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
         burst=settings.stats_burst,
         clock=store.clock,
     )
+    sign_ins = TokenBucket(
+        rate_per_s=settings.board_sign_in_per_minute / 60.0,
+        burst=settings.board_sign_in_burst,
+        clock=store.clock,
+    )
     return Runtime(
         settings=settings,
         store=store,
         metrics=metrics,
         stats_limiter=limiter,
+        sign_in_limiter=sign_ins,
         dispatcher=dispatcher,
     )
 

@@ -21,6 +21,7 @@ class Runtime:
     store: Store
     metrics: Metrics
     stats_limiter: TokenBucket
+    sign_in_limiter: TokenBucket
     dispatcher: Dispatcher | None = None
     ready: bool = False
 

@@ -20,12 +20,16 @@ from mainframe.metrics import Metrics
 
 UNEXPECTED = "unexpected server error; it has been logged"
 NUL = "must not contain a NUL character"
+BOARD = "/board"
 
 
 def nul_field(scope: Scope) -> str | None:
-    """Where a request's path or query string holds a NUL, if it does. Every route, the board
-    and /dragonfly included, refuses it here, before any parser: PostgreSQL cannot store or
-    compare text with a NUL in it, and SQLite would store it."""
+    """Where a request's path or query string holds a NUL, if it does. Every route but the
+    board's refuses it here, before any parser: PostgreSQL cannot store or compare text with
+    a NUL in it, and SQLite would store it. The board checks its own input and answers every
+    refusal with its own page."""
+    if scope["path"].startswith(BOARD):
+        return None
     if "\x00" in scope["path"]:
         return "path"
     query: bytes = scope.get("query_string", b"")

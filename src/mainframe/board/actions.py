@@ -1,16 +1,18 @@
 """The board's state-changing forms: sign in and out, redrive one scan or the current filter,
-create an endpoint, issue and delete credentials. Each checks its CSRF token first."""
+create an endpoint, issue and delete credentials. Each checks its CSRF token first and answers
+with a redirect to a page (post/redirect/get), so a reload never repeats it; what it has to
+say travels in the session's flash, never in the URL."""
 
 from __future__ import annotations
 
-from typing import Annotated
-from urllib.parse import urlencode
+from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Request
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
-from mainframe.api.deps import RuntimeDep
+from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.api.operator_schemas import PRINTABLE
 from mainframe.board import filters
 from mainframe.board.auth import (
@@ -19,12 +21,14 @@ from mainframe.board.auth import (
     check_csrf,
     clear_cookie,
     current_session,
-    new_sign_in_token,
-    set_cookie,
+    safe_next,
+    set_session_cookie,
+    tell,
 )
-from mainframe.board.pages import SIGN_IN_FORM_SECONDS
-from mainframe.board.render import page
+from mainframe.board.pages import error_page, sign_in_page
 from mainframe.contract.text import printable
+from mainframe.logs import get_logger
+from mainframe.ratelimit import retry_after_header
 from mainframe.store import Conflict, StoreError
 from mainframe.store.sessions import Session
 
@@ -32,7 +36,8 @@ router = APIRouter(prefix="/board", include_in_schema=False)
 # Ids within the database's 64 bits; names without control characters (PostgreSQL refuses NUL).
 IdPath = Annotated[int, Path(ge=1, le=2**62)]
 NamePath = Annotated[str, Path(max_length=200, pattern=PRINTABLE)]
-MAX_FORM_FIELDS = 20  # the largest form has eight fields
+MAX_FORM_FIELDS = 20  # the largest form has nine fields
+NOT_AN_OWNER_TOKEN = "That is not an owner token."
 
 
 async def _form(request: Request) -> FormData:
@@ -47,33 +52,54 @@ def _text(form: FormData, name: str, limit: int = 300) -> str:
     return "".join(ch for ch in value.strip()[:limit] if printable(ch))
 
 
-def _see(path: str, **query: str | int) -> RedirectResponse:
-    suffix = f"?{urlencode(query)}" if query else ""
-    return RedirectResponse(path + suffix, status_code=303)
+def _see(path: str) -> RedirectResponse:
+    return RedirectResponse(path, status_code=303)
+
+
+def _endpoint(name: str, suffix: str = "") -> str:
+    return f"/board/endpoints/{quote(name)}{suffix}"
 
 
 async def _signed_in(request: Request, rt: RuntimeDep) -> tuple[Session, FormData]:
-    session = await current_session(request, rt)
+    # The form is read before the session is checked: if the session ended, sign-in returns
+    # the operator to the page this form was on (its `from` field).
     form = await _form(request)
+    session = await current_session(request, rt, back=form.get("from"))
     check_csrf(session.csrf, form.get("csrf"))
     return session, form
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 @router.post("/sign-in")
 async def sign_in(request: Request, rt: RuntimeDep) -> Response:
     form = await _form(request)
+    next_path = safe_next(form.get("next"))
+    wait = rt.sign_in_limiter.take(_client(request))
+    if wait > 0:
+        get_logger().warning("board_sign_in_failed", client=_client(request), reason="rate_limited")
+        retry = retry_after_header(wait)
+        message = f"Too many sign-in attempts from your address; try again in {retry} s."
+        refused = sign_in_page(request, next_path=next_path, error=message, reason=None,
+                               status=429)  # fmt: skip
+        refused.headers["Retry-After"] = retry
+        return refused
     check_csrf(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf"))
     lifetime = round(rt.settings.board_session_seconds * 1_000_000)
     made = await rt.store.sessions.sign_in(_text(form, "token", 200), lifetime_us=lifetime)
     if made is None:
-        token = new_sign_in_token()
-        context = {"csrf": token, "error": "That is not an owner token."}
-        response = page(request, "sign_in.html", context, status=401)
-        set_cookie(request, response, SIGN_IN_COOKIE, token, SIGN_IN_FORM_SECONDS)
-        return response
+        # The address, never the token: a mistyped token is often a real one.
+        get_logger().warning(
+            "board_sign_in_failed", client=_client(request), reason="not_an_owner_token"
+        )
+        return sign_in_page(
+            request, next_path=next_path, error=NOT_AN_OWNER_TOKEN, reason=None, status=401
+        )
     secret, _session = made
-    signed = _see("/board")
-    set_cookie(request, signed, SESSION_COOKIE, secret, int(rt.settings.board_session_seconds))
+    signed = _see(next_path)
+    set_session_cookie(request, signed, secret, int(rt.settings.board_session_seconds))
     clear_cookie(request, signed, SIGN_IN_COOKIE)
     return signed
 
@@ -87,14 +113,20 @@ async def sign_out(request: Request, rt: RuntimeDep) -> Response:
     return response
 
 
+async def _say(request: Request, rt: Runtime, notice: str, **more: Any) -> None:
+    await tell(request, rt, {"notice": notice, **more})
+
+
 @router.post("/scans/{scan_id}/redrive")
 async def redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session, _form_data = await _signed_in(request, rt)
     done = await rt.store.dead_letters.redrive_ids(session.owner_id, [scan_id])
-    notice = "Redriven: back in the queue with a fresh attempt budget."
+    notice = f"Scan #{scan_id} redriven: back in the queue with a fresh attempt budget."
     if done.skipped:
-        notice = f"Not redriven: {done.skipped[0].reason.replace('_', ' ')}."
-    return _see(f"/board/scans/{scan_id}", notice=notice)
+        notice = f"Scan #{scan_id} not redriven: {done.skipped[0].reason.replace('_', ' ')}."
+    await _say(request, rt, notice)
+    back = filters.lenient(request.query_params).query()
+    return _see(f"/board/scans/{scan_id}" + (f"?{back}" if back else ""))
 
 
 @router.post("/redrive")
@@ -104,17 +136,20 @@ async def redrive_filter(request: Request, rt: RuntimeDep) -> Response:
         f = filters.parse({k: _text(form, k) for k in ("q", "endpoint", "queue", "reason")})
         confirm = int(_text(form, "confirm", 12))
     except (filters.BadFilter, ValueError):
-        return page(request, "error.html", {"session": session, "message": "Bad form."}, status=422)
+        context = {"session": session}
+        return error_page(request, context, 422, "This redrive form is not usable.")
+    f = filters.BoardFilter("dead", f.q, f.endpoint, f.queue, f.reason)
     try:
         done = await rt.store.dead_letters.redrive_filter(
             session.owner_id, f.dead_letters(), confirm=confirm
         )
     except Conflict as exc:
-        count = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
-        context = {"session": session, "f": f, "count": count, "changed": exc.detail}
-        return page(request, "confirm.html", context, status=409)
-    notice = f"Redriven {done.redriven}; skipped {len(done.skipped)}."
-    return RedirectResponse("/board?" + f.query(notice=notice), status_code=303)
+        await _say(request, rt, f"Nothing was redriven. The count changed since you looked: "
+                                f"{exc.detail}.")  # fmt: skip
+        return _see("/board/redrive?" + f.search())
+    skipped = f"; skipped {len(done.skipped)}" if done.skipped else ""
+    await _say(request, rt, f"Redriven {done.redriven} dead letters{skipped}.")
+    return _see("/board?" + f.search())
 
 
 @router.post("/endpoints")
@@ -126,8 +161,10 @@ async def create_endpoint(request: Request, rt: RuntimeDep) -> Response:
             session.owner_id, name, open_intake=_text(form, "open_intake") == "on"
         )
     except StoreError as exc:
-        return _see("/board", notice=f"Not created: {exc.detail}")
-    return _see(f"/board/endpoints/{name}", notice="Endpoint created.")
+        await _say(request, rt, f"Endpoint not created: {exc.detail}.")
+        return _see("/board#endpoints")
+    await _say(request, rt, f"Endpoint {name} created.")
+    return _see(_endpoint(name))
 
 
 @router.post("/endpoints/{name}/tokens")
@@ -136,17 +173,21 @@ async def create_token(request: Request, rt: RuntimeDep, name: NamePath) -> Resp
     role = _text(form, "kind")
     principal = _text(form, "name", 200)
     if role not in ("worker", "source") or not principal:
-        return _see(f"/board/endpoints/{name}", notice="Give a kind and a name.")
+        await _say(request, rt, "No credential issued: give a kind and a name.")
+        return _see(_endpoint(name))
     try:
-        _view, secret = await rt.store.credentials.create_token(
+        view, secret = await rt.store.credentials.create_token(
             session.owner_id, name, role=role, principal=principal
         )
     except StoreError as exc:
-        return _see(f"/board/endpoints/{name}", notice=f"Not created: {exc.detail}")
-    # The secret is on this response only: reloading the endpoint page never shows it again.
-    context = {"session": session, "endpoint": name, "secret": secret, "kind": role,
-               "name": principal}  # fmt: skip
-    return page(request, "secret.html", context, status=201)
+        await _say(request, rt, f"No credential issued: {exc.detail}.")
+        return _see(_endpoint(name))
+    # The secret waits in the session, sealed, for the one page that shows it: reloading
+    # that page, or going back to this form's answer, neither issues nor shows another.
+    credential = {"endpoint": name, "id": view.id, "kind": role, "name": principal,
+                  "secret": secret}  # fmt: skip
+    await _say(request, rt, f"Issued {role} token \u201c{principal}\u201d.", credential=credential)
+    return _see(_endpoint(name, "/credential"))
 
 
 @router.post("/endpoints/{name}/tokens/{token_id}/delete")
@@ -155,7 +196,12 @@ async def delete_token(
 ) -> Response:
     session, _form_data = await _signed_in(request, rt)
     try:
+        tokens = await rt.store.credentials.tokens(session.owner_id, name)
+        token = next((t for t in tokens if t.id == token_id), None)
         await rt.store.credentials.delete_token(session.owner_id, name, token_id)
     except StoreError as exc:
-        return _see(f"/board/endpoints/{name}", notice=f"Not deleted: {exc.detail}")
-    return _see(f"/board/endpoints/{name}", notice=f"Token {token_id} deleted.")
+        await _say(request, rt, f"Token {token_id} not deleted: {exc.detail}.")
+        return _see(_endpoint(name))
+    what = f"{token.kind} token \u201c{token.name}\u201d" if token else "token"
+    await _say(request, rt, f"Deleted {what} (id {token_id}) of endpoint {name}.")
+    return _see(_endpoint(name))

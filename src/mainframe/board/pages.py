@@ -1,8 +1,10 @@
 """The board's pages: sign-in, the scans with their pills and filters, one scan (a dead
-letter's page), the redrive confirmation, and an endpoint with its credentials."""
+letter's page with its timeline), and the confirmations of a redrive. Every page reads the
+session's flash, so what a form's redirect wanted to say is shown once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -10,15 +12,16 @@ from starlette.responses import HTMLResponse, Response
 
 from mainframe.api import operator_shapes, shapes
 from mainframe.api.deps import RuntimeDep
-from mainframe.board import filters
+from mainframe.board import filters, timeline
 from mainframe.board.auth import (
     SIGN_IN_COOKIE,
-    current_session,
     new_sign_in_token,
+    safe_next,
+    session_ended,
     set_cookie,
+    signed_in_page,
 )
 from mainframe.board.render import page
-from mainframe.contract.text import printable
 from mainframe.store import NotFound
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
@@ -26,17 +29,33 @@ from mainframe.store.sessions import Session
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits
 SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
+# A pill's count under a search or a queue is counted up to this, then shown as "1000+":
+# each count walks the listing as a page of it does, and a few thousand rows stay quick.
+COUNT_CAP = 1000
+ENDED = "Your session ended; sign in again to continue."
 
 
-@router.get("/sign-in")
-async def sign_in_form(request: Request) -> Response:
+def sign_in_page(
+    request: Request, *, next_path: str, error: str | None, reason: str | None, status: int
+) -> Response:
+    """The sign-in form with a fresh CSRF cookie, returning to `next_path` once signed in."""
     token = new_sign_in_token()
-    response = page(request, "sign_in.html", {"csrf": token, "error": None})
+    context = {"csrf": token, "error": error, "reason": reason, "next": next_path}
+    response = page(request, "sign_in.html", context, status=status)
     set_cookie(request, response, SIGN_IN_COOKIE, token, SIGN_IN_FORM_SECONDS)
     return response
 
 
-def pill_counts(view: Overview, endpoint: str | None) -> dict[str, int]:
+@router.get("/sign-in")
+async def sign_in_form(request: Request, rt: RuntimeDep) -> Response:
+    # Why the operator is here comes from the server's own state (an expired session behind
+    # the cookie), never from the URL; the URL only says where to return to.
+    reason = ENDED if await session_ended(request, rt) else None
+    next_path = safe_next(request.query_params.get("next"))
+    return sign_in_page(request, next_path=next_path, error=None, reason=reason, status=200)
+
+
+def overview_counts(view: Overview, endpoint: str | None) -> dict[str, int]:
     """Each pill's count over the owner's endpoints (or the one chosen)."""
     cards = [c for c in view.endpoints if endpoint is None or c.name == endpoint]
     counts = {key: sum(c.counts[key] for c in cards) for key in filters.PILLS if key != "all"}
@@ -44,88 +63,118 @@ def pill_counts(view: Overview, endpoint: str | None) -> dict[str, int]:
     return counts
 
 
+async def pill_counts(
+    rt: RuntimeDep, session: Session, view: Overview, f: filters.BoardFilter
+) -> tuple[dict[str, int], set[str]]:
+    """Each pill's count under the active filter (what its link would list), and the pills
+    whose count stopped at COUNT_CAP."""
+    if f.narrows:
+        keys = [key for key in filters.PILLS if key != "dead"]
+        found = await rt.store.listings.count_scans(
+            session.owner_id, [f.listing(key) for key in keys], cap=COUNT_CAP
+        )
+        counts = dict(zip(keys, found, strict=True))
+    else:
+        counts = overview_counts(view, f.endpoint)
+    counts["dead"] = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
+    return counts, {key for key, n in counts.items() if key != "dead" and n >= COUNT_CAP}
+
+
 async def _rows(rt: RuntimeDep, session: Session, f: filters.BoardFilter) -> dict[str, Any]:
     if f.pill == "dead":
         found = await rt.store.dead_letters.page(
-            session.owner_id, f.dead_letters(), after=operator_shapes.parse_cursor(f.cursor),
-            limit=filters.PAGE_SIZE,
+            session.owner_id, f.dead_letters(), after=filters.dead_keyset(f.cursor),
+            newer_than=filters.dead_keyset(f.newer), limit=filters.PAGE_SIZE,
         )  # fmt: skip
         return {
             "rows": [operator_shapes.dead_letter(item) for item in found.items],
-            "next_cursor": operator_shapes.cursor(found.next_cursor),
+            "older": operator_shapes.cursor(found.next_cursor),
+            "newer": operator_shapes.cursor(found.newer_cursor),
             "matched": found.count,
         }
-    before = None if f.cursor is None or not f.cursor.isdigit() else int(f.cursor)
-    scans = await rt.store.listings.list_scans(
-        session.owner_id, status=filters.PILLS[f.pill], queue=f.queue, endpoint=f.endpoint,
-        before_id=before, limit=filters.PAGE_SIZE, q=f.q, plain_failures_only=f.pill == "failed",
+    scans = await rt.store.listings.scan_page(
+        session.owner_id, f.listing(), before_id=filters.scan_keyset(f.cursor),
+        newer_than=filters.scan_keyset(f.newer), limit=filters.PAGE_SIZE,
     )  # fmt: skip
-    full = len(scans) == filters.PAGE_SIZE
     return {
-        "rows": [shapes.scan(s) for s in scans],
-        "next_cursor": str(scans[-1].id) if full else None,
+        "rows": [shapes.scan(s) for s in scans.items],
+        "older": None if scans.older_than is None else str(scans.older_than),
+        "newer": None if scans.newer_than is None else str(scans.newer_than),
         "matched": None,
     }
 
 
 @router.get("")
 async def board(request: Request, rt: RuntimeDep) -> Response:
-    session = await current_session(request, rt)
+    session, context = await signed_in_page(request, rt)
     try:
         f = filters.parse(request.query_params)
-        if f.cursor is not None and f.pill == "dead":
-            operator_shapes.parse_cursor(f.cursor)
-    except (filters.BadFilter, ValueError) as exc:
-        field = getattr(exc, "field", "cursor")
-        return _error(request, session, 422, f"The filter field {field!r} is not usable: {exc}")
+    except filters.BadFilter as exc:
+        message = f"The filter field {exc.field!r} is not usable: {exc}."
+        return error_page(request, context, 422, message)
     view = await rt.store.listings.overview(session.owner_id)
-    context = {
-        "session": session, "f": f, "pills": filters.PILLS, "reasons": filters.REASONS,
-        "counts": pill_counts(view, f.endpoint), "overview": operator_shapes.overview(view),
-        "endpoints": [c.name for c in view.endpoints], "notice": request.query_params.get("notice"),
-        **(await _rows(rt, session, f)),
+    counts, capped = await pill_counts(rt, session, view, f)
+    context |= {
+        "f": f, "pills": filters.PILLS, "titles": filters.TITLES, "reasons": filters.REASONS,
+        "counts": counts, "capped": capped, "overview": operator_shapes.overview(view),
+        "endpoints": [c.name for c in view.endpoints], **(await _rows(rt, session, f)),
     }  # fmt: skip
     return page(request, "board.html", context)
 
 
+def _came_from(request: Request, dead: bool) -> filters.BoardFilter:
+    """The listing a scan's page was opened from (its link carries the filter and page), so
+    the way back keeps the search; a bare link goes back to the scan's pill."""
+    if not request.query_params:
+        return filters.BoardFilter("dead" if dead else "all")
+    return filters.lenient(request.query_params)
+
+
 @router.get("/scans/{scan_id}")
 async def scan_page(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
-    session = await current_session(request, rt)
+    session, context = await signed_in_page(request, rt)
     try:
         scan = await rt.store.dead_letters.get(session.owner_id, scan_id)
     except NotFound:
-        return _error(request, session, 404, f"There is no scan {scan_id} on your endpoints.")
+        return error_page(request, context, 404, f"There is no scan {scan_id} on your endpoints.")
     body = shapes.scan(scan, with_attempts=True)
     body["redrive_count"], body["redriven_at"] = scan.redrive_count, scan.redriven_at
-    context = {"session": session, "scan": body, "notice": request.query_params.get("notice")}
+    context |= {
+        "scan": body, "payload": scan.payload, "timeline": timeline.entries(scan),
+        "f": _came_from(request, scan.dead_lettered_at is not None),
+        "budget": rt.settings.max_job_attempts,
+    }  # fmt: skip
     return page(request, "scan.html", context)
+
+
+@router.get("/scans/{scan_id}/redrive")
+async def confirm_redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
+    session, context = await signed_in_page(request, rt)
+    try:
+        scan = await rt.store.dead_letters.get(session.owner_id, scan_id)
+    except NotFound:
+        return error_page(request, context, 404, f"There is no scan {scan_id} on your endpoints.")
+    if scan.dead_lettered_at is None:
+        message = f"Scan #{scan_id} is not a dead letter ({scan.status.value}): nothing to redrive."
+        return error_page(request, context, 409, message)
+    context |= {"scan": shapes.scan(scan), "f": _came_from(request, True)}
+    return page(request, "confirm_one.html", context)
 
 
 @router.get("/redrive")
 async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
-    session = await current_session(request, rt)
+    session, context = await signed_in_page(request, rt)
     try:
         f = filters.parse(request.query_params)
     except filters.BadFilter as exc:
-        return _error(request, session, 422, f"The filter field {exc.field!r} is not usable.")
+        return error_page(request, context, 422, f"The filter field {exc.field!r} is not usable.")
     count = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
-    return page(request, "confirm.html", {"session": session, "f": f, "count": count})
+    dead = replace(f, pill="dead", cursor=None, newer=None)
+    return page(request, "confirm.html", context | {"f": dead, "count": count})
 
 
-@router.get("/endpoints/{name}")
-async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response:
-    session = await current_session(request, rt)
-    view = await rt.store.listings.overview(session.owner_id)
-    cards = [c for c in view.endpoints if c.name == name and printable(name)]
-    if not cards:
-        return _error(request, session, 404, "There is no such endpoint of yours.")
-    tokens = await rt.store.credentials.tokens(session.owner_id, name)
-    context = {
-        "session": session, "card": operator_shapes.card(cards[0], view.taken_at),
-        "tokens": tokens, "secret": None, "notice": request.query_params.get("notice"),
-    }  # fmt: skip
-    return page(request, "endpoint.html", context)
-
-
-def _error(request: Request, session: Session | None, status: int, message: str) -> HTMLResponse:
-    return page(request, "error.html", {"session": session, "message": message}, status=status)
+def error_page(
+    request: Request, context: dict[str, Any], status: int, message: str
+) -> HTMLResponse:
+    """The board's own page for a refusal, with the session's header when there is one."""
+    return page(request, "error.html", context | {"message": message}, status=status)

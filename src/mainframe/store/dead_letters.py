@@ -6,8 +6,9 @@ indexes' predicate, so both planners can use them: `ix_scans_dead_recent` (dead_
 id) walks the listing's order, `ix_scans_dead_letters` (endpoint_id, dead_lettered_at, id)
 one endpoint's, and `ix_scans_dead_search` (trigrams, PostgreSQL) a substring search. The
 keyset is always bound (the first page's is NEWEST): an optional keyset is an OR no planner
-can seek through, so a later page would read every row before it. The count without a
-search or a narrowing filter is the outcome totals' sum, never a scan count."""
+can seek through, so a later page would read every row before it; the way back from a
+later page walks the same index forwards from its cursor. The count without a search or a
+narrowing filter is the outcome totals' sum, never a scan count."""
 
 from __future__ import annotations
 
@@ -147,6 +148,121 @@ SEARCH_DEAD_LETTERS = Sql(
     LEFT JOIN attempts AS final
         ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
     ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
+# The way back from a later page: the dead letters newer than the keyset (:newer_at,
+# :newer_id), oldest first, walking ix_scans_dead_recent forwards; the caller reverses them.
+LIST_DEAD_LETTERS_NEWER = Sql(
+    "list_dead_letters_newer",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+)
+# A search's page before a keyset: its matches newer than the keyset, oldest first.
+SEARCH_DEAD_LETTERS_NEWER = Sql(
+    "search_dead_letters_newer",
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name LIKE :pattern ESCAPE '\\' OR scans.source LIKE :pattern ESCAPE '\\'
+               OR scans.kind LIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (:reason IS NULL OR scans.fail_reason = :reason)
+          AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+          AND (:queue IS NULL OR scans.queue = :queue)
+          AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name ILIKE :pattern ESCAPE '\\' OR scans.source ILIKE :pattern ESCAPE '\\'
+               OR scans.kind ILIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+          AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+          AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+          AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at, scans.id
     LIMIT :limit
     """,
 )
@@ -290,6 +406,8 @@ class DeadLetterPage:
     items: list[DeadLetter]
     next_cursor: tuple[int, int] | None  # (dead_lettered_at, id) of the last item
     count: int
+    # The first item's keyset, for the page before this one; None on the first page.
+    newer_cursor: tuple[int, int] | None = None
 
 
 async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
@@ -307,16 +425,38 @@ async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> int:
 
 
 async def page(
-    tx: Tx, owner_id: int, f: DeadLetterFilter, *, after: tuple[int, int] | None, limit: int
+    tx: Tx,
+    owner_id: int,
+    f: DeadLetterFilter,
+    *,
+    after: tuple[int, int] | None,
+    limit: int,
+    newer_than: tuple[int, int] | None = None,
 ) -> DeadLetterPage:
-    """One page newest first, strictly after the keyset `after`, with the total count."""
+    """One page newest first, strictly after the keyset `after` (or, given `newer_than`, the
+    page just before that keyset: the first page when fewer than a page lie above it)."""
+    if newer_than is not None:
+        params = f.params(owner_id) | {
+            "newer_at": newer_than[0], "newer_id": newer_than[1], "limit": limit + 1,
+        }  # fmt: skip
+        rows = await tx.rows(SEARCH_DEAD_LETTERS_NEWER if f.q else LIST_DEAD_LETTERS_NEWER, params)
+        if len(rows) > limit:
+            items = [_dead_letter(row) for row in reversed(rows[:limit])]
+            return DeadLetterPage(
+                items, _keyset(items[-1]), await count(tx, owner_id, f), _keyset(items[0])
+            )
+        after = None
     after_at, after_id = after or NEWEST
     params = f.params(owner_id) | {"after_at": after_at, "after_id": after_id, "limit": limit}
     rows = await tx.rows(SEARCH_DEAD_LETTERS if f.q else LIST_DEAD_LETTERS, params)
     items = [_dead_letter(row) for row in rows]
-    last = items[-1].scan if len(items) == limit else None
-    cursor = None if last is None else (int(last.dead_lettered_at or 0), last.id)
-    return DeadLetterPage(items, cursor, await count(tx, owner_id, f))
+    cursor = _keyset(items[-1]) if len(items) == limit else None
+    newer = _keyset(items[0]) if after is not None and items else None
+    return DeadLetterPage(items, cursor, await count(tx, owner_id, f), newer)
+
+
+def _keyset(item: DeadLetter) -> tuple[int, int]:
+    return int(item.scan.dead_lettered_at or 0), item.scan.id
 
 
 def _dead_letter(row: Row) -> DeadLetter:
@@ -332,12 +472,19 @@ class DeadLetters:
         self.db = db
 
     async def page(
-        self, owner_id: int, f: DeadLetterFilter, *, after: tuple[int, int] | None, limit: int
+        self,
+        owner_id: int,
+        f: DeadLetterFilter,
+        *,
+        after: tuple[int, int] | None,
+        limit: int,
+        newer_than: tuple[int, int] | None = None,
     ) -> DeadLetterPage:
-        """One page newest first after the keyset `after`, with how many match in all."""
+        """One page newest first after the keyset `after` (or the page before the keyset
+        `newer_than`), with how many match in all."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            return await page(tx, owner_id, f, after=after, limit=limit)
+            return await page(tx, owner_id, f, after=after, limit=limit, newer_than=newer_than)
 
     async def count(self, owner_id: int, f: DeadLetterFilter) -> int:
         """How many dead letters the filter matches (the Dead pill, a redrive's question)."""

@@ -46,6 +46,29 @@ class Listings:
                 q=q,
             )
 
+    async def scan_page(
+        self,
+        owner_id: int,
+        f: queries.ListingFilter,
+        *,
+        before_id: int | None,
+        newer_than: int | None,
+        limit: int,
+    ) -> queries.ScanPage:
+        """A page of the owner's scans newest first, older than `before_id` or just newer
+        than `newer_than`."""
+        async with self.db.read() as tx:
+            return await queries.scan_page(
+                tx, owner_id, f, before_id=before_id, newer_than=newer_than, limit=limit
+            )
+
+    async def count_scans(
+        self, owner_id: int, filters: list[queries.ListingFilter], *, cap: int
+    ) -> list[int]:
+        """How many scans each filter matches, each counted up to `cap`, in one read."""
+        async with self.db.read() as tx:
+            return [await queries.count_scans(tx, owner_id, f, cap=cap) for f in filters]
+
     async def snapshot(self) -> stats.Snapshot:
         """Outcome totals and live scans by queue state, as the database sees them now."""
         async with self.db.read() as tx:

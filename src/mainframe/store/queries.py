@@ -4,11 +4,12 @@ revealed)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store import search
-from mainframe.store.database import Tx, first
+from mainframe.store.database import Tx, first, value
 from mainframe.store.errors import NotFound
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.sql import Sql
@@ -84,6 +85,86 @@ LIST_SCANS = Sql(
     ORDER BY scans.id DESC LIMIT :limit
     """,
 )
+# The way back from a later page: the scans newer than :newer_than, oldest first, walking
+# the primary key forwards; the caller reverses them.
+LIST_SCANS_NEWER = Sql(
+    "list_scans_newer",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+    FROM scans CROSS JOIN endpoints
+    WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:status IS NULL OR scans.status = :status)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND scans.id > :newer_than
+    ORDER BY scans.id LIMIT :limit
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+    FROM scans CROSS JOIN endpoints
+    WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:status AS text) IS NULL OR scans.status = :status)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:dead AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND scans.id > :newer_than
+    ORDER BY scans.id LIMIT :limit
+    """,
+)
+# How many scans a listing's filter matches, counted up to :limit: the listing's own walk of
+# the primary key, so a count under a search costs what a page of it costs, never more.
+COUNT_SCANS = Sql(
+    "count_scans",
+    """
+    SELECT count(*) FROM (
+    SELECT scans.id
+    FROM scans CROSS JOIN endpoints
+    WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:status IS NULL OR scans.status = :status)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND scans.id < :before
+    ORDER BY scans.id DESC LIMIT :limit
+    ) AS capped
+    """,
+    """
+    SELECT count(*) FROM (
+    SELECT scans.id
+    FROM scans CROSS JOIN endpoints
+    WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:status AS text) IS NULL OR scans.status = :status)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:dead AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND scans.id < :before
+    ORDER BY scans.id DESC LIMIT :limit
+    ) AS capped
+    """,
+)
 
 
 async def owned_scan(tx: Tx, owner_id: int, scan_id: int) -> ScanRecord:
@@ -111,6 +192,34 @@ def _open_attempt(scan: ScanRecord) -> AttemptRecord:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ListingFilter:
+    """What narrows a listing of scans; every field optional. `dead` True keeps dead letters
+    only, False everything else; `q` is a search (store/search.py)."""
+
+    endpoint: str | None = None
+    status: str | None = None
+    queue: str | None = None
+    dead: bool | None = None
+    q: str | None = None
+
+    def params(self, owner_id: int) -> dict[str, Any]:
+        return {
+            "owner": owner_id,
+            "endpoint": self.endpoint,
+            "status": self.status,
+            "queue": self.queue,
+            "dead": self.dead,
+        } | search.terms(self.q)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPage:
+    items: list[ScanRecord]
+    older_than: int | None  # the last item's id, when a full page may have more after it
+    newer_than: int | None  # the first item's id, for the page before; None on the first
+
+
 async def list_scans(
     tx: Tx,
     owner_id: int,
@@ -125,13 +234,41 @@ async def list_scans(
 ) -> list[ScanRecord]:
     """Newest first, `limit` scans older than `before_id`, over the owner's endpoints; `dead`
     True lists dead letters only, False everything else; `q` searches (store/search.py)."""
-    params = {
-        "owner": owner_id,
-        "endpoint": endpoint,
-        "status": status,
-        "queue": queue,
-        "dead": dead,
-        "before": NEWEST if before_id is None else before_id,
-        "limit": limit,
-    } | search.terms(q)
+    f = ListingFilter(endpoint, status, queue, dead, q)
+    params = f.params(owner_id) | {
+        "before": NEWEST if before_id is None else before_id, "limit": limit,
+    }  # fmt: skip
     return [scan_from_row(row, row[26]) for row in await tx.rows(LIST_SCANS, params)]
+
+
+async def scan_page(
+    tx: Tx,
+    owner_id: int,
+    f: ListingFilter,
+    *,
+    before_id: int | None,
+    newer_than: int | None,
+    limit: int,
+) -> ScanPage:
+    """A page newest first older than `before_id`, or the page just before the scan
+    `newer_than` (the first page when fewer than a page lie above it)."""
+    if newer_than is not None:
+        params = f.params(owner_id) | {"newer_than": newer_than, "limit": limit + 1}
+        rows = await tx.rows(LIST_SCANS_NEWER, params)
+        if len(rows) > limit:
+            items = [scan_from_row(row, row[26]) for row in reversed(rows[:limit])]
+            return ScanPage(items, items[-1].id, items[0].id)
+        before_id = None
+    params = f.params(owner_id) | {
+        "before": NEWEST if before_id is None else before_id, "limit": limit,
+    }  # fmt: skip
+    items = [scan_from_row(row, row[26]) for row in await tx.rows(LIST_SCANS, params)]
+    older = items[-1].id if len(items) == limit else None
+    newer = items[0].id if before_id is not None and items else None
+    return ScanPage(items, older, newer)
+
+
+async def count_scans(tx: Tx, owner_id: int, f: ListingFilter, *, cap: int) -> int:
+    """How many scans the filter matches, counted up to `cap`."""
+    params = f.params(owner_id) | {"before": NEWEST, "limit": cap}
+    return int(await value(tx, COUNT_SCANS, params) or 0)

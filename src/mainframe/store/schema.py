@@ -254,6 +254,8 @@ board_sessions = Table(
     Column("csrf", String(64), nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
-    # Expired sessions, swept at each sign-in (revision 0010).
+    # The next page's one-time message, sealed under the cookie secret (revision 0012).
+    Column("flash", Text),
+    # Ended sessions, swept at each sign-in once kept long enough to explain (revision 0010).
     Index("ix_board_sessions_expires", "expires_at"),
 )

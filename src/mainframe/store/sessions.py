@@ -1,18 +1,34 @@
 """Board sessions: an owner token exchanged for a cookie secret with an expiry and a CSRF
-token. Only the secret's sha256 is stored; expired rows are swept at each sign-in. Expiry
-is judged by `mf_now()`, so every server process agrees on it."""
+token. Only the secret's sha256 is stored; expiry is judged by `mf_now()`, so every server
+process agrees on it. An ended session is kept for ENDED_KEPT_US, so a browser that comes
+back with its cookie is told why it must sign in again; sign-in sweeps the older ones.
+
+A session carries one flash at a time: what the page after a form's redirect shows once (a
+notice, a freshly issued secret). It is sealed under a key derived from the cookie secret,
+so the database alone cannot read it, and taken by compare-and-clear, so two reloads racing
+for it show it at most once."""
 
 from __future__ import annotations
 
+import base64
 import secrets
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mainframe.store.accounts import authenticate, digest
 from mainframe.store.database import Database, first
 from mainframe.store.sql import Sql
 
+# How long an ended session is kept to say "your session ended" (a day: back next morning).
+ENDED_KEPT_US = 86_400 * 1_000_000
+
 DELETE_EXPIRED = Sql(
-    "delete_expired_sessions", "DELETE FROM board_sessions WHERE expires_at <= mf_now()"
+    "delete_expired_sessions", "DELETE FROM board_sessions WHERE expires_at <= mf_now() - :kept"
 )
 INSERT_SESSION = Sql(
     "insert_session",
@@ -22,15 +38,29 @@ INSERT_SESSION = Sql(
     RETURNING expires_at
     """,
 )
+# Ended sessions too (`live` false): the sign-in page says why the operator is there.
 FIND_SESSION = Sql(
     "find_session",
     """
-    SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at
+    SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at,
+           board_sessions.flash, board_sessions.expires_at > mf_now()
     FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
-    WHERE board_sessions.session_hash = :session AND board_sessions.expires_at > mf_now()
+    WHERE board_sessions.session_hash = :session
     """,
 )
 DELETE_SESSION = Sql("delete_session", "DELETE FROM board_sessions WHERE session_hash = :session")
+SET_FLASH = Sql(
+    "set_session_flash",
+    """
+    UPDATE board_sessions SET flash = :flash
+    WHERE session_hash = :session AND expires_at > mf_now()
+    """,
+)
+# Clears the flash only if it is still the one read: whoever clears it is the one to show it.
+TAKE_FLASH = Sql(
+    "take_session_flash",
+    "UPDATE board_sessions SET flash = NULL WHERE session_hash = :session AND flash = :flash",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +69,13 @@ class Session:
     owner: str
     csrf: str
     expires_at: int
+    flash: str | None = None  # sealed; `Sessions.take_flash` opens it
+
+
+def _box(secret: str) -> Fernet:
+    """The flash's key: derived from the cookie secret, which only the browser keeps."""
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"mainframe board flash")
+    return Fernet(base64.urlsafe_b64encode(key.derive(secret.encode())))
 
 
 class Sessions:
@@ -51,7 +88,7 @@ class Sessions:
             principal = await authenticate(tx, digest(owner_secret))
             if principal is None or principal.role != "owner" or principal.owner_id is None:
                 return None
-            await tx.run(DELETE_EXPIRED)
+            await tx.run(DELETE_EXPIRED, {"kept": ENDED_KEPT_US})
             secret, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
             params = {
                 "session": digest(secret),
@@ -65,12 +102,41 @@ class Sessions:
 
     async def find(self, secret: str) -> Session | None:
         """The live session behind a cookie secret, or None (unknown, signed out, expired)."""
-        async with self.db.read() as tx:
-            row = await first(tx, FIND_SESSION, {"session": digest(secret)})
-        if row is None:
+        row = await self._row(secret)
+        if row is None or not row[5]:
             return None
-        return Session(row[0], row[1], row[2], row[3])
+        return Session(row[0], row[1], row[2], row[3], row[4])
+
+    async def ended(self, secret: str) -> bool:
+        """Whether the cookie secret names a session that expired (not one signed out)."""
+        row = await self._row(secret)
+        return row is not None and not row[5]
+
+    async def _row(self, secret: str) -> Any:
+        async with self.db.read() as tx:
+            return await first(tx, FIND_SESSION, {"session": digest(secret)})
 
     async def sign_out(self, secret: str) -> None:
         async with self.db.write() as tx:
             await tx.run(DELETE_SESSION, {"session": digest(secret)})
+
+    async def set_flash(self, secret: str, message: dict[str, Any]) -> None:
+        """Keep `message` for the session's next page, replacing any flash not yet shown."""
+        sealed = _box(secret).encrypt(orjson.dumps(message)).decode()
+        async with self.db.write() as tx:
+            await tx.run(SET_FLASH, {"session": digest(secret), "flash": sealed})
+
+    async def take_flash(self, secret: str, session: Session) -> dict[str, Any] | None:
+        """The session's flash, cleared as it is read; None if there is none, or another
+        request took it first."""
+        if session.flash is None:
+            return None
+        async with self.db.write() as tx:
+            taken = await tx.run(TAKE_FLASH, {"session": digest(secret), "flash": session.flash})
+        if not taken:
+            return None
+        try:
+            message: dict[str, Any] = orjson.loads(_box(secret).decrypt(session.flash.encode()))
+        except (InvalidToken, orjson.JSONDecodeError):
+            return None
+        return message

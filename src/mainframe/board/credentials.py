@@ -1,0 +1,74 @@
+"""An endpoint's pages: its card with its credentials, the page that shows a freshly issued
+secret once (from the session's flash, so a reload issues nothing and shows nothing), and
+the confirmation that names the credential a delete would remove."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from starlette.responses import Response
+
+from mainframe.api import operator_shapes
+from mainframe.api.deps import RuntimeDep
+from mainframe.board.auth import signed_in_page
+from mainframe.board.pages import error_page
+from mainframe.board.render import page
+from mainframe.contract.text import printable
+from mainframe.store import NotFound
+from mainframe.store.accounts import TokenView
+from mainframe.store.sessions import Session
+
+router = APIRouter(prefix="/board", include_in_schema=False)
+IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits
+MAX_NAME = 200
+NO_ENDPOINT = "There is no such endpoint of yours."
+
+
+async def _card(rt: RuntimeDep, session: Session, name: str) -> dict[str, Any] | None:
+    if len(name) > MAX_NAME or not printable(name):
+        return None  # no endpoint is named so (PostgreSQL would refuse a NUL in the lookup)
+    view = await rt.store.listings.overview(session.owner_id)
+    cards = [c for c in view.endpoints if c.name == name]
+    return operator_shapes.card(cards[0], view.taken_at) if cards else None
+
+
+@router.get("/endpoints/{name}")
+async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response:
+    session, context = await signed_in_page(request, rt)
+    card = await _card(rt, session, name)
+    if card is None:
+        return error_page(request, context, 404, NO_ENDPOINT)
+    tokens = await rt.store.credentials.tokens(session.owner_id, name)
+    return page(request, "endpoint.html", context | {"card": card, "tokens": tokens})
+
+
+@router.get("/endpoints/{name}/credential")
+async def issued_credential(request: Request, rt: RuntimeDep, name: str) -> Response:
+    _session, context = await signed_in_page(request, rt)
+    issued = context["flash"].get("credential")
+    if not isinstance(issued, dict) or issued.get("endpoint") != name:
+        issued = None
+    return page(request, "secret.html", context | {"endpoint": name, "issued": issued})
+
+
+async def _token(rt: RuntimeDep, session: Session, name: str, token_id: int) -> TokenView | None:
+    if len(name) > MAX_NAME or not printable(name):
+        return None
+    try:
+        tokens = await rt.store.credentials.tokens(session.owner_id, name)
+    except NotFound:
+        return None
+    return next((t for t in tokens if t.id == token_id), None)
+
+
+@router.get("/endpoints/{name}/tokens/{token_id}/delete")
+async def confirm_delete_token(
+    request: Request, rt: RuntimeDep, name: str, token_id: IdPath
+) -> Response:
+    session, context = await signed_in_page(request, rt)
+    token = await _token(rt, session, name, token_id)
+    if token is None:
+        message = f"There is no credential {token_id} on an endpoint {name!r} of yours."
+        return error_page(request, context, 404, message)
+    return page(request, "confirm_delete.html", context | {"endpoint": name, "token": token})
