@@ -67,6 +67,11 @@ class Desk:
     def ids(self, query: str = "", token: str | None = None) -> list[int]:
         return [s["scan_id"] for s in self.listing(query, token)["scans"]]
 
+    def redrives(self, token: str) -> list[dict[str, Any]]:
+        """The owner's redrives in the audit trail (setting the desk up audits more)."""
+        entries = self.ok("GET", "/api/v1/audit", token)["entries"]
+        return [e for e in entries if e["action"] == "redrive"]
+
 
 @contextmanager
 def open_desk(settings: Settings, *, base_url: str = "http://testserver") -> Iterator[Desk]:
@@ -219,10 +224,10 @@ def test_redrive_by_ids_requeues_with_history_kept_and_audits(desk: Desk) -> Non
     scan = desk.ok("GET", f"/api/v1/scans/{scan_id}", desk.alice)
     assert scan["status"] == "FINISHED"
     assert [(a["seq"], a["outcome"]) for a in scan["attempts"]] == [(1, "failed"), (2, "finished")]
-    [entry] = desk.ok("GET", "/api/v1/audit", desk.alice)["entries"]
-    assert entry["action"] == "redrive" and entry["count"] == 1
+    [entry] = desk.redrives(desk.alice)
+    assert entry["action"] == "redrive" and entry["count"] == 1 and entry["origin"] == "api"
     assert entry["scan_ids"] == body["scan_ids"] and entry["filter"] is None
-    assert desk.ok("GET", "/api/v1/audit", desk.mallory)["entries"] == []
+    assert desk.redrives(desk.mallory) == []
     # Its totals moved from dead to finished, as the metrics reconciliation reads them.
     assert desk.store.listings.snapshot().outcomes["dead_lettered"] == 1  # mallory's
 
@@ -234,14 +239,14 @@ def test_filter_redrive_needs_the_current_count(desk: Desk) -> None:
     refused = desk.call("POST", "/api/v1/dead-letters/redrive", desk.alice, body)
     assert refused.status_code == 409 and refused.json()["error"] == "count_changed"
     assert desk.listing()["count"] == 3
-    assert desk.ok("GET", "/api/v1/audit", desk.alice)["entries"] == []
+    assert desk.redrives(desk.alice) == []
     done = desk.ok("POST", "/api/v1/dead-letters/redrive", desk.alice, {**body, "confirm": 2})
     assert done == {"redriven": 2, "skipped": [], "audit_id": done["audit_id"]}
     assert desk.ids() == [keep]
     for scan_id in (a, b):
         scan = desk.ok("GET", f"/api/v1/scans/{scan_id}", desk.alice)
         assert scan["status"] == "QUEUED" and scan["dead_lettered_at"] is None
-    [entry] = desk.ok("GET", "/api/v1/audit", desk.alice)["entries"]
+    [entry] = desk.redrives(desk.alice)
     assert entry["filter"]["q"] == "left" and entry["count"] == 2
 
 
@@ -273,10 +278,10 @@ def test_large_redrives_run_in_chunks(desk: Desk, monkeypatch: pytest.MonkeyPatc
     assert owner_id is not None and owner_id.owner_id is not None
     seen: list[tuple[int, int]] = []
     done = desk.store.dead_letters.redrive_ids(
-        owner_id.owner_id, ids, progress=lambda n, total: seen.append((n, total))
+        owner_id.owner_id, ids, origin="cli", progress=lambda n, total: seen.append((n, total))
     )
     assert done.redriven == 5 and seen == [(2, 5), (4, 5), (5, 5)]
-    [entry] = desk.ok("GET", "/api/v1/audit", desk.alice)["entries"]
+    [entry] = desk.redrives(desk.alice)
     assert entry["count"] == 5
 
 

@@ -1,5 +1,6 @@
 """The board's state-changing forms: sign in and out, redrive one scan or the current filter,
-create an endpoint, issue and delete credentials. Each checks its CSRF token first."""
+create an endpoint, issue and delete credentials. Each checks its CSRF token first, and each
+change is audited as coming from the board."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from mainframe.board.auth import (
 )
 from mainframe.board.pages import SIGN_IN_FORM_SECONDS
 from mainframe.board.render import page
+from mainframe.logs import get_logger
 from mainframe.store import Conflict, StoreError
+from mainframe.store.audit import BOARD
 from mainframe.store.sessions import Session
 
 router = APIRouter(prefix="/board", include_in_schema=False)
@@ -63,8 +66,13 @@ async def sign_in(request: Request, rt: RuntimeDep) -> Response:
     form = await _form(request)
     check_csrf(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf"))
     lifetime = round(rt.settings.board_session_seconds * 1_000_000)
-    made = await rt.store.sessions.sign_in(_text(form, "token", 200), lifetime_us=lifetime)
+    made = await rt.store.sessions.sign_in(
+        _text(form, "token", 200), lifetime_us=lifetime, origin=BOARD
+    )
     if made is None:
+        # Only logged: a refused token names no owner whose trail it could join.
+        client = request.client.host if request.client else None
+        get_logger().warning("board_sign_in_refused", client=client)
         token = new_sign_in_token()
         context = {"csrf": token, "error": "That is not an owner token."}
         response = page(request, "sign_in.html", context, status=401)
@@ -89,7 +97,7 @@ async def sign_out(request: Request, rt: RuntimeDep) -> Response:
 @router.post("/scans/{scan_id}/redrive")
 async def redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session, _form_data = await _signed_in(request, rt)
-    done = await rt.store.dead_letters.redrive_ids(session.owner_id, [scan_id])
+    done = await rt.store.dead_letters.redrive_ids(session.owner_id, [scan_id], origin=BOARD)
     notice = "Redriven: back in the queue with a fresh attempt budget."
     if done.skipped:
         notice = f"Not redriven: {done.skipped[0].reason.replace('_', ' ')}."
@@ -106,7 +114,7 @@ async def redrive_filter(request: Request, rt: RuntimeDep) -> Response:
         return page(request, "error.html", {"session": session, "message": "Bad form."}, status=422)
     try:
         done = await rt.store.dead_letters.redrive_filter(
-            session.owner_id, f.dead_letters(), confirm=confirm
+            session.owner_id, f.dead_letters(), confirm=confirm, origin=BOARD
         )
     except Conflict as exc:
         count = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
@@ -122,7 +130,7 @@ async def create_endpoint(request: Request, rt: RuntimeDep) -> Response:
     name = _text(form, "name", 100)
     try:
         await rt.store.credentials.create_endpoint(
-            session.owner_id, name, open_intake=_text(form, "open_intake") == "on"
+            session.owner_id, name, open_intake=_text(form, "open_intake") == "on", origin=BOARD
         )
     except StoreError as exc:
         return _see("/board", notice=f"Not created: {exc.detail}")
@@ -138,7 +146,7 @@ async def create_token(request: Request, rt: RuntimeDep, name: NamePath) -> Resp
         return _see(f"/board/endpoints/{name}", notice="Give a kind and a name.")
     try:
         _view, secret = await rt.store.credentials.create_token(
-            session.owner_id, name, role=role, principal=principal
+            session.owner_id, name, role=role, principal=principal, origin=BOARD
         )
     except StoreError as exc:
         return _see(f"/board/endpoints/{name}", notice=f"Not created: {exc.detail}")
@@ -154,7 +162,7 @@ async def delete_token(
 ) -> Response:
     session, _form_data = await _signed_in(request, rt)
     try:
-        await rt.store.credentials.delete_token(session.owner_id, name, token_id)
+        await rt.store.credentials.delete_token(session.owner_id, name, token_id, origin=BOARD)
     except StoreError as exc:
         return _see(f"/board/endpoints/{name}", notice=f"Not deleted: {exc.detail}")
     return _see(f"/board/endpoints/{name}", notice=f"Token {token_id} deleted.")

@@ -1,8 +1,10 @@
 """The board's pages: sign-in, the scans with their pills and filters, one scan (a dead
-letter's page), the redrive confirmation, and an endpoint with its credentials."""
+letter's page), the redrive confirmation, an endpoint with its credentials, and the owner's
+audit trail."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -25,6 +27,8 @@ from mainframe.store.sessions import Session
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits
 SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
+# An audit page's cursor: an audit row's id, ASCII digits within the database's 64 bits.
+AUDIT_CURSOR = re.compile(r"[0-9]{1,18}")
 
 
 @router.get("/sign-in")
@@ -124,6 +128,24 @@ async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response
         "tokens": tokens, "secret": None, "notice": request.query_params.get("notice"),
     }  # fmt: skip
     return page(request, "endpoint.html", context)
+
+
+@router.get("/audit")
+async def audit_page(request: Request, rt: RuntimeDep) -> Response:
+    session = await current_session(request, rt)
+    cursor = request.query_params.get("cursor") or None
+    if cursor is not None and not AUDIT_CURSOR.fullmatch(cursor):
+        return _error(request, session, 422, "Use the Older link's cursor.")
+    found = await rt.store.dead_letters.audit(
+        session.owner_id, before_id=None if cursor is None else int(cursor),
+        limit=filters.PAGE_SIZE,
+    )  # fmt: skip
+    # The API's entries exactly, beside each one's stored time for the board's one format.
+    entries = [(e.at, operator_shapes.audit_entry(e, session.owner)) for e in found]
+    full = len(found) == filters.PAGE_SIZE
+    context = {"session": session, "entries": entries,
+               "next_cursor": str(found[-1].id) if full else None}  # fmt: skip
+    return page(request, "audit.html", context)
 
 
 def _error(request: Request, session: Session | None, status: int, message: str) -> HTMLResponse:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mainframe.store import audit, queries, search
-from mainframe.store.audit import AuditEntry
+from mainframe.store.audit import AuditEntry, Origin
 from mainframe.store.database import Database, Row, Tx, value
 from mainframe.store.errors import Conflict
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
@@ -351,10 +351,15 @@ class DeadLetters:
             return await queries.owned_scan(tx, owner_id, scan_id)
 
     async def redrive_ids(
-        self, owner_id: int, ids: Sequence[int], *, progress: Progress | None = None
+        self,
+        owner_id: int,
+        ids: Sequence[int],
+        *,
+        origin: Origin,
+        progress: Progress | None = None,
     ) -> Redriven:
         """Redrive the given scans; those that cannot be are reported as skipped."""
-        return await redrive(self.db, owner_id, ids, by="ids", progress=progress)
+        return await redrive(self.db, owner_id, ids, by="ids", origin=origin, progress=progress)
 
     async def redrive_filter(
         self,
@@ -362,6 +367,7 @@ class DeadLetters:
         f: DeadLetterFilter,
         *,
         confirm: int,
+        origin: Origin,
         progress: Progress | None = None,
     ) -> Redriven:
         """Redrive what the filter matches, refused (nothing changed) unless `confirm` is
@@ -376,10 +382,11 @@ class DeadLetters:
                 "look again and confirm the new count",
             )
         return await redrive(
-            self.db, owner_id, ids, by="filter", filter_json=f.as_json(), progress=progress
-        )
+            self.db, owner_id, ids, by="filter", origin=origin, filter_json=f.as_json(),
+            progress=progress,
+        )  # fmt: skip
 
     async def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
-        """The owner's redrives newest first, older than the audit row `before_id`."""
+        """The owner's audit trail newest first, older than the audit row `before_id`."""
         async with self.db.read() as tx:
             return await audit.entries(tx, owner_id, before_id=before_id, limit=limit)

@@ -1,13 +1,16 @@
 """Board sessions: an owner token exchanged for a cookie secret with an expiry and a CSRF
 token. Only the secret's sha256 is stored; expired rows are swept at each sign-in. Expiry
-is judged by `mf_now()`, so every server process agrees on it."""
+is judged by `mf_now()`, so every server process agrees on it. A sign-in is audited in its
+own transaction; a refused one writes nothing (the board logs it)."""
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
 
+from mainframe.store import audit
 from mainframe.store.accounts import authenticate, digest
+from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, first
 from mainframe.store.sql import Sql
 
@@ -45,7 +48,9 @@ class Sessions:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def sign_in(self, owner_secret: str, *, lifetime_us: int) -> tuple[str, Session] | None:
+    async def sign_in(
+        self, owner_secret: str, *, lifetime_us: int, origin: Origin
+    ) -> tuple[str, Session] | None:
         """A new session for an owner token (None for any other token)."""
         async with self.db.write() as tx:
             principal = await authenticate(tx, digest(owner_secret))
@@ -61,6 +66,7 @@ class Sessions:
             }
             row = await first(tx, INSERT_SESSION, params)
             assert row is not None
+            await audit.record(tx, principal.owner_id, Action.SIGNED_IN, origin=origin)
             return secret, Session(principal.owner_id, principal.name, csrf, int(row[0]))
 
     async def find(self, secret: str) -> Session | None:
