@@ -20,6 +20,7 @@ from mainframe.dead_command import dead_app
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.accounts import NameTaken, UnknownName
+from mainframe.store.audit import CLI
 from mainframe.store.engine import create_store_engine, is_sqlite
 from mainframe.store.migrate import current_revision, head_revision, upgrade
 from mainframe.store.stats import Snapshot
@@ -154,7 +155,7 @@ def endpoint_create(
         record = on_store(
             settings,
             lambda store: store.accounts.create_endpoint(
-                name, owner=owner, open_intake=open_intake
+                name, owner=owner, open_intake=open_intake, origin=CLI
             ),
         )
     except (NameTaken, UnknownName, StoreError) as exc:
@@ -180,7 +181,7 @@ def token_create(
         secret = on_store(
             settings,
             lambda store: store.accounts.create_token(
-                endpoint=endpoint, role=role, principal=principal
+                endpoint=endpoint, role=role, principal=principal, origin=CLI
             ),
         )
     except (NameTaken, UnknownName, StoreError) as exc:
@@ -212,7 +213,7 @@ def token_delete(
 ) -> None:
     """Delete a credential: every server refuses it from its next request on."""
     settings = load_settings(database_url=database_url)
-    _on_store(settings, lambda store: store.accounts.delete_token(endpoint, token_id))
+    _on_store(settings, lambda store: store.accounts.delete_token(endpoint, token_id, origin=CLI))
     typer.echo(f"token {token_id} deleted")
 
 
@@ -436,9 +437,10 @@ def hook_create(
     view, secret = _on_store(
         settings,
         lambda store: manage.create(
-            store.hooks, settings, None, endpoint, url=url, queue=queue, rate_per_minute=rate
+            store.hooks, settings, None, endpoint, url=url, queue=queue, rate_per_minute=rate,
+            origin=CLI,
         ),
-    )
+    )  # fmt: skip
     typer.echo(f"hook {view.hook_id} on endpoint {endpoint!r} for {view.url}; secret (shown once):")
     typer.echo(secret)
 
@@ -463,7 +465,7 @@ def hook_list(endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> No
 def hook_delete(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
     """Remove a hook."""
     settings = load_settings(database_url=database_url)
-    _on_store(settings, lambda store: store.hooks.delete(None, endpoint, hook_id))
+    _on_store(settings, lambda store: store.hooks.delete(None, endpoint, hook_id, origin=CLI))
     typer.echo(f"hook {hook_id} deleted")
 
 
@@ -474,7 +476,9 @@ def hook_rotate(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseO
     from mainframe.hooks import manage
 
     settings = load_settings(database_url=database_url)
-    done = _on_store(settings, lambda store: manage.rotate(store.hooks, None, endpoint, hook_id))
+    done = _on_store(
+        settings, lambda store: manage.rotate(store.hooks, None, endpoint, hook_id, origin=CLI)
+    )
     typer.echo(
         f"hook {hook_id}: the previous secret signs until {rfc3339(done.previous_valid_until)}"
     )
@@ -485,7 +489,7 @@ def hook_rotate(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseO
 def hook_enable(hook_id: int, endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
     """Turn a disabled hook back on."""
     settings = load_settings(database_url=database_url)
-    _on_store(settings, lambda store: store.hooks.enable(None, endpoint, hook_id))
+    _on_store(settings, lambda store: store.hooks.enable(None, endpoint, hook_id, origin=CLI))
     typer.echo(f"hook {hook_id} enabled")
 
 

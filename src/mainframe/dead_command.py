@@ -24,6 +24,7 @@ from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
 from mainframe.store import ScanRecord, Store, StoreError, open_store
 from mainframe.store.accounts import UnknownName
+from mainframe.store.audit import CLI
 from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
 from mainframe.store.redrive import Progress, Redriven
 
@@ -219,7 +220,7 @@ def dead_redrive(
             if scan_ids:
                 count = len(set(scan_ids))
             else:
-                count = await store.dead_letters.count(owner_id, f)
+                count = await store.dead_letters.redrivable(owner_id, f)
             if count == 0:
                 fail("nothing matches; nothing redriven", code=1)
             if not yes and not typer.confirm(f"Redrive {count} dead letters?"):
@@ -251,8 +252,12 @@ async def _redrive(
 
     try:
         if scan_ids:
-            return await store.dead_letters.redrive_ids(owner_id, scan_ids, progress=step)
-        return await store.dead_letters.redrive_filter(owner_id, f, confirm=count, progress=step)
+            return await store.dead_letters.redrive_ids(
+                owner_id, scan_ids, origin=CLI, progress=step
+            )
+        return await store.dead_letters.redrive_filter(
+            owner_id, f, confirm=count, origin=CLI, progress=step
+        )
     except StoreError as exc:
         fail(exc.detail, code=1)
         raise AssertionError from exc  # unreachable: fail() exits

@@ -1,5 +1,6 @@
 """`mainframe dead` in a subprocess on a SQLite file: the owner's dead letters only, the whole
-history of one, and a redrive that asks first and states the count."""
+history of one, a redrive that asks first and states the count, and the audit trail naming
+the CLI as where its changes came from."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_dat
 from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
 from tests.blocking import Blocking, portal
-from tests.serverproc import mainframe_env
+from tests.serverproc import cli, mainframe_env
 
 
 @dataclass
@@ -144,3 +145,26 @@ def test_hidden_characters_show_as_markers_the_way_the_board_shows_them(fleet: F
     plain = dead(fleet, "list", "--owner", "alice").stdout
     [row] = [line for line in plain.splitlines() if line.startswith(f"{scan_id}\t")]
     assert "pay[U+200B]pal[U+202E]gnp.exe" in row and "\u200b" not in row
+
+
+def test_changes_made_with_the_cli_are_audited_as_from_the_cli(fleet: Fleet) -> None:
+    scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "x")
+    assert dead(fleet, "redrive", "--owner", "alice", str(scan_id), "--yes").returncode == 0
+    cli(fleet.url, "token", "create", "--endpoint", "pypi", "--worker", "w-cli")
+    token_id = next(t.id for t in fleet.store.accounts.tokens("pypi") if t.name == "w-cli")
+    cli(fleet.url, "token", "delete", str(token_id), "--endpoint", "pypi")
+    cli(fleet.url, "endpoint", "create", "cargo", "--owner", "alice")
+    alice = fleet.store.accounts.owner_id("alice")
+    entries = fleet.store.dead_letters.audit(alice, before_id=None, limit=10)
+    assert [(e.action, e.origin, e.endpoint) for e in entries[:4]] == [
+        ("endpoint_created", "cli", "cargo"),
+        ("token_deleted", "cli", "pypi"),
+        ("token_created", "cli", "pypi"),
+        ("redrive", "cli", None),
+    ]
+    assert entries[1].detail == {"token_id": token_id, "name": "w-cli", "kind": "worker"}
+    assert (entries[3].count, entries[3].scan_ids) == (1, [scan_id])
+    theirs = fleet.store.dead_letters.audit(
+        fleet.store.accounts.owner_id("mallory"), before_id=None, limit=10
+    )
+    assert all(e.endpoint == "evil" for e in theirs), "alice's changes are hers alone"

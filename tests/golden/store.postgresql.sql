@@ -15,7 +15,7 @@ SELECT seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact
 FROM attempts WHERE scan_id = $1 ORDER BY seq;
 
 -- audit_entries
-SELECT id, at, action, count, scan_ids, filter FROM audit
+SELECT id, at, action, count, scan_ids, filter, origin, endpoint, detail FROM audit
 WHERE owner_id = $1 AND id < $2
 ORDER BY id DESC LIMIT $3;
 
@@ -181,7 +181,7 @@ ORDER BY scans.id DESC LIMIT $9
 -- dead_letter_ids
 SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
-  AND endpoints.owner_id = $1
+  AND endpoints.owner_id = $1 AND endpoints.revoked_at IS NULL
   AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
   AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
        OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
@@ -214,13 +214,13 @@ WHERE endpoints.owner_id = $1
 DELETE FROM board_sessions WHERE expires_at <= mf_now() - $1;
 
 -- delete_hook
-DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2;
+DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2 RETURNING url;
 
 -- delete_session
 DELETE FROM board_sessions WHERE session_hash = $1;
 
 -- delete_token
-DELETE FROM tokens WHERE id = $1 AND endpoint_id = $2;
+DELETE FROM tokens WHERE id = $1 AND endpoint_id = $2 RETURNING principal, role;
 
 -- delivery_clock
 SELECT mf_now();
@@ -316,6 +316,10 @@ VALUES ($1, $2, $3, $4, $5, $6, mf_now(), $7,
         $8, $9, $10, $11,
         $12, $13);
 
+-- insert_audit_entry
+INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
+VALUES ($1, mf_now(), $2, $3, $4, $5, $6);
+
 -- insert_endpoint
 INSERT INTO endpoints (name, owner_id, open_intake, created_at)
 VALUES ($1, $2, $3, mf_now())
@@ -332,8 +336,8 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 INSERT INTO owners (name, created_at) VALUES ($1, mf_now()) RETURNING id;
 
 -- insert_redrive_audit
-INSERT INTO audit (owner_id, at, action, count, scan_ids, filter)
-VALUES ($1, mf_now(), 'redrive', 0, $2, $3)
+INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin)
+VALUES ($1, mf_now(), 'redrive', 0, $2, $3, $4)
 RETURNING id;
 
 -- insert_scans
@@ -712,7 +716,7 @@ UPDATE endpoints SET revoked_at = mf_now() WHERE id = $1;
 UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + $1,
     secret = $2
 WHERE id = $3 AND endpoint_id = $4
-RETURNING previous_valid_until;
+RETURNING previous_valid_until, url;
 
 -- search_dead_letters
 WITH matched AS MATERIALIZED (

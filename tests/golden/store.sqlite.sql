@@ -15,7 +15,7 @@ SELECT seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact
 FROM attempts WHERE scan_id = :scan ORDER BY seq;
 
 -- audit_entries
-SELECT id, at, action, count, scan_ids, filter FROM audit
+SELECT id, at, action, count, scan_ids, filter, origin, endpoint, detail FROM audit
 WHERE owner_id = :owner AND id < :before
 ORDER BY id DESC LIMIT :limit;
 
@@ -113,7 +113,7 @@ ORDER BY scans.id DESC LIMIT :limit
 -- dead_letter_ids
 SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
-  AND endpoints.owner_id = :owner
+  AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
        OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
@@ -146,13 +146,13 @@ WHERE endpoints.owner_id = :owner
 DELETE FROM board_sessions WHERE expires_at <= mf_now() - :kept;
 
 -- delete_hook
-DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint;
+DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url;
 
 -- delete_session
 DELETE FROM board_sessions WHERE session_hash = :session;
 
 -- delete_token
-DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint;
+DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint RETURNING principal, role;
 
 -- delivery_clock
 SELECT mf_now();
@@ -247,6 +247,10 @@ VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outc
         :summary, :artifact, :settled_status, :settled_available_at,
         :settled_fail_reason, :next_assignments);
 
+-- insert_audit_entry
+INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
+VALUES (:owner, mf_now(), :action, :count, :origin, :endpoint, :detail);
+
 -- insert_endpoint
 INSERT INTO endpoints (name, owner_id, open_intake, created_at)
 VALUES (:name, :owner, :open_intake, mf_now())
@@ -263,8 +267,8 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 INSERT INTO owners (name, created_at) VALUES (:name, mf_now()) RETURNING id;
 
 -- insert_redrive_audit
-INSERT INTO audit (owner_id, at, action, count, scan_ids, filter)
-VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter)
+INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin)
+VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin)
 RETURNING id;
 
 -- insert_scans
@@ -631,7 +635,7 @@ UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint;
 UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
     secret = :secret
 WHERE id = :hook AND endpoint_id = :endpoint
-RETURNING previous_valid_until;
+RETURNING previous_valid_until, url;
 
 -- search_dead_letters
 WITH matched AS MATERIALIZED (

@@ -273,7 +273,7 @@ def test_a_filter_without_matches_never_offers_to_redrive(board: Desk) -> None:
     assert "Redrive all" not in listing
     confirm = board.client.get("/board/redrive?q=nothing-like-it").text
     assert "Redrive 0" not in confirm and 'name="confirm"' not in confirm
-    assert "No dead letters match this filter" in confirm
+    assert "No dead letters to redrive" in confirm
 
 
 def test_sign_in_is_rate_limited_per_address_and_each_failure_logged(board: Desk) -> None:

@@ -16,6 +16,7 @@ from mainframe.api.app import build_runtime, create_app
 from mainframe.clock import FakeClock
 from mainframe.settings import Settings
 from mainframe.store import redrive as redrive_module
+from mainframe.store.dead_letters import DeadLetterFilter
 from tests.blocking import Blocking
 
 
@@ -66,6 +67,11 @@ class Desk:
 
     def ids(self, query: str = "", token: str | None = None) -> list[int]:
         return [s["scan_id"] for s in self.listing(query, token)["scans"]]
+
+    def redrives(self, token: str) -> list[dict[str, Any]]:
+        """The owner's redrives in the audit trail (setting the desk up audits more)."""
+        entries = self.ok("GET", "/api/v1/audit", token)["entries"]
+        return [e for e in entries if e["action"] == "redrive"]
 
 
 @contextmanager
@@ -219,10 +225,10 @@ def test_redrive_by_ids_requeues_with_history_kept_and_audits(desk: Desk) -> Non
     scan = desk.ok("GET", f"/api/v1/scans/{scan_id}", desk.alice)
     assert scan["status"] == "FINISHED"
     assert [(a["seq"], a["outcome"]) for a in scan["attempts"]] == [(1, "failed"), (2, "finished")]
-    [entry] = desk.ok("GET", "/api/v1/audit", desk.alice)["entries"]
-    assert entry["action"] == "redrive" and entry["count"] == 1
+    [entry] = desk.redrives(desk.alice)
+    assert entry["action"] == "redrive" and entry["count"] == 1 and entry["origin"] == "api"
     assert entry["scan_ids"] == body["scan_ids"] and entry["filter"] is None
-    assert desk.ok("GET", "/api/v1/audit", desk.mallory)["entries"] == []
+    assert desk.redrives(desk.mallory) == []
     # Its totals moved from dead to finished, as the metrics reconciliation reads them.
     assert desk.store.listings.snapshot().outcomes["dead_lettered"] == 1  # mallory's
 
@@ -234,14 +240,14 @@ def test_filter_redrive_needs_the_current_count(desk: Desk) -> None:
     refused = desk.call("POST", "/api/v1/dead-letters/redrive", desk.alice, body)
     assert refused.status_code == 409 and refused.json()["error"] == "count_changed"
     assert desk.listing()["count"] == 3
-    assert desk.ok("GET", "/api/v1/audit", desk.alice)["entries"] == []
+    assert desk.redrives(desk.alice) == []
     done = desk.ok("POST", "/api/v1/dead-letters/redrive", desk.alice, {**body, "confirm": 2})
     assert done == {"redriven": 2, "skipped": [], "audit_id": done["audit_id"]}
     assert desk.ids() == [keep]
     for scan_id in (a, b):
         scan = desk.ok("GET", f"/api/v1/scans/{scan_id}", desk.alice)
         assert scan["status"] == "QUEUED" and scan["dead_lettered_at"] is None
-    [entry] = desk.ok("GET", "/api/v1/audit", desk.alice)["entries"]
+    [entry] = desk.redrives(desk.alice)
     assert entry["filter"]["q"] == "left" and entry["count"] == 2
 
 
@@ -252,10 +258,28 @@ def test_a_revoked_endpoints_dead_letters_are_listed_but_not_redriven(desk: Desk
     assert [s["scan_id"] for s in page["scans"]] == [queued["scan_id"]]
     assert page["scans"][0]["fail_reason"] == "endpoint_revoked"
     assert page["scans"][0]["final_attempt"]["seq"] is None
+    # A filter redrive confirms what it will requeue: the revoked endpoint's are not counted.
     body = {"filter": {"reason": "endpoint_revoked"}, "confirm": 1}
-    done = desk.ok("POST", "/api/v1/dead-letters/redrive", desk.alice, body)
+    refused = desk.call("POST", "/api/v1/dead-letters/redrive", desk.alice, body)
+    assert refused.status_code == 409 and refused.json()["error"] == "count_changed"
+    assert "matches 0 dead letters to redrive" in refused.json()["detail"]
+    by_id = {"scan_ids": [queued["scan_id"]]}
+    done = desk.ok("POST", "/api/v1/dead-letters/redrive", desk.alice, by_id)
     assert done["redriven"] == 0
     assert done["skipped"] == [{"scan_id": queued["scan_id"], "reason": "endpoint_revoked"}]
+
+
+def test_a_filter_redrive_confirms_exactly_what_it_requeues(desk: Desk) -> None:
+    desk.dead("redrivable")
+    held = {"endpoint": "npm", "name": "held", "version": "1"}
+    stays = desk.ok("POST", "/api/v1/scans", desk.alice, held)["scan_id"]
+    desk.ok("POST", "/api/v1/endpoints/npm/revoke", desk.alice)
+    assert desk.listing()["count"] == 2  # both are dead letters, and both are listed
+    owner = desk.store.accounts.authenticate(desk.alice)
+    assert desk.store.dead_letters.redrivable(owner.owner_id, DeadLetterFilter()) == 1
+    done = desk.ok("POST", "/api/v1/dead-letters/redrive", desk.alice, {"filter": {}, "confirm": 1})
+    assert done["redriven"] == 1 and done["skipped"] == []
+    assert desk.ids() == [stays]  # the revoked endpoint's dead letter stays where it was
 
 
 def test_a_resubmitted_key_is_not_requeued_twice(desk: Desk) -> None:
@@ -273,10 +297,10 @@ def test_large_redrives_run_in_chunks(desk: Desk, monkeypatch: pytest.MonkeyPatc
     assert owner_id is not None and owner_id.owner_id is not None
     seen: list[tuple[int, int]] = []
     done = desk.store.dead_letters.redrive_ids(
-        owner_id.owner_id, ids, progress=lambda n, total: seen.append((n, total))
+        owner_id.owner_id, ids, origin="cli", progress=lambda n, total: seen.append((n, total))
     )
     assert done.redriven == 5 and seen == [(2, 5), (4, 5), (5, 5)]
-    [entry] = desk.ok("GET", "/api/v1/audit", desk.alice)["entries"]
+    [entry] = desk.redrives(desk.alice)
     assert entry["count"] == 5
 
 

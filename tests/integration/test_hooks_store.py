@@ -45,6 +45,7 @@ class Hooked:
             queue=kw.get("queue"),
             rate_per_minute=int(kw.get("rate", 120)),  # type: ignore[call-overload]
             secret=str(kw.get("secret", signing.new_secret())),
+            origin="api",
         )
         hook_id: int = view.hook_id
         return hook_id
@@ -98,10 +99,13 @@ def test_create_list_delete(hooked: Hooked) -> None:
     ]
     assert views[0].created_at == hooked.clock.now_us() and views[0].consecutive_failures == 0
     assert views[0].endpoint == "pypi" and views[0].last_delivery_at is None
-    assert hooked.store.hooks.delete(hooked.owner_id, "pypi", first) == hooked.endpoint_id
+    assert (
+        hooked.store.hooks.delete(hooked.owner_id, "pypi", first, origin="api")
+        == hooked.endpoint_id
+    )
     assert [v.hook_id for v in hooked.store.hooks.listing(hooked.owner_id, "pypi")] == [second]
     with pytest.raises(NotFound):
-        hooked.store.hooks.delete(hooked.owner_id, "pypi", first)
+        hooked.store.hooks.delete(hooked.owner_id, "pypi", first, origin="api")
 
 
 def test_at_most_five_hooks_per_endpoint(hooked: Hooked) -> None:
@@ -118,7 +122,7 @@ def test_creations_at_once_keep_the_cap(hooked: Hooked) -> None:
     async def create() -> HookView:
         view: HookView = await role.create(
             hooked.owner_id, "pypi", url="https://hooks.example.com/in", queue=None,
-            rate_per_minute=60, secret=signing.new_secret(),
+            rate_per_minute=60, secret=signing.new_secret(), origin="api",
         )  # fmt: skip
         return view
 
@@ -137,12 +141,14 @@ def test_another_owners_endpoint_and_hook_are_not_found(hooked: Hooked) -> None:
     mallory = hooked.other_owner_id
     for call in (
         lambda: hooked.store.hooks.listing(mallory, "pypi"),
-        lambda: hooked.store.hooks.delete(mallory, "pypi", hook_id),
-        lambda: hooked.store.hooks.enable(mallory, "pypi", hook_id),
-        lambda: hooked.store.hooks.rotate(mallory, "pypi", hook_id, secret="whsec_x"),
-        lambda: hooked.store.hooks.delete(mallory, "npm", hook_id),
-        lambda: hooked.store.hooks.enable(hooked.owner_id, "pypi", hook_id + 1),
-        lambda: hooked.store.hooks.rotate(hooked.owner_id, "pypi", hook_id + 1, secret="whsec_x"),
+        lambda: hooked.store.hooks.delete(mallory, "pypi", hook_id, origin="api"),
+        lambda: hooked.store.hooks.enable(mallory, "pypi", hook_id, origin="api"),
+        lambda: hooked.store.hooks.rotate(mallory, "pypi", hook_id, secret="whsec_x", origin="api"),
+        lambda: hooked.store.hooks.delete(mallory, "npm", hook_id, origin="api"),
+        lambda: hooked.store.hooks.enable(hooked.owner_id, "pypi", hook_id + 1, origin="api"),
+        lambda: hooked.store.hooks.rotate(
+            hooked.owner_id, "pypi", hook_id + 1, secret="whsec_x", origin="api"
+        ),
     ):
         with pytest.raises(NotFound):
             call()
@@ -150,7 +156,7 @@ def test_another_owners_endpoint_and_hook_are_not_found(hooked: Hooked) -> None:
 
 def test_a_revoked_endpoint_takes_no_hooks_and_delivers_to_none(hooked: Hooked) -> None:
     hooked.create()
-    hooked.store.accounts.revoke(hooked.owner_id, "pypi")
+    hooked.store.accounts.revoke(hooked.owner_id, "pypi", origin="api")
     assert hooked.store.hooks.targets(hooked.endpoint_id) == []
     with pytest.raises(Conflict) as refused:
         hooked.create()
@@ -171,7 +177,7 @@ def test_rotation_signs_with_both_until_the_grace_ends_by_the_database_clock(
 ) -> None:
     old, new = signing.new_secret(), signing.new_secret()
     hook_id = hooked.create(secret=old)
-    rotation = hooked.store.hooks.rotate(hooked.owner_id, "pypi", hook_id, secret=new)
+    rotation = hooked.store.hooks.rotate(hooked.owner_id, "pypi", hook_id, secret=new, origin="api")
     assert rotation.previous_valid_until == hooked.clock.now_us() + GRACE_US
     assert (rotation.secret, rotation.endpoint_id) == (new, hooked.endpoint_id)
     [target] = hooked.store.hooks.targets(hooked.endpoint_id)
@@ -191,7 +197,7 @@ def test_a_lost_key_leaves_secrets_unreadable_not_wrong_until_rotated(hooked: Ho
         assert target.secret is None and target.signing_secrets() == ()
         # The recovery: a fresh secret under the new key; the unreadable one never co-signs.
         fresh = signing.new_secret()
-        blind.hooks.rotate(hooked.owner_id, "pypi", hook_id, secret=fresh)
+        blind.hooks.rotate(hooked.owner_id, "pypi", hook_id, secret=fresh, origin="api")
         [target] = blind.hooks.targets(hooked.endpoint_id)
         assert target.signing_secrets() == (fresh,)
 
@@ -210,7 +216,7 @@ def test_ten_failed_notifications_disable_and_enable_resets(hooked: Hooked) -> N
     )
     assert role.targets(hooked.endpoint_id) == []
     assert not role.record_notification(hook_id, delivered=False, disable_after=10)
-    enabled = role.enable(hooked.owner_id, "pypi", hook_id)
+    enabled = role.enable(hooked.owner_id, "pypi", hook_id, origin="api")
     assert (enabled.enabled, enabled.disabled_reason, enabled.consecutive_failures) == (
         True,
         None,
@@ -249,6 +255,6 @@ def test_without_a_key_hooks_cannot_be_created(hooked: Hooked) -> None:
     with hooked.another_store(None) as keyless, pytest.raises(Conflict) as refused:
         keyless.hooks.create(
             hooked.owner_id, "pypi", url="https://x.example/", queue=None, rate_per_minute=1,
-            secret="whsec_x",
+            secret="whsec_x", origin="api",
         )  # fmt: skip
     assert refused.value.code == "hooks_unavailable"

@@ -121,7 +121,7 @@ def test_revoked_endpoint_refuses_its_worker(world: World) -> None:
     [job] = world.store.leasing.lease(world.worker, 1)
     world.submit(name="other")
     assert world.owner.owner_id is not None
-    assert world.store.accounts.revoke(world.owner.owner_id, "npm") == 2
+    assert world.store.accounts.revoke(world.owner.owner_id, "npm", origin="api") == 2
     with pytest.raises(Unauthorized):
         world.store.leasing.lease(world.worker, 1)
     with pytest.raises(Unauthorized):

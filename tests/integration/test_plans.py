@@ -239,7 +239,8 @@ def _fill_operations(conn: Connection) -> None:
         insert(audit),
         [
             {"owner_id": 1 + n % OWNERS, "at": NOW + n, "action": "redrive", "count": 1,
-             "scan_ids": "[1]", "filter": None}
+             "scan_ids": "[1]", "filter": None, "origin": ("board", "api", "cli")[n % 3],
+             "endpoint": None, "detail": None}
             for n in range(AUDIT_ROWS)
         ],
     )  # fmt: skip
@@ -543,6 +544,7 @@ MAINTENANCE = "an ANALYZE: nothing to plan"
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
     "insert_attempt": INSERT_VALUES,
+    "insert_audit_entry": INSERT_VALUES,
     "insert_endpoint": INSERT_VALUES,
     "insert_hook": INSERT_VALUES,
     "insert_owner": INSERT_VALUES,

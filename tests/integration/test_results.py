@@ -338,7 +338,7 @@ def test_revocation_cascade_is_silent_and_total(world: World) -> None:
     world.submit(name="queued")
     world.store.leasing.lease(world.worker, 1)
     world.published.events.clear()
-    assert world.store.accounts.revoke(world.owner.owner_id, "npm") == 2
+    assert world.store.accounts.revoke(world.owner.owner_id, "npm", origin="api") == 2
     assert [type(e) for e in world.published.events] == [EndpointRevoked]
     scan = owner_view(world, leased)
     assert scan.fail_reason == "endpoint_revoked" and scan.dead_lettered_at is not None

@@ -84,6 +84,7 @@ def test_a_count_and_a_filter_redrive_plan_a_search_with_its_values() -> None:
 
     async def refused(role: DeadLetters) -> None:
         with pytest.raises(Conflict):
-            await role.redrive_filter(1, SEARCH, confirm=1)  # nothing matches: 0, not 1
+            # Nothing matches: 0, not 1.
+            await role.redrive_filter(1, SEARCH, confirm=1, origin="api")
 
     assert ran_by("postgresql", refused) == ["begin", "plan_with_values", "dead_letter_ids"]

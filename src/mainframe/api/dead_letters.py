@@ -23,6 +23,7 @@ from mainframe.api.responses import JSON
 from mainframe.clock import parse_rfc3339
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.store import Invalid
+from mainframe.store.audit import API
 from mainframe.store.dead_letters import MAX_QUERY_LENGTH, DeadLetterFilter
 from mainframe.store.redrive import Redriven
 
@@ -96,11 +97,11 @@ async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> JSON:
     the number it matches now."""
     role = rt.store.dead_letters
     if body.scan_ids is not None:
-        done = await role.redrive_ids(owner_id(owner), body.scan_ids)
+        done = await role.redrive_ids(owner_id(owner), body.scan_ids, origin=API)
     else:
         assert body.filter is not None and body.confirm is not None
         done = await role.redrive_filter(
-            owner_id(owner), filter_of(body.filter), confirm=body.confirm
+            owner_id(owner), filter_of(body.filter), confirm=body.confirm, origin=API
         )
     return JSON(redrive_reply(done))
 
@@ -112,12 +113,15 @@ async def list_audit(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]+$")] = None,
 ) -> JSON:
-    """What the owner did (redrives), newest first, paged by `next_cursor`."""
+    """What the owner did, newest first, paged by `next_cursor`: redrives, endpoints created
+    and revoked, credentials created and deleted, hooks created, enabled, rotated and deleted,
+    and board sign-ins; each with when, the target, and where it came from (board, api, cli)."""
     entries = await rt.store.dead_letters.audit(
         owner_id(owner), before_id=None if cursor is None else int(cursor), limit=limit
     )
     next_cursor = str(entries[-1].id) if len(entries) == limit else None
-    return JSON({"entries": [shape.audit_entry(e) for e in entries], "next_cursor": next_cursor})
+    shown = [shape.audit_entry(e, owner.name) for e in entries]
+    return JSON({"entries": shown, "next_cursor": next_cursor})
 
 
 @router.get("/overview", response_model=OverviewPublic, responses=REFUSALS)

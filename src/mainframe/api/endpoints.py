@@ -21,6 +21,7 @@ from mainframe.api.operator_schemas import (
 from mainframe.api.responses import JSON
 from mainframe.clock import rfc3339
 from mainframe.store.accounts import EndpointView, TokenView
+from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1/endpoints", tags=["endpoints"])
 EndpointPath = Annotated[
@@ -51,7 +52,7 @@ def token_view(view: TokenView) -> dict[str, object]:
 async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> JSON:
     """A new endpoint of the owner (409 `endpoint_exists` when the name is taken)."""
     view = await rt.store.credentials.create_endpoint(owner_id(owner), body.name,
-        open_intake=body.open_intake,
+        open_intake=body.open_intake, origin=API,
     )  # fmt: skip
     return JSON(endpoint_view(view), status_code=201)
 
@@ -71,7 +72,7 @@ async def create_token(
     role, principal = ("worker", body.worker) if body.worker else ("source", body.source)
     assert principal is not None
     view, secret = await rt.store.credentials.create_token(
-        owner_id(owner), name, role=role, principal=principal
+        owner_id(owner), name, role=role, principal=principal, origin=API
     )
     return JSON({**token_view(view), "secret": secret}, status_code=201)
 
@@ -88,5 +89,5 @@ async def delete_token(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, token_id: TokenIdPath
 ) -> Response:
     """Delete a credential; it is refused from the next request on, in every server process."""
-    await rt.store.credentials.delete_token(owner_id(owner), name, token_id)
+    await rt.store.credentials.delete_token(owner_id(owner), name, token_id, origin=API)
     return Response(status_code=204)

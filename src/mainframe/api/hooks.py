@@ -14,6 +14,7 @@ from mainframe.api.responses import JSON
 from mainframe.api.schemas import AsciiInt, Label, Strict
 from mainframe.hooks import manage
 from mainframe.hooks.targets import MAX_URL_LENGTH
+from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
 EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
@@ -80,6 +81,7 @@ async def create_hook(
         url=body.url,
         queue=body.queue,
         rate_per_minute=body.rate_per_minute,
+        origin=API,
     )
     _changed(rt, view.endpoint_id)
     return JSON(manage.created(view, secret), status_code=201)
@@ -97,7 +99,7 @@ async def delete_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
 ) -> Response:
     """Remove a hook."""
-    _changed(rt, await rt.store.hooks.delete(owner_id(owner), name, hook_id))
+    _changed(rt, await rt.store.hooks.delete(owner_id(owner), name, hook_id, origin=API))
     return Response(status_code=204)
 
 
@@ -106,7 +108,7 @@ async def rotate_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
 ) -> JSON:
     """A new signing secret; the previous one also signs until `previous_valid_until`."""
-    done = await manage.rotate(rt.store.hooks, owner_id(owner), name, hook_id)
+    done = await manage.rotate(rt.store.hooks, owner_id(owner), name, hook_id, origin=API)
     _changed(rt, done.endpoint_id)
     return JSON(manage.rotation(done))
 
@@ -116,6 +118,6 @@ async def enable_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
 ) -> JSON:
     """Turn a disabled hook back on, its failure count reset."""
-    view = await rt.store.hooks.enable(owner_id(owner), name, hook_id)
+    view = await rt.store.hooks.enable(owner_id(owner), name, hook_id, origin=API)
     _changed(rt, view.endpoint_id)
     return JSON(manage.public(view))

@@ -3,13 +3,14 @@ their credentials."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from mainframe.api.schemas import Label, ScanId, ScanPublic, Strict
 from mainframe.contract.names import Name
 from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.store.audit import Action
 from mainframe.store.dead_letters import MAX_QUERY_LENGTH
 
 MAX_REDRIVE_IDS = 1000  # a redrive by ids names at most 1,000 scans (README: HTTP contract)
@@ -84,15 +85,35 @@ class RedrivePublic(BaseModel):
 
 
 class AuditPublic(BaseModel):
-    audit_id: int
-    at: str
-    action: str
-    count: int
-    scan_ids: list[int] | None
-    filter: dict[str, object] | None
+    """One change an owner made: who, when, what (action and target) and from where."""
+
+    audit_id: int = Field(description="Also the keyset: a page's last one is its next_cursor.")
+    at: str = Field(description="When, by the database's clock: RFC 3339, UTC.")
+    owner: str = Field(description="Who: the owner the change was made for.")
+    action: Action
+    target: str = Field(
+        description="What the action touched, as one line: the endpoint, the token's id and "
+        "name, the hook's id and URL, or how many scans a redrive requeued."
+    )
+    origin: Literal["board", "api", "cli", "unknown"] = Field(
+        description="Where the change came from; `unknown` for redrives recorded before "
+        "origins were."
+    )
+    endpoint: str | None = Field(description="The endpoint changed, by name.")
+    count: int | None = Field(
+        description="Scans requeued by a redrive, or dead-lettered by a revocation."
+    )
+    scan_ids: list[int] | None = Field(description="A redrive by ids: the ids asked for.")
+    filter: dict[str, object] | None = Field(description="A redrive by filter: the filter.")
+    detail: dict[str, object] | None = Field(
+        description="A token's `token_id`, `name` and `kind`; a hook's `hook_id` and `url`; "
+        "a new endpoint's `open_intake`."
+    )
 
 
 class AuditPage(BaseModel):
+    """The owner's audit trail newest first; the next page is `?cursor=<next_cursor>`."""
+
     entries: list[AuditPublic]
     next_cursor: str | None
 

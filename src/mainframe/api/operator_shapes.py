@@ -7,10 +7,12 @@ from typing import Any
 from mainframe.api import shapes
 from mainframe.clock import rfc3339
 from mainframe.store import Invalid
-from mainframe.store.audit import AuditEntry
+from mainframe.store.audit import Action, AuditEntry
 from mainframe.store.dead_letters import DeadLetter
 from mainframe.store.overview import EndpointCard, Overview
 
+# The origin of the redrives recorded before origins were.
+UNKNOWN_ORIGIN = "unknown"
 NO_ATTEMPT = {"seq": None, "outcome": None, "summary": None, "artifact": None, "worker": None}
 
 
@@ -48,14 +50,47 @@ def parse_cursor(text: str | None, *, field: str = "query.cursor") -> tuple[int,
     return int(at), int(scan_id)
 
 
-def audit_entry(entry: AuditEntry) -> dict[str, Any]:
+def _scans(n: int | None) -> str:
+    return "1 scan" if n == 1 else f"{n or 0} scans"
+
+
+def audit_target(entry: AuditEntry) -> str:
+    """What an audit entry's action touched, as the one line the board and the API show."""
+    detail = entry.detail or {}
+    on = f" on {entry.endpoint}" if entry.endpoint is not None else ""
+    if entry.action == Action.REDRIVE:
+        if entry.filter is not None:
+            shown = {k: rfc3339(v) if k == "since" else v for k, v in entry.filter.items()}
+            used = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
+            return f"{_scans(entry.count)} requeued, by filter ({used or 'every dead letter'})"
+        return f"{_scans(entry.count)} requeued of {len(entry.scan_ids or [])} named by id"
+    if entry.action in (Action.TOKEN_CREATED, Action.TOKEN_DELETED):
+        name = detail.get("name")
+        return f'{detail.get("kind")} token {detail.get("token_id")} "{name}"{on}'
+    if entry.action.startswith("hook_"):
+        return f"hook {detail.get('hook_id')} ({detail.get('url')}){on}"
+    if entry.action == Action.ENDPOINT_REVOKED:
+        return f"endpoint {entry.endpoint}: {_scans(entry.count)} dead-lettered"
+    if entry.action == Action.ENDPOINT_CREATED:
+        intake = ", open intake" if detail.get("open_intake") else ""
+        return f"endpoint {entry.endpoint}{intake}"
+    return "the board" if entry.action == Action.SIGNED_IN else entry.endpoint or ""
+
+
+def audit_entry(entry: AuditEntry, owner: str) -> dict[str, Any]:
+    """An audit entry of `owner` (whose entries are the only ones ever read) as shown."""
     return {
         "audit_id": entry.id,
         "at": rfc3339(entry.at),
+        "owner": owner,
         "action": entry.action,
+        "target": audit_target(entry),
+        "origin": entry.origin or UNKNOWN_ORIGIN,
+        "endpoint": entry.endpoint,
         "count": entry.count,
         "scan_ids": entry.scan_ids,
         "filter": entry.filter,
+        "detail": entry.detail,
     }
 
 

@@ -28,6 +28,7 @@ from mainframe.api.schemas import (
 )
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Invalid, ScanSpec, Submitted
+from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
 # Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
@@ -176,5 +177,5 @@ async def revoke(
 ) -> JSON:
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
-    count = await rt.store.accounts.revoke(owner_id(owner), name)
+    count = await rt.store.accounts.revoke(owner_id(owner), name, origin=API)
     return JSON({"endpoint": name, "revoked": True, "dead_lettered": count})

@@ -1,7 +1,8 @@
 """The board's state-changing forms: sign in and out, redrive one scan or the current filter,
 create an endpoint, issue and delete credentials. Each checks its CSRF token first and answers
 with a redirect to a page (post/redirect/get), so a reload never repeats it; what it has to
-say travels in the session's flash, never in the URL."""
+say travels in the session's flash, never in the URL. Each change is audited as
+coming from the board."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from mainframe.contract.text import printable
 from mainframe.logs import get_logger
 from mainframe.ratelimit import retry_after_header
 from mainframe.store import Conflict, StoreError
+from mainframe.store.audit import BOARD
 from mainframe.store.sessions import Session
 
 router = APIRouter(prefix="/board", include_in_schema=False)
@@ -88,7 +90,9 @@ async def sign_in(request: Request, rt: RuntimeDep) -> Response:
         return refused
     check_csrf(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf"))
     lifetime = round(rt.settings.board_session_seconds * 1_000_000)
-    made = await rt.store.sessions.sign_in(_text(form, "token", 200), lifetime_us=lifetime)
+    made = await rt.store.sessions.sign_in(
+        _text(form, "token", 200), lifetime_us=lifetime, origin=BOARD
+    )
     if made is None:
         # The address, never the token: a mistyped token is often a real one.
         get_logger().warning(
@@ -120,7 +124,7 @@ async def _say(request: Request, rt: Runtime, notice: str, **more: Any) -> None:
 @router.post("/scans/{scan_id}/redrive")
 async def redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Response:
     session, _form_data = await _signed_in(request, rt)
-    done = await rt.store.dead_letters.redrive_ids(session.owner_id, [scan_id])
+    done = await rt.store.dead_letters.redrive_ids(session.owner_id, [scan_id], origin=BOARD)
     notice = f"Scan #{scan_id} redriven: back in the queue with a fresh attempt budget."
     if done.skipped:
         notice = f"Scan #{scan_id} not redriven: {done.skipped[0].reason.replace('_', ' ')}."
@@ -141,7 +145,7 @@ async def redrive_filter(request: Request, rt: RuntimeDep) -> Response:
     f = filters.BoardFilter("dead", f.q, f.endpoint, f.queue, f.reason)
     try:
         done = await rt.store.dead_letters.redrive_filter(
-            session.owner_id, f.dead_letters(), confirm=confirm
+            session.owner_id, f.dead_letters(), confirm=confirm, origin=BOARD
         )
     except Conflict as exc:
         await _say(request, rt, f"Nothing was redriven. The count changed since you looked: "
@@ -158,7 +162,7 @@ async def create_endpoint(request: Request, rt: RuntimeDep) -> Response:
     name = _text(form, "name", 100)
     try:
         await rt.store.credentials.create_endpoint(
-            session.owner_id, name, open_intake=_text(form, "open_intake") == "on"
+            session.owner_id, name, open_intake=_text(form, "open_intake") == "on", origin=BOARD
         )
     except StoreError as exc:
         await _say(request, rt, f"Endpoint not created: {exc.detail}.")
@@ -177,7 +181,7 @@ async def create_token(request: Request, rt: RuntimeDep, name: NamePath) -> Resp
         return _see(_endpoint(name))
     try:
         view, secret = await rt.store.credentials.create_token(
-            session.owner_id, name, role=role, principal=principal
+            session.owner_id, name, role=role, principal=principal, origin=BOARD
         )
     except StoreError as exc:
         await _say(request, rt, f"No credential issued: {exc.detail}.")
@@ -198,7 +202,7 @@ async def delete_token(
     try:
         tokens = await rt.store.credentials.tokens(session.owner_id, name)
         token = next((t for t in tokens if t.id == token_id), None)
-        await rt.store.credentials.delete_token(session.owner_id, name, token_id)
+        await rt.store.credentials.delete_token(session.owner_id, name, token_id, origin=BOARD)
     except StoreError as exc:
         await _say(request, rt, f"Token {token_id} not deleted: {exc.detail}.")
         return _see(_endpoint(name))

@@ -1,9 +1,11 @@
 """The board's pages: sign-in, the scans with their pills and filters, one scan (a dead
-letter's page with its timeline), and the confirmations of a redrive. Every page reads the
-session's flash, so what a form's redirect wanted to say is shown once."""
+letter's page with its timeline), the confirmations of a redrive, and the owner's audit
+trail. Every page reads the session's flash, so what a form's redirect wanted to say is shown
+once."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -33,6 +35,8 @@ SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
 # each count walks the listing as a page of it does, and a few thousand rows stay quick.
 COUNT_CAP = 1000
 ENDED = "Your session ended; sign in again to continue."
+# An audit page's cursor: an audit row's id, ASCII digits within the database's 64 bits.
+AUDIT_CURSOR = re.compile(r"[0-9]{1,18}")
 
 
 def sign_in_page(
@@ -168,9 +172,26 @@ async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
         f = filters.parse(request.query_params)
     except filters.BadFilter as exc:
         return error_page(request, context, 422, f"The filter field {exc.field!r} is not usable.")
-    count = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
+    count = await rt.store.dead_letters.redrivable(session.owner_id, f.dead_letters())
     dead = replace(f, pill="dead", cursor=None, newer=None)
     return page(request, "confirm.html", context | {"f": dead, "count": count})
+
+
+@router.get("/audit")
+async def audit_page(request: Request, rt: RuntimeDep) -> Response:
+    session, context = await signed_in_page(request, rt)
+    cursor = request.query_params.get("cursor") or None
+    if cursor is not None and not AUDIT_CURSOR.fullmatch(cursor):
+        return error_page(request, context, 422, "Use the Older link's cursor.")
+    found = await rt.store.dead_letters.audit(
+        session.owner_id, before_id=None if cursor is None else int(cursor),
+        limit=filters.PAGE_SIZE,
+    )  # fmt: skip
+    # The API's entries exactly, beside each one's stored time for the board's one format.
+    entries = [(e.at, operator_shapes.audit_entry(e, session.owner)) for e in found]
+    full = len(found) == filters.PAGE_SIZE
+    context |= {"entries": entries, "next_cursor": str(found[-1].id) if full else None}
+    return page(request, "audit.html", context)
 
 
 def error_page(

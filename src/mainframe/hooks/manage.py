@@ -11,6 +11,7 @@ from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.targets import url_problem
 from mainframe.parsers import parse_cidrs
 from mainframe.settings import Settings
+from mainframe.store.audit import Origin
 from mainframe.store.errors import Invalid
 from mainframe.store.hooks import Hooks, HookView, Rotation
 
@@ -38,19 +39,25 @@ async def create(
     url: str,
     queue: str | None,
     rate_per_minute: int,
+    origin: Origin,
 ) -> tuple[HookView, str]:
     """A new hook and its secret (shown once)."""
     check_url(settings, url)
     secret = signing.new_secret()
     view = await hooks.create(
-        owner_id, endpoint, url=url, queue=queue, rate_per_minute=rate_per_minute, secret=secret
-    )
+        owner_id, endpoint, url=url, queue=queue, rate_per_minute=rate_per_minute, secret=secret,
+        origin=origin,
+    )  # fmt: skip
     return view, secret
 
 
-async def rotate(hooks: Hooks, owner_id: int | None, endpoint: str, hook_id: int) -> Rotation:
+async def rotate(
+    hooks: Hooks, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
+) -> Rotation:
     """A new secret for a hook; the old one keeps signing through the grace period."""
-    return await hooks.rotate(owner_id, endpoint, hook_id, secret=signing.new_secret())
+    return await hooks.rotate(
+        owner_id, endpoint, hook_id, secret=signing.new_secret(), origin=origin
+    )
 
 
 def public(view: HookView) -> dict[str, Any]:

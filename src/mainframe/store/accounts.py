@@ -1,15 +1,18 @@
 """Owners, endpoints and their credentials, and reading who a token speaks for. Secrets are
 stored only as sha256 digests; credentials are read on every request (never cached), so a
-deleted token or a revoked endpoint is refused from the next request in every process."""
+deleted token or a revoked endpoint is refused from the next request in every process. Each
+change of an endpoint or a credential writes its audit row in its own transaction."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from mainframe.contract.names import name_problem
-from mainframe.store import revoke, totals
+from mainframe.store import audit, revoke, totals
+from mainframe.store.audit import CLI, Action, Origin
 from mainframe.store.database import Database, Row, Tx, first, value
 from mainframe.store.errors import Conflict, Invalid, NotFound, Unauthorized
 from mainframe.store.records import EndpointRecord, Presented, Principal
@@ -78,7 +81,8 @@ ENDPOINT_TOKENS = Sql(
     """,
 )
 DELETE_TOKEN = Sql(
-    "delete_token", "DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint"
+    "delete_token",
+    "DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint RETURNING principal, role",
 )
 # Two credentials issued at once under one name would both find none taken on PostgreSQL;
 # the endpoint's row lock makes the second wait for the first (SQLite has one writer).
@@ -181,9 +185,9 @@ async def insert_owner(tx: Tx, name: str) -> tuple[int, str]:
 
 
 async def insert_endpoint(
-    tx: Tx, *, name: str, owner_id: int, open_intake: bool
+    tx: Tx, *, name: str, owner_id: int, open_intake: bool, origin: Origin
 ) -> tuple[EndpointRecord, int]:
-    """A new endpoint with zeroed outcome totals; returns it and its creation time."""
+    """A new endpoint with zeroed outcome totals, audited; returns it and its creation time."""
     _check_name("name", name)
     if await value(tx, ENDPOINT_BY_NAME, {"name": name}) is not None:
         raise NameTaken(f"endpoint {name!r} already exists")
@@ -193,7 +197,44 @@ async def insert_endpoint(
     await totals.create_rows(tx, row[0])
     record = _endpoint(row)
     assert record is not None
+    await audit.record(
+        tx, owner_id, Action.ENDPOINT_CREATED, origin=origin, endpoint=name,
+        detail={"open_intake": open_intake},
+    )  # fmt: skip
     return record, int(row[5])
+
+
+def token_detail(token_id: int, name: str, kind: str) -> dict[str, Any]:
+    """What an audit row keeps of a credential: never its secret."""
+    return {"token_id": token_id, "name": name, "kind": kind}
+
+
+async def issue_endpoint_token(
+    tx: Tx, found: EndpointRecord, *, role: str, principal: str, origin: Origin
+) -> tuple[TokenView, str]:
+    """A worker or source credential of an endpoint, audited; returns it and its secret."""
+    secret = new_secret(role)
+    view = await issue_token_row(
+        tx, secret, role=role, principal=principal, owner_id=found.owner_id, endpoint_id=found.id
+    )
+    await audit.record(
+        tx, found.owner_id, Action.TOKEN_CREATED, origin=origin, endpoint=found.name,
+        detail=token_detail(view.id, view.name, view.kind),
+    )  # fmt: skip
+    return view, secret
+
+
+async def delete_endpoint_token(
+    tx: Tx, found: EndpointRecord, token_id: int, *, origin: Origin
+) -> None:
+    """Delete an endpoint's credential, audited; NotFound when it has no such token."""
+    row = await first(tx, DELETE_TOKEN, {"token": token_id, "endpoint": found.id})
+    if row is None:
+        raise NotFound(f"no token {token_id} on endpoint {found.name!r}")
+    await audit.record(
+        tx, found.owner_id, Action.TOKEN_DELETED, origin=origin, endpoint=found.name,
+        detail=token_detail(token_id, row[0], row[1]),
+    )  # fmt: skip
 
 
 async def issue_token(
@@ -245,8 +286,9 @@ async def _check_credential_name(tx: Tx, endpoint_id: int, name: str) -> None:
 
 
 class Accounts:
-    """Owners, endpoints and credentials as an operator at the database sees them (the CLI),
-    authentication, and the revocation cascade."""
+    """Owners, endpoints and credentials as an operator at the database sees them (the CLI,
+    so its changes are audited as `cli` unless told otherwise), authentication, and the
+    revocation cascade."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -259,15 +301,19 @@ class Accounts:
         async with self.db.read() as tx:
             return await value(tx, ANY_OWNER) is not None
 
-    async def create_endpoint(self, name: str, *, owner: str, open_intake: bool) -> EndpointRecord:
+    async def create_endpoint(
+        self, name: str, *, owner: str, open_intake: bool, origin: Origin = CLI
+    ) -> EndpointRecord:
         async with self.db.write() as tx:
             owner_id = await owner_id_by_name(tx, owner)
             record, _ = await insert_endpoint(
-                tx, name=name, owner_id=owner_id, open_intake=open_intake
+                tx, name=name, owner_id=owner_id, open_intake=open_intake, origin=origin
             )
             return record
 
-    async def create_token(self, *, endpoint: str, role: str, principal: str) -> str:
+    async def create_token(
+        self, *, endpoint: str, role: str, principal: str, origin: Origin = CLI
+    ) -> str:
         """A worker or source credential for one endpoint."""
         async with self.db.write() as tx:
             record = await endpoint_by_name(tx, endpoint)
@@ -275,10 +321,10 @@ class Accounts:
                 raise UnknownName(f"no endpoint named {endpoint!r}")
             if record.revoked_at is not None:
                 raise NameTaken(f"endpoint {endpoint!r} is revoked")
-            return await issue_token(
-                tx, role=role, principal=principal, owner_id=record.owner_id,
-                endpoint_id=record.id,
-            )  # fmt: skip
+            _view, secret = await issue_endpoint_token(
+                tx, record, role=role, principal=principal, origin=origin
+            )
+            return secret
 
     async def tokens(self, endpoint: str) -> list[TokenView]:
         """An endpoint's credentials (never a secret), whoever owns it."""
@@ -287,12 +333,11 @@ class Accounts:
             rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
         return [TokenView(r[0], r[1], r[2], r[3]) for r in rows]
 
-    async def delete_token(self, endpoint: str, token_id: int) -> None:
+    async def delete_token(self, endpoint: str, token_id: int, *, origin: Origin = CLI) -> None:
         """Delete a credential; every server reads tokens per request, so it stops at once."""
         async with self.db.write() as tx:
             found = await _named(tx, endpoint)
-            if await tx.run(DELETE_TOKEN, {"token": token_id, "endpoint": found.id}) == 0:
-                raise NotFound(f"no token {token_id} on endpoint {endpoint!r}")
+            await delete_endpoint_token(tx, found, token_id, origin=origin)
 
     async def authenticate(self, secret: str) -> Principal | None:
         async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
@@ -315,8 +360,9 @@ class Accounts:
         async with self.db.read() as tx:
             return await owner_id_by_name(tx, name)
 
-    async def revoke(self, owner_id: int, endpoint: str) -> int:
-        """The silent cascade; returns how many scans it dead-lettered."""
+    async def revoke(self, owner_id: int, endpoint: str, *, origin: Origin) -> int:
+        """The silent cascade, audited with its count; returns how many scans it
+        dead-lettered."""
         async with self.db.write() as tx:
             found = await endpoint_by_name(tx, endpoint)
             if found is None or found.owner_id != owner_id:
@@ -326,6 +372,10 @@ class Accounts:
             event = await revoke.revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
             tx.events.append(event)
             await totals.record(tx, [event])
+            await audit.record(
+                tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
+                count=event.dead_lettered,
+            )  # fmt: skip
         return event.dead_lettered
 
 
@@ -335,11 +385,13 @@ class Credentials:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create_endpoint(self, owner_id: int, name: str, *, open_intake: bool) -> EndpointView:
+    async def create_endpoint(
+        self, owner_id: int, name: str, *, open_intake: bool, origin: Origin
+    ) -> EndpointView:
         async with self.db.write() as tx:
             try:
                 created, at = await insert_endpoint(
-                    tx, name=name, owner_id=owner_id, open_intake=open_intake
+                    tx, name=name, owner_id=owner_id, open_intake=open_intake, origin=origin
                 )
             except NameTaken as exc:
                 raise Conflict("endpoint_exists", str(exc)) from exc
@@ -357,19 +409,16 @@ class Credentials:
         return found
 
     async def create_token(
-        self, owner_id: int, endpoint: str, *, role: str, principal: str
+        self, owner_id: int, endpoint: str, *, role: str, principal: str, origin: Origin
     ) -> tuple[TokenView, str]:
         """A worker or source credential; the secret is returned here and never again."""
         async with self.db.write() as tx:
             found = await self._owned(tx, owner_id, endpoint)
             if found.revoked_at is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
-            secret = new_secret(role)
-            view = await issue_token_row(
-                tx, secret, role=role, principal=principal, owner_id=owner_id,
-                endpoint_id=found.id,
-            )  # fmt: skip
-            return view, secret
+            return await issue_endpoint_token(
+                tx, found, role=role, principal=principal, origin=origin
+            )
 
     async def tokens(self, owner_id: int, endpoint: str) -> list[TokenView]:
         async with self.db.read() as tx:
@@ -377,10 +426,10 @@ class Credentials:
             rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
         return [TokenView(r[0], r[1], r[2], r[3]) for r in rows]
 
-    async def delete_token(self, owner_id: int, endpoint: str, token_id: int) -> None:
+    async def delete_token(
+        self, owner_id: int, endpoint: str, token_id: int, *, origin: Origin
+    ) -> None:
         """Delete a credential: every server reads tokens per request, so it stops at once."""
         async with self.db.write() as tx:
             found = await self._owned(tx, owner_id, endpoint)
-            gone = await tx.run(DELETE_TOKEN, {"token": token_id, "endpoint": found.id})
-            if gone == 0:
-                raise NotFound(f"no token {token_id} on endpoint {endpoint!r}")
+            await delete_endpoint_token(tx, found, token_id, origin=origin)

@@ -1,10 +1,16 @@
-"""The operators' audit trail: one row per redrive, written by its first chunk, its count kept
-true by every chunk, and read back newest first."""
+"""The operators' audit trail: who changed what, when and from where, read back newest first.
+
+Every row is written by the store call that makes the change, in its transaction, so a
+change without its row (or a row without its change) cannot be committed. The time is the
+database's `mf_now()`, like every stamp; the origin is the shell the change came through,
+passed down as a plain value. A redrive's row is written by its first chunk and its count
+kept true by every later one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, Literal
 
 import orjson
 
@@ -14,12 +20,42 @@ from mainframe.store.sql import Sql
 # The keyset of the first page: older than every row.
 NEWEST = 2**63 - 1
 
+# The shell a change came through.
+Origin = Literal["board", "api", "cli"]
+ORIGINS: tuple[Origin, ...] = ("board", "api", "cli")
+BOARD: Origin = "board"
+API: Origin = "api"
+CLI: Origin = "cli"
+
+
+class Action(StrEnum):
+    """What an audit row records."""
+
+    REDRIVE = "redrive"
+    ENDPOINT_CREATED = "endpoint_created"
+    ENDPOINT_REVOKED = "endpoint_revoked"
+    TOKEN_CREATED = "token_created"
+    TOKEN_DELETED = "token_deleted"
+    HOOK_CREATED = "hook_created"
+    HOOK_ENABLED = "hook_enabled"
+    HOOK_SECRET_ROTATED = "hook_secret_rotated"
+    HOOK_DELETED = "hook_deleted"
+    SIGNED_IN = "signed_in"
+
+
 INSERT_REDRIVE = Sql(
     "insert_redrive_audit",
     """
-    INSERT INTO audit (owner_id, at, action, count, scan_ids, filter)
-    VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter)
+    INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin)
+    VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin)
     RETURNING id
+    """,
+)
+INSERT_ENTRY = Sql(
+    "insert_audit_entry",
+    """
+    INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
+    VALUES (:owner, mf_now(), :action, :count, :origin, :endpoint, :detail)
     """,
 )
 ADD_TO_COUNT = Sql("add_to_audit_count", "UPDATE audit SET count = count + :n WHERE id = :audit")
@@ -27,7 +63,7 @@ ADD_TO_COUNT = Sql("add_to_audit_count", "UPDATE audit SET count = count + :n WH
 AUDIT_ENTRIES = Sql(
     "audit_entries",
     """
-    SELECT id, at, action, count, scan_ids, filter FROM audit
+    SELECT id, at, action, count, scan_ids, filter, origin, endpoint, detail FROM audit
     WHERE owner_id = :owner AND id < :before
     ORDER BY id DESC LIMIT :limit
     """,
@@ -39,19 +75,61 @@ class AuditEntry:
     id: int
     at: int
     action: str
-    count: int
+    count: int | None
     scan_ids: list[int] | None
     filter: dict[str, Any] | None
+    origin: str | None  # None for a redrive recorded before origins were
+    endpoint: str | None
+    detail: dict[str, Any] | None
+
+
+def _json(found: object) -> str | None:
+    return None if found is None else orjson.dumps(found).decode()
+
+
+def _origin(origin: str) -> str:
+    # The type says it already; a typo in an untyped caller must not reach the trail.
+    if origin not in ORIGINS:
+        raise ValueError(f"origin is one of {', '.join(ORIGINS)}, not {origin!r}")
+    return origin
+
+
+async def record(
+    tx: Tx,
+    owner_id: int,
+    action: Action,
+    *,
+    origin: Origin,
+    endpoint: str | None = None,
+    count: int | None = None,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    """One audit row for a change made in `tx`, stamped by the database's clock."""
+    params = {
+        "owner": owner_id,
+        "action": action.value,
+        "count": count,
+        "origin": _origin(origin),
+        "endpoint": endpoint,
+        "detail": _json(detail),
+    }
+    await tx.run(INSERT_ENTRY, params)
 
 
 async def record_redrive(
-    tx: Tx, owner_id: int, *, scan_ids: list[int] | None, filter_json: dict[str, Any] | None
+    tx: Tx,
+    owner_id: int,
+    *,
+    scan_ids: list[int] | None,
+    filter_json: dict[str, Any] | None,
+    origin: Origin,
 ) -> int:
     """A redrive's audit row with a count of 0 (by ids or by filter); returns its id."""
     params = {
         "owner": owner_id,
-        "scan_ids": None if scan_ids is None else orjson.dumps(scan_ids).decode(),
-        "filter": None if filter_json is None else orjson.dumps(filter_json).decode(),
+        "scan_ids": _json(scan_ids),
+        "filter": _json(filter_json),
+        "origin": _origin(origin),
     }
     return int(await value(tx, INSERT_REDRIVE, params))
 
@@ -60,17 +138,24 @@ async def add_to_count(tx: Tx, audit_id: int, n: int) -> None:
     await tx.run(ADD_TO_COUNT, {"audit": audit_id, "n": n})
 
 
+def _loaded(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
 async def entries(tx: Tx, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
     """The owner's audit rows newest first, older than `before_id`."""
     params = {"owner": owner_id, "before": NEWEST if before_id is None else before_id}
     return [
         AuditEntry(
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            None if row[4] is None else orjson.loads(row[4]),
-            None if row[5] is None else orjson.loads(row[5]),
+            id=row[0],
+            at=row[1],
+            action=row[2],
+            count=row[3],
+            scan_ids=_loaded(row[4]),
+            filter=_loaded(row[5]),
+            origin=row[6],
+            endpoint=row[7],
+            detail=_loaded(row[8]),
         )
         for row in await tx.rows(AUDIT_ENTRIES, params | {"limit": limit})
     ]

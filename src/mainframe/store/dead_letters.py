@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mainframe.store import audit, queries, search
-from mainframe.store.audit import AuditEntry
+from mainframe.store.audit import AuditEntry, Origin
 from mainframe.store.database import Database, Row, Tx, value
 from mainframe.store.errors import Conflict
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
@@ -294,13 +294,14 @@ COUNT_DEAD_LETTERS = Sql(
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
     """,
 )
-# Every match's id, newest first: what a filter redrive requeues.
+# Every match a filter redrive requeues, newest first: a revoked endpoint's dead letters are
+# listed and counted on the Dead pill, but never redriven, so they are not here.
 DEAD_LETTER_IDS = Sql(
     "dead_letter_ids",
     """
     SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE scans.dead_lettered_at IS NOT NULL
-      AND endpoints.owner_id = :owner
+      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
       AND (:endpoint IS NULL OR endpoints.name = :endpoint)
       AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
            OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
@@ -313,7 +314,7 @@ DEAD_LETTER_IDS = Sql(
     """
     SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE scans.dead_lettered_at IS NOT NULL
-      AND endpoints.owner_id = :owner
+      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
       AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
            OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
@@ -492,16 +493,31 @@ class DeadLetters:
             await _with_values(tx, f)
             return await count(tx, owner_id, f)
 
+    async def redrivable(self, owner_id: int, f: DeadLetterFilter) -> int:
+        """How many dead letters a filter redrive would requeue: what its `confirm` states
+        (a revoked endpoint's dead letters match the filter but are never redriven)."""
+        return len(await self._redrivable_ids(owner_id, f))
+
+    async def _redrivable_ids(self, owner_id: int, f: DeadLetterFilter) -> list[int]:
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            return [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
+
     async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
         """The scan with its whole attempt history (any status: a redriven one too)."""
         async with self.db.read() as tx:
             return await queries.owned_scan(tx, owner_id, scan_id)
 
     async def redrive_ids(
-        self, owner_id: int, ids: Sequence[int], *, progress: Progress | None = None
+        self,
+        owner_id: int,
+        ids: Sequence[int],
+        *,
+        origin: Origin,
+        progress: Progress | None = None,
     ) -> Redriven:
         """Redrive the given scans; those that cannot be are reported as skipped."""
-        return await redrive(self.db, owner_id, ids, by="ids", progress=progress)
+        return await redrive(self.db, owner_id, ids, by="ids", origin=origin, progress=progress)
 
     async def redrive_filter(
         self,
@@ -509,24 +525,24 @@ class DeadLetters:
         f: DeadLetterFilter,
         *,
         confirm: int,
+        origin: Origin,
         progress: Progress | None = None,
     ) -> Redriven:
         """Redrive what the filter matches, refused (nothing changed) unless `confirm` is
         how many it matches now: a stale screen cannot requeue more than the operator saw."""
-        async with self.db.read() as tx:
-            await _with_values(tx, f)
-            ids = [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
+        ids = await self._redrivable_ids(owner_id, f)
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",
-                f"the filter matches {len(ids)} dead letters now, not {confirm}; "
+                f"the filter matches {len(ids)} dead letters to redrive now, not {confirm}; "
                 "look again and confirm the new count",
             )
         return await redrive(
-            self.db, owner_id, ids, by="filter", filter_json=f.as_json(), progress=progress
-        )
+            self.db, owner_id, ids, by="filter", origin=origin, filter_json=f.as_json(),
+            progress=progress,
+        )  # fmt: skip
 
     async def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
-        """The owner's redrives newest first, older than the audit row `before_id`."""
+        """The owner's audit trail newest first, older than the audit row `before_id`."""
         async with self.db.read() as tx:
             return await audit.entries(tx, owner_id, before_id=before_id, limit=limit)

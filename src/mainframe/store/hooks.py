@@ -1,13 +1,16 @@
 """The hooks of each endpoint: the owners' management calls and the dispatcher's reads and
 bookkeeping. Signing secrets are stored only as Fernet tokens (store/hook_secrets.py). Every
 stamp (creation, a rotation's grace, the last delivery) and the end of a rotation's grace are
-taken from `mf_now()`, so every server process of a fleet agrees on them."""
+taken from `mf_now()`, so every server process of a fleet agrees on them. Each owner's
+change (create, enable, rotate, delete) writes its audit row in its own transaction."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mainframe.store import audit
 from mainframe.store.accounts import endpoint_by_name
+from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Row, Tx, first, value
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import Conflict, NotFound
@@ -47,7 +50,9 @@ LIST_HOOKS = Sql(
     FROM hooks WHERE endpoint_id = :endpoint ORDER BY id
     """,
 )
-DELETE_HOOK = Sql("delete_hook", "DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint")
+DELETE_HOOK = Sql(
+    "delete_hook", "DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url"
+)
 # The old token moves as it is: rotating never needs to read the old secret, so a hook whose
 # secret no key can open is rotated like any other (its unreadable token never co-signs).
 ROTATE_HOOK = Sql(
@@ -56,7 +61,7 @@ ROTATE_HOOK = Sql(
     UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
         secret = :secret
     WHERE id = :hook AND endpoint_id = :endpoint
-    RETURNING previous_valid_until
+    RETURNING previous_valid_until, url
     """,
 )
 ENABLE_HOOK = Sql(
@@ -177,6 +182,16 @@ async def _endpoint(tx: Tx, owner_id: int | None, name: str) -> EndpointRecord:
     return found
 
 
+async def _audit(
+    tx: Tx, found: EndpointRecord, action: Action, hook_id: int, url: str, origin: Origin
+) -> None:
+    # Who is the endpoint's owner, whoever acted: the CLI (owner_id None) acts for them.
+    detail = {"hook_id": hook_id, "url": url}
+    await audit.record(
+        tx, found.owner_id, action, origin=origin, endpoint=found.name, detail=detail
+    )
+
+
 class Hooks:
     """The hooks role of the store: one transaction per call."""
 
@@ -202,6 +217,7 @@ class Hooks:
         queue: str | None,
         rate_per_minute: int,
         secret: str,
+        origin: Origin,
     ) -> HookView:
         """Add a hook signing with `secret` (the caller mints it and shows it once)."""
         sealed = self._seal(secret)
@@ -221,7 +237,8 @@ class Hooks:
                 "secret": sealed,
             }
             row = await first(tx, INSERT_HOOK, params)
-        assert row is not None
+            assert row is not None
+            await _audit(tx, found, Action.HOOK_CREATED, row[0], url, origin)
         return _view(row, found.name)
 
     async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
@@ -230,34 +247,42 @@ class Hooks:
             rows = await tx.rows(LIST_HOOKS, {"endpoint": found.id})
         return [_view(row, found.name) for row in rows]
 
-    async def delete(self, owner_id: int | None, endpoint: str, hook_id: int) -> int:
+    async def delete(
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
+    ) -> int:
         """Remove a hook; returns its endpoint's id."""
         async with self.db.write() as tx:
             found = await _endpoint(tx, owner_id, endpoint)
-            if await tx.run(DELETE_HOOK, {"hook": hook_id, "endpoint": found.id}) == 0:
+            url = await value(tx, DELETE_HOOK, {"hook": hook_id, "endpoint": found.id})
+            if url is None:
                 raise NotFound(f"no hook {hook_id}")
+            await _audit(tx, found, Action.HOOK_DELETED, hook_id, url, origin)
         return found.id
 
     async def rotate(
-        self, owner_id: int | None, endpoint: str, hook_id: int, *, secret: str
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, secret: str, origin: Origin
     ) -> Rotation:
         """Sign with `secret` from now on, and with the old one too until the grace ends."""
         sealed = self._seal(secret)
         params = {"grace": self.rotation_grace_us, "secret": sealed, "hook": hook_id}
         async with self.db.write() as tx:
             found = await _endpoint(tx, owner_id, endpoint)
-            until = await value(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
-        if until is None:
-            raise NotFound(f"no hook {hook_id}")
-        return Rotation(hook_id, found.id, secret, int(until))
+            row = await first(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
+            if row is None:
+                raise NotFound(f"no hook {hook_id}")
+            await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, row[1], origin)
+        return Rotation(hook_id, found.id, secret, int(row[0]))
 
-    async def enable(self, owner_id: int | None, endpoint: str, hook_id: int) -> HookView:
+    async def enable(
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
+    ) -> HookView:
         """Turn a disabled hook back on, its failure count reset."""
         async with self.db.write() as tx:
             found = await _endpoint(tx, owner_id, endpoint)
             row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
-        if row is None:
-            raise NotFound(f"no hook {hook_id}")
+            if row is None:
+                raise NotFound(f"no hook {hook_id}")
+            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, row[2], origin)
         return _view(row, found.name)
 
     # The dispatcher -------------------------------------------------------------------------

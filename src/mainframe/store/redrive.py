@@ -123,10 +123,12 @@ async def redrive(
     ids: Sequence[int],
     *,
     by: str,
+    origin: audit.Origin,
     filter_json: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> Redriven:
-    """Redrive `ids` (deduplicated, in order) chunk by chunk; report what was skipped."""
+    """Redrive `ids` (deduplicated, in order) chunk by chunk; report what was skipped. The
+    audit row names `origin`, the shell the operator used."""
     wanted = list(dict.fromkeys(ids))
     chunks = [wanted[i : i + CHUNK] for i in range(0, len(wanted), CHUNK)] or [[]]
     done = Redriven()
@@ -138,6 +140,7 @@ async def redrive(
                     owner_id,
                     scan_ids=wanted if by == "ids" else None,
                     filter_json=filter_json,
+                    origin=origin,
                 )
             requeued = await _chunk(tx, owner_id, chunk, done.skipped)
             done.redriven += requeued

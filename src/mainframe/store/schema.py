@@ -230,7 +230,9 @@ hooks = Table(
     Index("ix_hooks_endpoint", "endpoint_id"),
 )
 
-# What operators did (revision 0008): one row per redrive, with the ids or the filter used.
+# What operators did (revision 0008): one row per redrive, with the ids or the filter used;
+# since 0012 also every credential, hook and endpoint change and board sign-in, written in
+# the transaction of the change.
 audit = Table(
     "audit",
     metadata,
@@ -238,9 +240,14 @@ audit = Table(
     Column("owner_id", Id, ForeignKey("owners.id"), nullable=False),
     Column("at", BigInteger, nullable=False),
     Column("action", String(40), nullable=False),
-    Column("count", Integer, nullable=False),
+    # Scans requeued by a redrive, dead-lettered by a revocation; NULL otherwise (0012).
+    Column("count", Integer),
     Column("scan_ids", Text),  # JSON list, for a redrive by ids
     Column("filter", Text),  # JSON object, for a redrive by filter
+    # board | api | cli; NULL for the redrives recorded before 0012 (shown as unknown).
+    Column("origin", String(8)),
+    Column("endpoint", String(200)),  # the endpoint the change touched, by name (0012)
+    Column("detail", Text),  # JSON object: a token's id, name and kind; a hook's id and URL
     Index("ix_audit_owner", "owner_id", "id"),
 )
 

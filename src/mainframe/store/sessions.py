@@ -6,7 +6,10 @@ back with its cookie is told why it must sign in again; sign-in sweeps the older
 A session carries one flash at a time: what the page after a form's redirect shows once (a
 notice, a freshly issued secret). It is sealed under a key derived from the cookie secret,
 so the database alone cannot read it, and taken by compare-and-clear, so two reloads racing
-for it show it at most once."""
+for it show it at most once.
+
+A sign-in is audited in its own transaction; a refused one writes nothing (the board logs
+it)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from mainframe.store import audit
 from mainframe.store.accounts import authenticate, digest
+from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, first
 from mainframe.store.sql import Sql
 
@@ -82,7 +87,9 @@ class Sessions:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def sign_in(self, owner_secret: str, *, lifetime_us: int) -> tuple[str, Session] | None:
+    async def sign_in(
+        self, owner_secret: str, *, lifetime_us: int, origin: Origin
+    ) -> tuple[str, Session] | None:
         """A new session for an owner token (None for any other token)."""
         async with self.db.write() as tx:
             principal = await authenticate(tx, digest(owner_secret))
@@ -98,6 +105,7 @@ class Sessions:
             }
             row = await first(tx, INSERT_SESSION, params)
             assert row is not None
+            await audit.record(tx, principal.owner_id, Action.SIGNED_IN, origin=origin)
             return secret, Session(principal.owner_id, principal.name, csrf, int(row[0]))
 
     async def find(self, secret: str) -> Session | None:
