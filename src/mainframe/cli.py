@@ -197,12 +197,15 @@ def token_list(
 ) -> None:
     """The worker and source credentials of ENDPOINT, one row each (never a secret)."""
     from mainframe.clock import rfc3339
+    from mainframe.contract.text import shown
 
     settings = load_settings(database_url=database_url)
     views = _on_store(settings, lambda store: store.accounts.tokens(endpoint))
-    typer.echo(f"{'ID':>6}  {'KIND':<7} {'CREATED':<28} NAME")
+    typer.echo(f"{'ID':>6}  {'KIND':<7} {'CREATED':<28} {'LAST USED':<28} NAME")
     for view in views:
-        typer.echo(f"{view.id:>6}  {view.kind:<7} {rfc3339(view.created_at):<28} {view.name}")
+        used = rfc3339(view.last_used_at) or "never"
+        created = rfc3339(view.created_at)
+        typer.echo(f"{view.id:>6}  {view.kind:<7} {created:<28} {used:<28} {shown(view.name)}")
 
 
 @token_app.command("delete")

@@ -14,6 +14,8 @@ from mainframe.store import Store
 SWEEP_BATCH = 500
 # How often the planner's statistics are checked on PostgreSQL (store/statistics.py).
 STATISTICS_SECONDS = 5.0
+# How often the credentials requests presented have their last use written (store/usage.py).
+TOKEN_USE_SECONDS = 30.0
 
 
 async def sweep_once(store: Store) -> int:
@@ -54,3 +56,14 @@ async def keep_statistics(store: Store, *, every: float) -> None:
             continue
         if analysed:
             log.info("statistics_refreshed", tables=analysed)
+
+
+async def keep_token_use(store: Store, *, every: float) -> None:
+    """Write the last use of the credentials this process's requests presented."""
+    log = get_logger()
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await store.usage.flush()
+        except Exception as exc:  # the next round writes them; a last use is a hint
+            log.warning("token_use_flush_failed", error=f"{type(exc).__name__}: {exc}")

@@ -263,7 +263,7 @@ WHERE endpoints.owner_id = $1
 GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
 
 -- endpoint_tokens
-SELECT id, principal, role, created_at FROM tokens
+SELECT id, principal, role, created_at, last_used_at FROM tokens
 WHERE endpoint_id = $1 ORDER BY id;
 
 -- fail_unleased
@@ -811,6 +811,11 @@ UPDATE board_sessions SET flash = NULL WHERE session_hash = $1 AND flash = $2;
 
 -- token_named
 SELECT id FROM tokens WHERE endpoint_id = $1 AND principal = $2 LIMIT 1;
+
+-- touch_token
+UPDATE tokens SET last_used_at = mf_now()
+WHERE token_hash = $1
+  AND (last_used_at IS NULL OR last_used_at <= mf_now() - $2);
 
 -- wait
 WITH who AS (

@@ -195,7 +195,7 @@ WHERE endpoints.owner_id = :owner
 GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
 
 -- endpoint_tokens
-SELECT id, principal, role, created_at FROM tokens
+SELECT id, principal, role, created_at, last_used_at FROM tokens
 WHERE endpoint_id = :endpoint ORDER BY id;
 
 -- fail_unleased
@@ -727,6 +727,11 @@ UPDATE board_sessions SET flash = NULL WHERE session_hash = :session AND flash =
 
 -- token_named
 SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal LIMIT 1;
+
+-- touch_token
+UPDATE tokens SET last_used_at = mf_now()
+WHERE token_hash = :digest
+  AND (last_used_at IS NULL OR last_used_at <= mf_now() - :coarse);
 
 -- wait
 WITH who AS (

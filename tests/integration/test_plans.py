@@ -51,6 +51,7 @@ from mainframe.store import (
     sessions,
     stats,
     totals,
+    usage,
 )
 from mainframe.store import audit as store_audit
 from mainframe.store.closing import Report, plan
@@ -455,6 +456,7 @@ CASES = {
     "endpoint_tokens": Case(accounts.ENDPOINT_TOKENS, {"endpoint": 1},
                             sqlite_index("ix_tokens_endpoint", "tokens"),
                             pg_small("tokens", "ix_tokens_endpoint")),
+    "touch_token": Case(usage.TOUCH, {"digest": WORKER, "coarse": 60_000_000}, WHO, PG_WHO),
     "lock_endpoint_for_token": Case(accounts.LOCK_ENDPOINT, {"endpoint": 1},
                                     sqlite_pk("endpoints"),
                                     pg_small("endpoints", "endpoints_pkey")),

@@ -32,7 +32,14 @@ from mainframe.ratelimit import TokenBucket
 from mainframe.settings import Settings
 from mainframe.store import open_store
 from mainframe.store.sqlite import SERVER_BUSY_MS
-from mainframe.sweeper import STATISTICS_SECONDS, keep_statistics, sweep_forever, sweep_once
+from mainframe.sweeper import (
+    STATISTICS_SECONDS,
+    TOKEN_USE_SECONDS,
+    keep_statistics,
+    keep_token_use,
+    sweep_forever,
+    sweep_once,
+)
 
 # Attempts, a second apart, at the start-up reconciliation before the server reports healthy.
 STARTUP_RECONCILE_TRIES = 30
@@ -78,7 +85,10 @@ def create_app(
         await sweep_once(rt.store)
         await _first_reconciliation(rt)
         every = settings.metrics_refresh_seconds
-        tasks = [asyncio.create_task(reconcile_forever(rt.store, rt.metrics, every=every))]
+        tasks = [
+            asyncio.create_task(reconcile_forever(rt.store, rt.metrics, every=every)),
+            asyncio.create_task(keep_token_use(rt.store, every=TOKEN_USE_SECONDS)),
+        ]
         if rt.store.db.dialect == "postgresql":
             tasks.append(asyncio.create_task(keep_statistics(rt.store, every=STATISTICS_SECONDS)))
         if sweeper:
@@ -99,6 +109,8 @@ def create_app(
                     await task
             if rt.dispatcher is not None:
                 await rt.dispatcher.stop()
+            with contextlib.suppress(Exception):  # a last use is a hint, never a failed stop
+                await rt.store.usage.flush()
             await rt.store.close()
 
     app = FastAPI(

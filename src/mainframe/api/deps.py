@@ -28,7 +28,10 @@ class Runtime:
     async def principal(self, secret: str) -> Principal | None:
         # Read on every request, never cached: a deleted credential or a revoked endpoint
         # must stop working at once in every server process (one unique-index probe).
-        return await self.store.accounts.authenticate(secret)
+        found = await self.store.accounts.authenticate(secret)
+        if found is not None:
+            self.store.usage.note(found.digest)
+        return found
 
 
 async def runtime(request: Request) -> Runtime:

@@ -45,6 +45,7 @@ def token_view(view: TokenView) -> dict[str, object]:
         "name": view.name,
         "kind": view.kind,
         "created_at": rfc3339(view.created_at),
+        "last_used_at": rfc3339(view.last_used_at),
     }
 
 

@@ -52,7 +52,9 @@ def presented(request: Request, role: str = "worker") -> tuple[Runtime, Presente
     header = request.headers.get("authorization", "")
     if header[: len(_PREFIX)].lower() != _PREFIX:
         raise Unauthorized(f"send 'Authorization: Bearer <{role} token>'")
-    return rt, Presented(digest(header[len(_PREFIX) :].strip()))
+    found = Presented(digest(header[len(_PREFIX) :].strip()))
+    rt.store.usage.note(found.digest)  # the credential's last use, flushed coarsely later
+    return rt, found
 
 
 def optional_presented(request: Request) -> tuple[Runtime, Presented | None]:

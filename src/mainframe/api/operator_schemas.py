@@ -178,6 +178,9 @@ class TokenPublic(BaseModel):
     name: str
     kind: str
     created_at: str
+    last_used_at: str | None = Field(
+        description="The last request that presented it, to the minute; null: none yet."
+    )
 
 
 class TokenCreated(TokenPublic):

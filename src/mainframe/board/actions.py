@@ -31,6 +31,7 @@ from mainframe.contract.text import printable
 from mainframe.logs import get_logger
 from mainframe.ratelimit import retry_after_header
 from mainframe.store import Conflict, StoreError
+from mainframe.store.accounts import digest
 from mainframe.store.audit import BOARD
 from mainframe.store.sessions import Session
 
@@ -90,9 +91,10 @@ async def sign_in(request: Request, rt: RuntimeDep) -> Response:
         return refused
     check_csrf(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf"))
     lifetime = round(rt.settings.board_session_seconds * 1_000_000)
-    made = await rt.store.sessions.sign_in(
-        _text(form, "token", 200), lifetime_us=lifetime, origin=BOARD
-    )
+    token = _text(form, "token", 200)
+    made = await rt.store.sessions.sign_in(token, lifetime_us=lifetime, origin=BOARD)
+    if made is not None:
+        rt.store.usage.note(digest(token))  # an owner token's last use, like the API's
     if made is None:
         # The address, never the token: a mistyped token is often a real one.
         get_logger().warning(

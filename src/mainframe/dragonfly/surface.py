@@ -37,6 +37,11 @@ class Surface:
 
     def presented(self, request: Request) -> Presented:
         """The worker token a request presents, as its digest (checked by the store)."""
+        found = self._presented(request)
+        self.store.usage.note(found.digest)
+        return found
+
+    def _presented(self, request: Request) -> Presented:
         header = request.headers.get("authorization", "")
         if header[: len(_BEARER)].lower() == _BEARER:
             return Presented(digest(header[len(_BEARER) :].strip()))

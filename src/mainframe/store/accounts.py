@@ -76,7 +76,7 @@ INSERT_TOKEN = Sql(
 ENDPOINT_TOKENS = Sql(
     "endpoint_tokens",
     """
-    SELECT id, principal, role, created_at FROM tokens
+    SELECT id, principal, role, created_at, last_used_at FROM tokens
     WHERE endpoint_id = :endpoint ORDER BY id
     """,
 )
@@ -105,6 +105,7 @@ class TokenView:
     name: str
     kind: str  # worker | source
     created_at: int
+    last_used_at: int | None = None  # to the minute (store/usage.py); None: never since
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +332,7 @@ class Accounts:
         async with self.db.read() as tx:
             found = await _named(tx, endpoint)
             rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
-        return [TokenView(r[0], r[1], r[2], r[3]) for r in rows]
+        return [TokenView(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     async def delete_token(self, endpoint: str, token_id: int, *, origin: Origin = CLI) -> None:
         """Delete a credential; every server reads tokens per request, so it stops at once."""
@@ -424,7 +425,7 @@ class Credentials:
         async with self.db.read() as tx:
             found = await self._owned(tx, owner_id, endpoint)
             rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
-        return [TokenView(r[0], r[1], r[2], r[3]) for r in rows]
+        return [TokenView(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     async def delete_token(
         self, owner_id: int, endpoint: str, token_id: int, *, origin: Origin

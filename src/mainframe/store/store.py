@@ -26,6 +26,7 @@ from mainframe.store.results import Results
 from mainframe.store.sessions import Sessions
 from mainframe.store.sql import Sql
 from mainframe.store.statistics import Statistics
+from mainframe.store.usage import TokenUse
 
 PING = Sql("ping", "SELECT 1")
 
@@ -47,6 +48,7 @@ class Store:
     dead_letters: DeadLetters
     sessions: Sessions
     statistics: Statistics
+    usage: TokenUse
 
     @classmethod
     def build(
@@ -84,6 +86,7 @@ class Store:
             dead_letters=DeadLetters(db),
             sessions=Sessions(db),
             statistics=Statistics(db),
+            usage=TokenUse(db),
         )
 
     async def ping(self) -> None:
