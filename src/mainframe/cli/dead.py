@@ -18,6 +18,7 @@ from rich.table import Table
 
 from mainframe import effects, logs
 from mainframe.api import operator_shapes, shapes
+from mainframe.cli.common import fail, load_settings, ready_schema
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.text import one_line, printable, shown
 from mainframe.lifecycle.rules import DeadLetterReason
@@ -47,7 +48,6 @@ SinceOpt = Annotated[
 @asynccontextmanager
 async def _opened(database_url: str | None, owner: str) -> AsyncIterator[tuple[Store, int]]:
     """The store on the configured database and the owner's id, closed on the way out."""
-    from mainframe.cli import fail, load_settings, ready_schema
 
     settings = load_settings(database_url=database_url)
     logs.configure(fmt=settings.log_format, level=settings.log_level)
@@ -73,7 +73,6 @@ def _filter(
     reason: DeadLetterReason | None,
     since: datetime | None,
 ) -> DeadLetterFilter:
-    from mainframe.cli import fail
 
     if not all(printable(v) for v in (q or "", endpoint or "", queue or "")):
         fail("filters take no control characters")
@@ -154,7 +153,6 @@ def dead_show(
     database_url: DatabaseOpt = None,
 ) -> None:
     """One scan with its whole attempt history."""
-    from mainframe.cli import fail
 
     async def opened() -> ScanRecord:
         async with _opened(database_url, owner) as (store, owner_id):
@@ -207,7 +205,6 @@ def dead_redrive(
 ) -> None:
     """Requeue dead letters with a fresh budget: SCAN_ID... or every match of the filter
     options (asks first, stating the count)."""
-    from mainframe.cli import fail
     from mainframe.client.progress import progress_bar
 
     by_filter = any(v is not None for v in (q, endpoint, queue, reason, since))
@@ -248,7 +245,6 @@ async def _redrive(
     count: int,
     step: Progress,
 ) -> Redriven:
-    from mainframe.cli import fail
 
     try:
         if scan_ids:

@@ -1,0 +1,130 @@
+"""`mainframe db`, `owner`, `endpoint` and `token`: the schema, accounts and credentials, on
+the database itself."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mainframe.cli.common import (
+    DatabaseOpt,
+    fail,
+    load_settings,
+    on_store,
+    on_store_or_fail,
+)
+from mainframe.store import StoreError
+from mainframe.store.accounts import NameTaken, UnknownName
+from mainframe.store.audit import CLI
+from mainframe.store.engine import create_store_engine
+from mainframe.store.migrate import current_revision, upgrade
+
+db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
+endpoint_app = typer.Typer(no_args_is_help=True, help="Scanner fleets' lanes of work.")
+token_app = typer.Typer(no_args_is_help=True, help="Worker and source credentials.")
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DatabaseOpt = None) -> None:
+    """Apply every pending migration."""
+    settings = load_settings(database_url=database_url)
+    engine = create_store_engine(settings.database_url)
+    upgrade(engine, job_timeout=settings.job_timeout)
+    typer.echo(f"schema at revision {current_revision(engine)}")
+
+
+@owner_app.command("create")
+def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
+    """Create an owner; prints its token on the last line."""
+    settings = load_settings(database_url=database_url)
+    try:
+        secret = on_store(settings, lambda store: store.accounts.create_owner(name))
+    except NameTaken as exc:
+        fail(str(exc))
+    typer.echo(f"owner {name!r} created; its token (shown once):")
+    typer.echo(secret)
+
+
+@endpoint_app.command("create")
+def endpoint_create(
+    name: str,
+    owner: Annotated[str, typer.Option(help="The owner's name.")],
+    open_intake: Annotated[
+        bool,
+        typer.Option("--open-intake", help="Accept unauthenticated submissions into QUARANTINED."),
+    ] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create an endpoint owned by OWNER."""
+    settings = load_settings(database_url=database_url)
+    try:
+        record = on_store(
+            settings,
+            lambda store: store.accounts.create_endpoint(
+                name, owner=owner, open_intake=open_intake, origin=CLI
+            ),
+        )
+    except (NameTaken, UnknownName, StoreError) as exc:
+        fail(str(exc))
+    typer.echo(f"endpoint {record.name!r} created for owner {owner!r}")
+    typer.echo(record.name)
+
+
+@token_app.command("create")
+def token_create(
+    endpoint: Annotated[str, typer.Option(help="The endpoint the credential is for.")],
+    worker: Annotated[str | None, typer.Option(help="A worker name (leases scans).")] = None,
+    source: Annotated[str | None, typer.Option(help="A source name (submits scans).")] = None,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Create a worker or source token; prints it on the last line."""
+    if (worker is None) == (source is None):
+        fail("give exactly one of --worker NAME or --source NAME")
+    role, principal = ("worker", worker) if worker is not None else ("source", source)
+    assert principal is not None
+    settings = load_settings(database_url=database_url)
+    try:
+        secret = on_store(
+            settings,
+            lambda store: store.accounts.create_token(
+                endpoint=endpoint, role=role, principal=principal, origin=CLI
+            ),
+        )
+    except (NameTaken, UnknownName, StoreError) as exc:
+        fail(str(exc))
+    typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
+    typer.echo(secret)
+
+
+@token_app.command("list")
+def token_list(
+    endpoint: Annotated[str, typer.Option(help="The endpoint whose credentials to list.")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """The worker and source credentials of ENDPOINT, one row each (never a secret)."""
+    from mainframe.clock import rfc3339
+    from mainframe.contract.text import shown
+
+    settings = load_settings(database_url=database_url)
+    views = on_store_or_fail(settings, lambda store: store.accounts.tokens(endpoint))
+    typer.echo(f"{'ID':>6}  {'KIND':<7} {'CREATED':<28} {'LAST USED':<28} NAME")
+    for view in views:
+        used = rfc3339(view.last_used_at) or "never"
+        created = rfc3339(view.created_at)
+        typer.echo(f"{view.id:>6}  {view.kind:<7} {created:<28} {used:<28} {shown(view.name)}")
+
+
+@token_app.command("delete")
+def token_delete(
+    token_id: int,
+    endpoint: Annotated[str, typer.Option(help="The endpoint the credential is for.")],
+    database_url: DatabaseOpt = None,
+) -> None:
+    """Delete a credential: every server refuses it from its next request on."""
+    settings = load_settings(database_url=database_url)
+    on_store_or_fail(
+        settings, lambda store: store.accounts.delete_token(endpoint, token_id, origin=CLI)
+    )
+    typer.echo(f"token {token_id} deleted")

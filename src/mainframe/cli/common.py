@@ -1,0 +1,101 @@
+"""What every `mainframe` command shares: one-line failures, settings with flags on top,
+and a store whose schema is at head (only `serve` and `db upgrade` create a database)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+
+from mainframe.settings import Settings
+from mainframe.store import Store, StoreError, open_store
+from mainframe.store.engine import create_store_engine, is_sqlite
+from mainframe.store.migrate import current_revision, head_revision, upgrade
+
+T = TypeVar("T")
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"mainframe: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Environment first, flags on top; a bad value stops with one clear line."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "MAINFRAME_" + str(first["loc"][0]).upper() if first["loc"] else "setting"
+        fail(f"invalid setting {name}: {first['msg']}")
+        raise AssertionError from exc  # unreachable: fail() exits
+
+
+def missing_sqlite_file(database_url: str) -> Path | None:
+    """The file a SQLite URL names when it does not exist yet (None for PostgreSQL, memory)."""
+    if not is_sqlite(database_url):
+        return None
+    name = make_url(database_url).database
+    if not name or name == ":memory:":
+        return None
+    path = Path(name)
+    return None if path.exists() else path
+
+
+def ready_schema(settings: Settings, *, create: bool = False) -> None:
+    """The schema at head: SQLite is upgraded in place, PostgreSQL is checked. Only `serve`
+    and `db upgrade` create a database: any other command run in the wrong directory would
+    otherwise make an empty one there and report on it."""
+    missing = None if create else missing_sqlite_file(settings.database_url)
+    if missing is not None:
+        fail(
+            f"no database at {settings.database_url} ({missing.resolve()} does not exist); "
+            "point MAINFRAME_DATABASE_URL or --database-url at the server's database, or "
+            "create one with `mainframe serve` or `mainframe db upgrade`"
+        )
+    engine = create_store_engine(settings.database_url)
+    try:
+        if is_sqlite(settings.database_url):
+            upgrade(engine, job_timeout=settings.job_timeout)
+        elif current_revision(engine) != head_revision():
+            fail("the PostgreSQL schema is not at head; run `mainframe db upgrade` first")
+    except Exception as exc:  # the database is unreachable or unreadable
+        if isinstance(exc, typer.Exit):
+            raise
+        fail(f"cannot open the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        engine.dispose()
+
+
+def on_store(
+    settings: Settings, work: Callable[[Store], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Run `work` on a store whose schema is at head, then close the store."""
+    ready_schema(settings, create=create)
+
+    async def run() -> T:
+        store = open_store(settings)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
+
+
+def on_store_or_fail(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    """`on_store`, a refusal becoming one clear line."""
+    try:
+        return on_store(settings, work)
+    except StoreError as exc:
+        fail(exc.detail)
+        raise AssertionError from exc  # unreachable: fail() exits
