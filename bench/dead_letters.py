@@ -1,6 +1,6 @@
 """The dead-letter listing at scale: p50/p99 of the first page, of a search by package name
 and of the unfiltered count, with N dead letters in the database (the aim: each under 20 ms
-at 1,000,000; the README's Operator's board section has the figures).
+at 1,000,000; docs/board.md has the figures).
 
 Filling a million rows through the API takes hours on a small machine, so this benchmark
 writes them directly with SQL (one INSERT ... SELECT per table) and says so in its output;

@@ -1,5 +1,6 @@
 """The benchmark's command line: what to measure, at which queue sizes, how long, and how the
-servers run. Defaults give the README's figures (16 workers, 32 intake requests in flight)."""
+servers run. Defaults give the figures of docs/performance.md (16 workers, 32 intake requests
+in flight)."""
 
 from __future__ import annotations
 

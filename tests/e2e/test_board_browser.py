@@ -3,7 +3,7 @@ scan become a dead letter when its only lease lapses, find it under Dead by sear
 redrive it and see it leave Dead; a form without its CSRF token refused; hostile sender text
 shown as text; a reload after issuing a credential issues none; a notice in the URL shows
 nothing; a focus ring that stands out from white; a redrive done with the keyboard alone.
-Set MAINFRAME_SCREENSHOTS=1 to refresh the README's screenshots in docs/."""
+Set MAINFRAME_SCREENSHOTS=1 to refresh the screenshots in docs/ (docs/board.md shows them)."""
 
 from __future__ import annotations
 

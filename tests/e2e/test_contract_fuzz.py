@@ -1,4 +1,4 @@
-"""schemathesis against a live server with each kind of credential (README: Reliability): every
+"""schemathesis against a live server with each kind of credential (docs/reliability.md): every
 response is in the document (status, content type, headers, body schema), no 5xx, refusals of
 bad data, 405 with the right Allow, and no "missing header accepted".
 

@@ -1,4 +1,4 @@
-"""The README's metrics (Metrics, logs and alerts), scraped from a real server as a dead letter
+"""The metrics of docs/observability.md, scraped from a real server as a dead letter
 happens."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""kill -9 of a server under load (README: Reliability): on PostgreSQL with two server processes,
+"""kill -9 of a server under load (docs/reliability.md): on PostgreSQL with two server processes,
 and on SQLite with one, restarted on the same file.
 
 Workers lease and report through whichever server answers, recording every assignment they

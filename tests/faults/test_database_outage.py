@@ -1,4 +1,4 @@
-"""PostgreSQL stopped and started under load (README: Reliability).
+"""PostgreSQL stopped and started under load (docs/reliability.md).
 
 Workers and a source keep a real server busy while the database cluster is stopped for a
 few seconds: requests that cannot reach it answer 503 `database_unavailable` with

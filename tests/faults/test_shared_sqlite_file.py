@@ -1,5 +1,5 @@
-"""CLI commands and a watcher on the server's own SQLite file while workers run (README:
-Reliability): a reader (`mainframe stats`), a writer (`mainframe token create`) and
+"""CLI commands and a watcher on the server's own SQLite file while workers run
+(docs/reliability.md): a reader (`mainframe stats`), a writer (`mainframe token create`) and
 `mainframe watch --once` keeping its tables in the same file never stall the server's
 requests past a bound, never cost a 500, and every scan still finishes."""
 

@@ -1,4 +1,4 @@
-"""Input that used to cost a 500 or was quietly altered (README: Reliability): each gets a 4xx
+"""Input that used to cost a 500 or was quietly altered (docs/reliability.md): each gets a 4xx
 naming the field, nothing is stored, and the same on both databases."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How long a worker waits before trying the server again, so a fleet cut off together does
-not come back in lockstep and hammer a server that is just recovering (README: Reliability)."""
+not come back in lockstep and hammer a server that is just recovering (docs/reliability.md)."""
 
 from __future__ import annotations
 
