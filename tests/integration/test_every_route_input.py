@@ -11,7 +11,9 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
+from pydantic import TypeAdapter
 
+from mainframe.contract import operator_schemas, schemas
 from tests.integration.conftest import Api
 
 HOSTILE = {"nul": "a\x00b", "long": "x" * 100_000, "type": 12345}
@@ -68,45 +70,74 @@ def replaced(body: Any, at: tuple[Any, ...], value: Any) -> Any:
     return copy
 
 
-def requests(document: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
-    """(method, url, body) with one hostile value each, for every operation."""
-    for template, methods in document["paths"].items():
-        for method, op in methods.items():
-            params = op.get("parameters", [])
-            path = {p["name"]: PATH_VALUES[p["name"]] for p in params if p["in"] == "path"}
-            query = {p["name"]: QUERY_VALUES[p["name"]] for p in params if p["in"] == "query"}
-            has_body = "requestBody" in op
-            assert not has_body or (method, template) in BODIES, (method, template)
-            body = BODIES.get((method, template))
+def operations(document: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    return [(t, m, op) for t, methods in document["paths"].items() for m, op in methods.items()]
 
-            def url(path: dict[str, str], query: dict[str, str], t: str = template) -> str:
-                for name, value in path.items():
-                    t = t.replace("{" + name + "}", quote(value, safe=""))
-                return t + ("?" + urlencode(query) if query else "")
 
-            yield method, url(path, query), body
-            for variant in HOSTILE:
-                for name in path:
-                    yield method, url({**path, name: HOSTILE_IN_URL[variant]}, query), body
-                for name in query:
-                    yield method, url(path, {**query, name: HOSTILE_IN_URL[variant]}), body
-                for at in leaves(body):
-                    yield method, url(path, query), replaced(body, at, HOSTILE[variant])
+def _destructive_last(operation: tuple[str, str, Any]) -> bool:
+    # A revocation or a deletion on the way would refuse every later request of its token.
+    template, method, _op = operation
+    return method == "delete" or template.endswith("/revoke")
+
+
+def requests(document: dict[str, Any]) -> Iterator[tuple[str, str, Any, str | None]]:
+    """(method, url, body, template) with one hostile value each, for every operation; the
+    template only on the operation's valid request, whose answer is checked against its
+    documented model."""
+    for template, method, op in sorted(operations(document), key=_destructive_last):
+        params = op.get("parameters", [])
+        path = {p["name"]: PATH_VALUES[p["name"]] for p in params if p["in"] == "path"}
+        query = {p["name"]: QUERY_VALUES[p["name"]] for p in params if p["in"] == "query"}
+        has_body = "requestBody" in op
+        assert not has_body or (method, template) in BODIES, (method, template)
+        body = BODIES.get((method, template))
+
+        def url(path: dict[str, str], query: dict[str, str], t: str = template) -> str:
+            for name, value in path.items():
+                t = t.replace("{" + name + "}", quote(value, safe=""))
+            return t + ("?" + urlencode(query) if query else "")
+
+        yield method, url(path, query), body, template
+        for variant in HOSTILE:
+            for name in path:
+                yield method, url({**path, name: HOSTILE_IN_URL[variant]}, query), body, None
+            for name in query:
+                yield method, url(path, {**query, name: HOSTILE_IN_URL[variant]}), body, None
+            for at in leaves(body):
+                yield method, url(path, query), replaced(body, at, HOSTILE[variant]), None
+
+
+def response_model(document: dict[str, Any], method: str, template: str, status: int) -> Any:
+    """The contract's model the document names for an operation's answer, if it names one."""
+    answer = document["paths"][template][method]["responses"].get(str(status), {})
+    schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+    name = schema.get("$ref", "").rsplit("/", 1)[-1]
+    return getattr(schemas, name, None) or getattr(operator_schemas, name, None)
 
 
 def test_no_hostile_value_anywhere_gets_a_5xx(api: Api) -> None:
     api.submit("pkg")
     api.lease()
     document: dict[str, Any] = api.client.get("/openapi.json").json()
-    walked = 0
-    for method, url, body in requests(document):
+    walked, checked = 0, set()
+    for method, url, body, template in requests(document):
         for token in (api.owner, api.worker, api.source, None):
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             kw: dict[str, Any] = {} if body is None else {"json": body}
             done = api.client.request(method.upper(), url, headers=headers, **kw)
             assert done.status_code < 500, (method, url[:200], str(body)[:200], done.text[:300])
             walked += 1
+            ok = 200 <= done.status_code < 300 and template is not None and done.content
+            model = response_model(document, method, template, done.status_code) if ok else None
+            if model is not None:
+                # The answer is what the document says it is (routes build their JSON by
+                # hand, so nothing else holds the two together).
+                TypeAdapter(model).validate_python(done.json())
+                checked.add((method, template))
     assert walked > 1_000  # the document lists every route; a short walk lost some
+    # Twelve operations answer their valid request with 2xx here (the others refuse it, e.g.
+    # a stale assignment): each answer was checked against its model.
+    assert len(checked) >= 12, sorted(checked)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,9 @@ from fastapi import APIRouter, Query
 from mainframe.api import operator_shapes as shape
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
-from mainframe.api.operator_schemas import (
+from mainframe.api.responses import JSON
+from mainframe.clock import parse_rfc3339
+from mainframe.contract.operator_schemas import (
     PRINTABLE,
     RFC3339,
     AuditPage,
@@ -19,8 +21,6 @@ from mainframe.api.operator_schemas import (
     RedriveFilter,
     RedrivePublic,
 )
-from mainframe.api.responses import JSON
-from mainframe.clock import parse_rfc3339
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.store import Invalid
 from mainframe.store.audit import API

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from mainframe.api.deps import BearerDep, OwnerDep, RuntimeDep, owner_id
 from mainframe.api.responses import JSON, error
-from mainframe.api.schemas import ErrorBody
 from mainframe.clock import MICROS, rfc3339
+from mainframe.contract.schemas import ErrorBody
 from mainframe.ratelimit import retry_after_header
 from mainframe.store import Invalid
 

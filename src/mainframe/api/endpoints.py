@@ -9,7 +9,9 @@ from starlette.responses import Response
 
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
-from mainframe.api.operator_schemas import (
+from mainframe.api.responses import JSON
+from mainframe.clock import rfc3339
+from mainframe.contract.operator_schemas import (
     PRINTABLE,
     EndpointCreate,
     EndpointList,
@@ -18,8 +20,6 @@ from mainframe.api.operator_schemas import (
     TokenCreated,
     TokenList,
 )
-from mainframe.api.responses import JSON
-from mainframe.clock import rfc3339
 from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.audit import API
 

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from mainframe.api.deps import OwnerDep, Runtime, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
-from mainframe.api.schemas import AsciiInt, Label, Strict
+from mainframe.contract.schemas import AsciiInt, Label, Strict
 from mainframe.hooks import manage
 from mainframe.hooks.targets import MAX_URL_LENGTH
 from mainframe.store.audit import API

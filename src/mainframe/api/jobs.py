@@ -12,7 +12,8 @@ from mainframe.api.fastpath import body_doc, json_body, presented
 from mainframe.api.jsonvalue import stored
 from mainframe.api.params import MAX_ID, IntParam, documented
 from mainframe.api.responses import JSON
-from mainframe.api.schemas import (
+from mainframe.clock import rfc3339
+from mainframe.contract.schemas import (
     MAX_RESULT_BYTES,
     BatchResults,
     BatchStatuses,
@@ -24,7 +25,6 @@ from mainframe.api.schemas import (
     ResultPublic,
     WaitBody,
 )
-from mainframe.clock import rfc3339
 from mainframe.lifecycle.rules import EchoError, require_echo_pair
 from mainframe.store import Invalid, ItemOutcome, Report
 

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from mainframe import __version__
 from mainframe.api.deps import RuntimeDep
 from mainframe.api.responses import JSON, error
-from mainframe.api.schemas import ErrorBody
+from mainframe.contract.schemas import ErrorBody
 
 router = APIRouter(tags=["ops"])
 _PROBE_REFUSALS: dict[int | str, dict[str, Any]] = {503: {"model": ErrorBody}}

@@ -14,7 +14,7 @@ from mainframe.api.fastpath import body_doc, json_body, optional_presented
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
-from mainframe.api.schemas import (
+from mainframe.contract.schemas import (
     CURSOR_PATTERN,
     MAX_PAYLOAD_BYTES,
     AsciiInt,

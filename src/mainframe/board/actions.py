@@ -14,7 +14,6 @@ from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
 from mainframe.api.deps import Runtime, RuntimeDep
-from mainframe.api.operator_schemas import PRINTABLE
 from mainframe.board import filters
 from mainframe.board.auth import (
     SESSION_COOKIE,
@@ -27,6 +26,7 @@ from mainframe.board.auth import (
     tell,
 )
 from mainframe.board.pages import error_page, sign_in_page
+from mainframe.contract.operator_schemas import PRINTABLE
 from mainframe.contract.text import printable
 from mainframe.logs import get_logger
 from mainframe.ratelimit import retry_after_header

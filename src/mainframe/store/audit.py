@@ -9,38 +9,21 @@ kept true by every later one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
+from mainframe.contract.vocabulary import API as API
+from mainframe.contract.vocabulary import BOARD as BOARD
+from mainframe.contract.vocabulary import CLI as CLI
+from mainframe.contract.vocabulary import ORIGINS as ORIGINS
+from mainframe.contract.vocabulary import Action as Action
+from mainframe.contract.vocabulary import Origin as Origin
 from mainframe.store.database import Tx, value
 from mainframe.store.sql import Sql
 
 # The keyset of the first page: older than every row.
 NEWEST = 2**63 - 1
-
-# The shell a change came through.
-Origin = Literal["board", "api", "cli"]
-ORIGINS: tuple[Origin, ...] = ("board", "api", "cli")
-BOARD: Origin = "board"
-API: Origin = "api"
-CLI: Origin = "cli"
-
-
-class Action(StrEnum):
-    """What an audit row records."""
-
-    REDRIVE = "redrive"
-    ENDPOINT_CREATED = "endpoint_created"
-    ENDPOINT_REVOKED = "endpoint_revoked"
-    TOKEN_CREATED = "token_created"
-    TOKEN_DELETED = "token_deleted"
-    HOOK_CREATED = "hook_created"
-    HOOK_ENABLED = "hook_enabled"
-    HOOK_SECRET_ROTATED = "hook_secret_rotated"
-    HOOK_DELETED = "hook_deleted"
-    SIGNED_IN = "signed_in"
 
 
 INSERT_REDRIVE = Sql(

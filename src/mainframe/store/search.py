@@ -4,10 +4,8 @@ pattern, its wildcards escaped with a backslash) and :term_id (NULL unless numer
 
 from __future__ import annotations
 
-# The longest search term; a longer one cannot match a bounded name, source or kind anyway.
-MAX_QUERY_LENGTH = 300
-# The largest scan id a numeric search treats as an id (the routes' bound on ids).
-MAX_SCAN_ID = 2**62
+from mainframe.contract.vocabulary import MAX_QUERY_LENGTH as MAX_QUERY_LENGTH
+from mainframe.contract.vocabulary import MAX_SCAN_ID as MAX_SCAN_ID
 
 
 def like_pattern(term: str) -> str:

@@ -7,11 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from mainframe.api.schemas import Label, ScanId, ScanPublic, Strict
 from mainframe.contract.names import Name
+from mainframe.contract.schemas import Label, ScanId, ScanPublic, Strict
+from mainframe.contract.vocabulary import MAX_QUERY_LENGTH, Action
 from mainframe.lifecycle.rules import DeadLetterReason
-from mainframe.store.audit import Action
-from mainframe.store.dead_letters import MAX_QUERY_LENGTH
 
 MAX_REDRIVE_IDS = 1000  # a redrive by ids names at most 1,000 scans (README: HTTP contract)
 # Search terms and names in a query carry no control character: PostgreSQL refuses a NUL.
