@@ -224,7 +224,7 @@ def _imports(path: Path) -> set[str]:
 SOURCE = Path(mainframe.__file__).parent
 # What the dragonfly shell may use: the store and the lifecycle, and the leaf modules.
 ALLOWED = ("mainframe.dragonfly", "mainframe.store", "mainframe.lifecycle", "mainframe.clock",
-           "mainframe.settings", "mainframe.logs")  # fmt: skip
+           "mainframe.settings", "mainframe.logs", "mainframe.contract")  # fmt: skip
 
 
 def test_the_dragonfly_package_uses_only_the_store_and_leaves() -> None:

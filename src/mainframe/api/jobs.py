@@ -13,6 +13,7 @@ from mainframe.api.jsonvalue import stored
 from mainframe.api.params import MAX_ID, IntParam, documented
 from mainframe.api.responses import JSON
 from mainframe.clock import rfc3339
+from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT
 from mainframe.contract.schemas import (
     MAX_RESULT_BYTES,
     BatchResults,
@@ -28,14 +29,14 @@ from mainframe.contract.schemas import (
 from mainframe.lifecycle.rules import EchoError, require_echo_pair
 from mainframe.store import Invalid, ItemOutcome, Report
 
-router = APIRouter(prefix="/api/v1/jobs", tags=["worker"])
+router = APIRouter(prefix=JOBS_PATH, tags=["worker"])
 SCAN_ID = IntParam("scan_id", "path", 1, MAX_ID, "The scan's id.")
-BATCH = IntParam("batch", "query", 1, 100, "Scans to lease at most.", default=1)
+BATCH = IntParam("batch", "query", 1, MAX_LEASE_BATCH, "Scans to lease at most.", default=1)
 NEXT = IntParam(
     "next",
     "query",
     0,
-    100,
+    MAX_NEXT,
     "Also lease up to this many next jobs in the same transaction, returned as `next` "
     "(complete-and-fetch); a replayed request gets the same jobs back.",
 )

@@ -31,7 +31,6 @@ from mainframe.client.backoff import Backoff
 from mainframe.client.command import report_for_exit, run_command
 from mainframe.client.heartbeat import LeaseKeeper, log_fields
 from mainframe.client.sdk import (
-    MAX_BATCH,
     Client,
     ItemStatus,
     Job,
@@ -39,6 +38,7 @@ from mainframe.client.sdk import (
     ResultReport,
 )
 from mainframe.clock import Clock, SystemClock
+from mainframe.contract.limits import MAX_LEASE_BATCH as MAX_BATCH
 
 # A finished result is kept and sent again while the server is unreachable or failing, for
 # up to this long in all: the server still takes it after an outage unless the scan was

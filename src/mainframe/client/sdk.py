@@ -22,12 +22,11 @@ import httpx
 
 from mainframe import __version__
 from mainframe.client.backoff import Backoff
+from mainframe.contract.limits import JOBS_PATH, MAX_NEXT, MAX_REPORTS
+from mainframe.contract.limits import MAX_LEASE_BATCH as MAX_BATCH
 
-JOBS_PATH = "/api/v1/jobs"
-MAX_BATCH = 100  # the server's cap on scans per lease and on results per batch report
 LEASE_ATTEMPTS = 4  # tries of a poll or a completion on transport errors; both are safe to repeat
 LEASE_BACKOFF = 0.5  # the first lease retry waits 0.25-0.5 s, about twice as long each time
-MAX_NEXT = 100  # the server's cap on scans leased with a result (`?next=`)
 
 Outcome = Literal["finished", "failed"]
 
@@ -310,8 +309,8 @@ def _check_next(next: int) -> None:
 
 
 def _batch_body(reports: Sequence[tuple[Job, ResultReport]]) -> dict[str, Any]:
-    if len(reports) > MAX_BATCH:
-        raise ValueError(f"at most {MAX_BATCH} results per batch, got {len(reports)}")
+    if len(reports) > MAX_REPORTS:
+        raise ValueError(f"at most {MAX_REPORTS} results per batch, got {len(reports)}")
     items = [
         {"scan_id": job.scan_id, **job.assignment(), **report.to_json()} for job, report in reports
     ]

@@ -13,6 +13,7 @@ from pydantic import (
     StringConstraints,
 )
 
+from mainframe.contract.limits import MAX_INTAKE_BATCH, MAX_REPORTS
 from mainframe.contract.names import Name
 
 
@@ -54,7 +55,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-MAX_BATCH_SCANS = 1000
+MAX_BATCH_SCANS = MAX_INTAKE_BATCH
 EndpointName = Annotated[
     Label | None,
     Field(
@@ -134,7 +135,7 @@ class BatchItem(ResultBody):
 
 
 class BatchResults(Strict):
-    results: list[BatchItem] = Field(min_length=1, max_length=100)
+    results: list[BatchItem] = Field(min_length=1, max_length=MAX_REPORTS)
 
 
 class WaitBody(Echo):

@@ -13,10 +13,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from mainframe.contract.limits import MAX_LEASE_BATCH
 from mainframe.store import Invalid, Job
 
 # Scans leased at most per poll, as the job poll of /api/v1 allows.
-MAX_BATCH = 100
+MAX_BATCH = MAX_LEASE_BATCH
 # A host name a URL parser accepts as it is (labels of letters, digits, '-' and '_'); an IPv6
 # literal is checked by `ipaddress`.
 _HOST = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?$")

@@ -1,0 +1,10 @@
+"""The bounds of the worker and intake contract, stated once for the server that enforces them
+and the SDK that keeps within them."""
+
+from __future__ import annotations
+
+JOBS_PATH = "/api/v1/jobs"
+MAX_LEASE_BATCH = 100  # scans one job poll leases at most (`?batch=`)
+MAX_NEXT = 100  # scans leased with a result at most (`?next=`)
+MAX_REPORTS = 100  # results in one batch report at most
+MAX_INTAKE_BATCH = 1000  # scans in one bulk submission at most
