@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.tools import promtool
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -15,6 +17,7 @@ def test_alert_rules_are_valid() -> None:
     assert "4 rules found" in stdout
 
 
+@pytest.mark.slow  # seconds of real waiting: in make test, not make check
 def test_alert_rules_fire_and_stay_silent_as_specified() -> None:
     stdout = promtool("test", "rules", "alerts_test.yml", cwd=DEPLOY / "prometheus")
     assert "SUCCESS" in stdout

@@ -178,6 +178,7 @@ async def test_503_retries_400_does_not_and_retry_after_is_honoured(https: Recei
     assert len(https.received) == 4
 
 
+@pytest.mark.slow  # seconds of real waiting: in make test, not make check
 async def test_a_slow_receiver_times_out_and_a_huge_answer_is_read_only_in_part(
     https: Receiver,
 ) -> None:

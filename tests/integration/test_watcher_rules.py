@@ -24,6 +24,7 @@ def test_watcher_rules_are_valid() -> None:
     assert f"{ALERTS} rules found" in stdout
 
 
+@pytest.mark.slow  # seconds of real waiting: in make test, not make check
 def test_watcher_rules_fire_and_stay_silent_at_their_boundaries() -> None:
     stdout = promtool("test", "rules", "watcher_alerts_test.yml", cwd=RULES.parent)
     assert "SUCCESS" in stdout

@@ -122,6 +122,7 @@ def test_the_command_sees_the_scan_in_its_environment(fake: FakeMainframe, tmp_p
 LEASE_S = 1.2
 
 
+@pytest.mark.slow  # seconds of real waiting: in make test, not make check
 def test_heartbeats_keep_a_slow_command_s_lease_alive() -> None:
     fake = FakeMainframe(lease_seconds=LEASE_S)  # default interval: a third of that
     scan = fake.submit("requests")
@@ -172,6 +173,7 @@ def test_a_batch_is_run_in_turn_and_reported_in_one_request(fake: FakeMainframe)
     assert [scan.status for scan in scans] == ["FINISHED", "QUEUED", "QUEUED"]
 
 
+@pytest.mark.slow  # seconds of real waiting: in make test, not make check
 def test_a_scan_lost_while_waiting_its_turn_is_neither_run_nor_reported(
     tmp_path: Path,
 ) -> None:
@@ -417,6 +419,7 @@ def test_a_refused_result_makes_the_worker_poll(fake: FakeMainframe) -> None:
     ]
 
 
+@pytest.mark.slow  # seconds of real waiting: in make test, not make check
 def test_a_fetched_scan_is_heartbeated_while_it_runs() -> None:
     fake = FakeMainframe(lease_seconds=LEASE_S)
     first, second = fake.submit("alpha"), fake.submit("beta")
