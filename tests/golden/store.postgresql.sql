@@ -162,6 +162,18 @@ WHERE scans.dead_lettered_at IS NOT NULL
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = $1;
 
+-- count_redrivable
+SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.owner_id = $1 AND endpoints.revoked_at IS NULL
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
+       OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
+       OR scans.id = $4)
+  AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
+  AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
+  AND (CAST($7 AS text) IS NULL OR scans.queue = $7);
+
 -- count_scans
 SELECT count(*) FROM (
 SELECT scans.id

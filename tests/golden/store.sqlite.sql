@@ -94,6 +94,18 @@ WHERE scans.dead_lettered_at IS NOT NULL
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint;
 
+-- count_redrivable
+SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+WHERE scans.dead_lettered_at IS NOT NULL
+  AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
+       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
+       OR scans.id = :term_id)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue);
+
 -- count_scans
 SELECT count(*) FROM (
 SELECT scans.id

@@ -38,7 +38,7 @@ from mainframe.client.sdk import (
     ResultReport,
 )
 from mainframe.clock import Clock, SystemClock
-from mainframe.contract.limits import MAX_LEASE_BATCH as MAX_BATCH
+from mainframe.contract.limits import MAX_LEASE_BATCH
 
 # A finished result is kept and sent again while the server is unreachable or failing, for
 # up to this long in all: the server still takes it after an outage unless the scan was
@@ -276,8 +276,8 @@ def run_worker(
     """
     if not command:
         raise ValueError("command must not be empty")
-    if not 1 <= batch <= MAX_BATCH:
-        raise ValueError(f"batch must be between 1 and {MAX_BATCH}, got {batch}")
+    if not 1 <= batch <= MAX_LEASE_BATCH:
+        raise ValueError(f"batch must be between 1 and {MAX_LEASE_BATCH}, got {batch}")
     if shutil.which(command[0]) is None:
         raise FileNotFoundError(f"command not found or not executable: {command[0]}")
     log = log if log is not None else structlog.get_logger()

@@ -22,8 +22,7 @@ import httpx
 
 from mainframe import __version__
 from mainframe.client.backoff import Backoff
-from mainframe.contract.limits import JOBS_PATH, MAX_NEXT, MAX_REPORTS
-from mainframe.contract.limits import MAX_LEASE_BATCH as MAX_BATCH
+from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT, MAX_REPORTS
 
 LEASE_ATTEMPTS = 4  # tries of a poll or a completion on transport errors; both are safe to repeat
 LEASE_BACKOFF = 0.5  # the first lease retry waits 0.25-0.5 s, about twice as long each time
@@ -204,8 +203,8 @@ class Client:
 
     def lease(self, batch: int = 1) -> list[Job]:
         """Lease up to `batch` scans; an empty list means nothing is eligible right now."""
-        if not 1 <= batch <= MAX_BATCH:
-            raise ValueError(f"batch must be between 1 and {MAX_BATCH}, got {batch}")
+        if not 1 <= batch <= MAX_LEASE_BATCH:
+            raise ValueError(f"batch must be between 1 and {MAX_LEASE_BATCH}, got {batch}")
         body = self._post_retrying(JOBS_PATH, params={"batch": batch})
         if not isinstance(body, list):
             raise MainframeError(200, body)

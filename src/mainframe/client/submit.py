@@ -12,8 +12,10 @@ from typing import Any, TextIO
 
 import httpx
 
+from mainframe.contract.limits import MAX_INTAKE_BATCH
+
 BATCH_PATH = "/api/v1/scans/batch"
-MAX_BATCH = 1000  # the server's cap on scans per bulk request
+MAX_BATCH = MAX_INTAKE_BATCH  # the server's cap on scans per bulk request
 # Every request is bounded; a 1,000-scan batch takes milliseconds, so this is generous.
 TIMEOUT_SECONDS = 60.0
 

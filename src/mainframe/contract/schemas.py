@@ -55,7 +55,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-MAX_BATCH_SCANS = MAX_INTAKE_BATCH
 EndpointName = Annotated[
     Label | None,
     Field(
@@ -81,7 +80,7 @@ class ScanBatch(Strict):
     """Items are validated one by one, so one bad item does not refuse the others."""
 
     endpoint: EndpointName = None
-    scans: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH_SCANS)
+    scans: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_INTAKE_BATCH)
 
 
 class SubmitStatus(BaseModel):

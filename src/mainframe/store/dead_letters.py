@@ -294,6 +294,34 @@ COUNT_DEAD_LETTERS = Sql(
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
     """,
 )
+# How many a filter redrive would requeue now: the number its `confirm` states.
+COUNT_REDRIVABLE = Sql(
+    "count_redrivable",
+    """
+    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+    """,
+    """
+    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+    """,
+)
 # Every match a filter redrive requeues, newest first: a revoked endpoint's dead letters are
 # listed and counted on the Dead pill, but never redriven, so they are not here.
 DEAD_LETTER_IDS = Sql(
@@ -496,12 +524,9 @@ class DeadLetters:
     async def redrivable(self, owner_id: int, f: DeadLetterFilter) -> int:
         """How many dead letters a filter redrive would requeue: what its `confirm` states
         (a revoked endpoint's dead letters match the filter but are never redriven)."""
-        return len(await self._redrivable_ids(owner_id, f))
-
-    async def _redrivable_ids(self, owner_id: int, f: DeadLetterFilter) -> list[int]:
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            return [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
+            return int(await value(tx, COUNT_REDRIVABLE, f.params(owner_id)) or 0)
 
     async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
         """The scan with its whole attempt history (any status: a redriven one too)."""
@@ -530,7 +555,9 @@ class DeadLetters:
     ) -> Redriven:
         """Redrive what the filter matches, refused (nothing changed) unless `confirm` is
         how many it matches now: a stale screen cannot requeue more than the operator saw."""
-        ids = await self._redrivable_ids(owner_id, f)
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            ids = [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",
