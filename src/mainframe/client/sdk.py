@@ -19,10 +19,13 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from mainframe import __version__
 from mainframe.client.backoff import Backoff
+from mainframe.contract import schemas
 from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT, MAX_REPORTS
+from mainframe.contract.schemas import JobPublic
 
 LEASE_ATTEMPTS = 4  # tries of a poll or a completion on transport errors; both are safe to repeat
 LEASE_BACKOFF = 0.5  # the first lease retry waits 0.25-0.5 s, about twice as long each time
@@ -56,7 +59,8 @@ def parse_timestamp(text: str) -> datetime:
 
 @dataclass(frozen=True)
 class Job:
-    """One leased scan, as handed to a worker: what to scan and which assignment it holds."""
+    """One leased scan, as handed to a worker: the contract's JobPublic as a plain value
+    (a test holds the two to the same fields)."""
 
     scan_id: int
     name: str
@@ -70,21 +74,11 @@ class Job:
 
     @classmethod
     def from_json(cls, item: Any) -> Job:
-        """Build a Job from one item of a lease response."""
+        """Build a Job from one item of a lease response, read by the contract's model."""
         try:
-            job = cls(
-                scan_id=int(item["scan_id"]),
-                name=str(item["name"]),
-                version=str(item["version"]),
-                kind=str(item["kind"]),
-                queue=str(item["queue"]),
-                payload=item.get("payload"),
-                attempt=int(item["attempt"]),
-                assignment_id=str(item["assignment_id"]),
-                lease_expires_at=str(item["lease_expires_at"]),
-            )
+            job = cls(**dict(JobPublic.model_validate(item)))
             parse_timestamp(job.lease_expires_at)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except ValueError as exc:  # pydantic's ValidationError is one
             raise MainframeError(200, item) from exc
         return job
 
@@ -214,7 +208,9 @@ class Client:
         """Post the result of `job`'s attempt; the reply says where the scan went (status,
         attempt_count, available_at for a retry, finished_at, dead_lettered_at, fail_reason)."""
         body = {**job.assignment(), **report.to_json()}
-        return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/result", json=body))
+        return _read(
+            schemas.ResultPublic, self._post(f"{JOBS_PATH}/{job.scan_id}/result", json=body)
+        )
 
     def report_many(self, reports: Sequence[tuple[Job, ResultReport]]) -> list[ItemStatus]:
         """Post several results in one request; a rejected item does not raise, it is returned."""
@@ -229,7 +225,9 @@ class Client:
         _check_next(next)
         body = {**job.assignment(), **report.to_json()}
         path = f"{JOBS_PATH}/{job.scan_id}/result"
-        reply = _expect_object(self._post_retrying(path, json=body, params={"next": next}))
+        reply = _read(
+            schemas.ResultPublic, self._post_retrying(path, json=body, params={"next": next})
+        )
         jobs = _next_jobs(reply)
         return Completion({key: value for key, value in reply.items() if key != "next"}, jobs)
 
@@ -248,22 +246,26 @@ class Client:
     def heartbeat(self, job: Job) -> str:
         """Extend `job`'s lease and return its new expiry (RFC 3339)."""
         body = self._post(f"{JOBS_PATH}/{job.scan_id}/heartbeat", json=job.assignment())
+        expires_at = str(_read(schemas.LeaseDeadline, body)["lease_expires_at"])
         try:
-            expires_at = str(body["lease_expires_at"])
             parse_timestamp(expires_at)
-        except (KeyError, TypeError, ValueError) as exc:
+        except ValueError as exc:
             raise MainframeError(200, body) from exc
         return expires_at
 
     def wait(self, job: Job, seconds: float, reason: str) -> dict[str, Any]:
         """Park `job` for at most `seconds` while it waits on something outside the worker."""
         body = {**job.assignment(), "seconds": seconds, "reason": reason}
-        return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/wait", json=body))
+        return _read(
+            schemas.LeaseDeadline, self._post(f"{JOBS_PATH}/{job.scan_id}/wait", json=body)
+        )
 
     def resume(self, job: Job) -> dict[str, Any]:
         """End a wait begun with wait(); the scan is leased to this worker again."""
         body = job.assignment()
-        return _expect_object(self._post(f"{JOBS_PATH}/{job.scan_id}/resume", json=body))
+        return _read(
+            schemas.LeaseDeadline, self._post(f"{JOBS_PATH}/{job.scan_id}/resume", json=body)
+        )
 
     def _post_retrying(self, path: str, *, params: dict[str, Any], json: Any = None) -> Any:
         # Only for requests the server answers the same when repeated: a poll, a completion.
@@ -294,11 +296,13 @@ def _conflict(body: Any) -> tuple[str, str]:
     return "conflict", str(body)
 
 
-def _expect_object(body: Any) -> dict[str, Any]:
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        raise MainframeError(200, body)
+def _read(model: type[BaseModel], body: Any) -> dict[str, Any]:
+    """`body` as the server sent it, once it has the contract's shape for the answer."""
+    try:
+        model.model_validate(body)
+    except ValidationError as exc:
+        raise MainframeError(200, body) from exc
+    assert isinstance(body, dict)  # every answer the client reads is a JSON object
     return body
 
 
@@ -317,29 +321,23 @@ def _batch_body(reports: Sequence[tuple[Job, ResultReport]]) -> dict[str, Any]:
 
 
 def _statuses(body: Any, count: int) -> list[ItemStatus]:
-    try:
-        statuses = [_item_status(item) for item in body["results"]]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise MainframeError(200, body) from exc
-    if len(statuses) != count:
+    items = _read(schemas.BatchStatuses, body)["results"]
+    if len(items) != count:
         raise MainframeError(200, body)
-    return statuses
+    return [_item_status(item) for item in items]
 
 
 def _next_jobs(body: dict[str, Any]) -> list[Job]:
     # A server older than complete-and-fetch ignores `?next=` and leaves the key out: no jobs,
     # so the worker polls as it always did.
-    items = body.get("next", [])
-    if not isinstance(items, list):
-        raise MainframeError(200, body)
-    return [Job.from_json(item) for item in items]
+    return [Job.from_json(item) for item in body.get("next") or []]
 
 
-def _item_status(item: Any) -> ItemStatus:
+def _item_status(item: dict[str, Any]) -> ItemStatus:
     error, detail = item.get("error"), item.get("detail")
     return ItemStatus(
-        scan_id=int(item["scan_id"]),
-        status=int(item["status"]),
+        scan_id=item["scan_id"],
+        status=item["status"],
         error=None if error is None else str(error),
         detail=None if detail is None else str(detail),
     )

@@ -23,16 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
 from mainframe.client.sdk import Client
 from mainframe.clock import rfc3339, to_us
+from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT
+from mainframe.contract.schemas import ErrorBody, ItemStatus, JobPublic, LeaseDeadline, ResultPublic
 from mainframe.lifecycle.rules import settle
 
 BASE_URL = "http://mainframe.test"  # where the fake pretends to live
 TOKEN = "worker-token"  # the one bearer token the fake accepts
-SCAN_ACTION = re.compile(r"^/api/v1/jobs/(\d+)/(result|heartbeat|wait|resume)$")
+SCAN_ACTION = re.compile(rf"^{JOBS_PATH}/(\d+)/(result|heartbeat|wait|resume)$")
 NEXT_COUNT = re.compile(r"[0-9]+")  # ASCII digits only, as the server reads every integer
-MAX_NEXT = 100  # the server's cap on scans leased with a result
 
 JobRef = tuple[int, int, str]  # (scan_id, attempt, assignment_id): one lease handed out
 
@@ -57,17 +59,25 @@ class FakeScan:
     dead_lettered: bool = False
 
     def public(self) -> dict[str, Any]:
-        """The server's reply to an accepted result (ResultPublic)."""
+        """The server's reply to an accepted result."""
         terminal = self.status in ("FINISHED", "FAILED")
-        return {
-            "scan_id": self.scan_id,
-            "status": self.status,
-            "attempt_count": self.attempt,
-            "available_at": None,
-            "finished_at": rfc3339(self.settled_us) if terminal else None,
-            "dead_lettered_at": rfc3339(self.settled_us) if self.dead_lettered else None,
-            "fail_reason": self.fail_reason,
-        }
+        return _answer(
+            ResultPublic(
+                scan_id=self.scan_id,
+                status=self.status,
+                attempt_count=self.attempt,
+                available_at=None,
+                finished_at=rfc3339(self.settled_us) if terminal else None,
+                dead_lettered_at=rfc3339(self.settled_us) if self.dead_lettered else None,
+                fail_reason=self.fail_reason,
+            )
+        )
+
+    def deadline(self) -> dict[str, Any]:
+        """The server's reply to a heartbeat, a wait or a resume."""
+        expires_at = rfc3339(to_us(self.lease_expires))
+        assert expires_at is not None
+        return _answer(LeaseDeadline(scan_id=self.scan_id, lease_expires_at=expires_at))
 
 
 @dataclass
@@ -132,17 +142,17 @@ class FakeMainframe:
 
     def _route(self, request: httpx.Request, body: Any) -> tuple[int, Any]:
         path = request.url.path
-        if path == "/api/v1/jobs":
+        if path == JOBS_PATH:
             return self._lease(int(request.url.params["batch"]))
-        if path == "/api/v1/jobs/results":
+        if path == f"{JOBS_PATH}/results":
             return self._results(body["results"], _next_count(request))
         match = SCAN_ACTION.match(path)
         if match is None:
-            return 404, {"error": "not_found"}
+            return 404, _error("not_found", "no such route")
         fetch = _next_count(request) if match[2] == "result" else None
         scan = self.scans.get(int(match[1]))
         if scan is None:
-            return 404, {"error": "not_found", "detail": "no such scan"}
+            return 404, _error("not_found", "no such scan")
         if match[2] == "result":
             return self._result_and_next(scan, body, fetch)
         action = getattr(self, f"_{match[2]}")
@@ -150,8 +160,8 @@ class FakeMainframe:
         return answer
 
     def _lease(self, batch: int) -> tuple[int, Any]:
-        if not 1 <= batch <= 100:
-            return 422, _invalid("query.batch", "must be between 1 and 100")
+        if not 1 <= batch <= MAX_LEASE_BATCH:
+            return 422, _invalid("query.batch", f"must be between 1 and {MAX_LEASE_BATCH}")
         return 200, [_job(scan) for scan in self._lease_scans(batch)]
 
     def _lease_scans(self, batch: int) -> list[FakeScan]:
@@ -194,10 +204,10 @@ class FakeMainframe:
 
     def _conflict(self, scan: FakeScan, body: Any) -> tuple[int, Any] | None:
         if scan.status in ("FINISHED", "FAILED"):
-            return 409, {"error": "already_terminal", "detail": scan.status}
+            return 409, _error("already_terminal", scan.status)
         echoed = (body.get("attempt"), body.get("assignment_id"))
         if scan.status != "PENDING" or echoed != (scan.attempt, scan.assignment_id):
-            return 409, {"error": "stale_assignment", "detail": "not the current assignment"}
+            return 409, _error("stale_assignment", "not the current assignment")
         if time.time() > scan.lease_expires:
             scan.lapsed = True
         return None
@@ -249,7 +259,7 @@ class FakeMainframe:
             if replay is not None:
                 any_replay = True
                 replayed.extend(replay.jobs)
-                answers.append({"scan_id": item["scan_id"], "status": 200, "scan": replay.public})
+                answers.append(_item(item["scan_id"], 200, scan=replay.public))
                 continue
             answers.append(self._batch_item(item))
             if answers[-1]["status"] == 200:
@@ -263,9 +273,12 @@ class FakeMainframe:
 
     def _batch_item(self, item: dict[str, Any]) -> dict[str, Any]:
         scan = self.scans.get(item["scan_id"])
-        status, answer = (404, {"error": "not_found"}) if scan is None else self._result(scan, item)
-        entry = {"scan_id": item["scan_id"], "status": status}
-        return {**entry, "scan": answer} if status == 200 else {**entry, **answer}
+        if scan is None:
+            return _item(item["scan_id"], 404, **_error("not_found", "no such scan"))
+        status, answer = self._result(scan, item)
+        if status == 200:
+            return _item(item["scan_id"], status, scan=answer)
+        return _item(item["scan_id"], status, **answer)
 
     def _heartbeat(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
         if scan.scan_id in self.lose_on_heartbeat:
@@ -275,7 +288,7 @@ class FakeMainframe:
         if conflict is not None:
             return conflict
         scan.lease_expires = time.time() + self.lease_seconds
-        return 200, {"lease_expires_at": rfc3339(to_us(scan.lease_expires))}
+        return 200, scan.deadline()
 
     def _wait(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
         conflict = self._conflict(scan, body)
@@ -283,29 +296,33 @@ class FakeMainframe:
             return conflict
         scan.waiting = True
         scan.lease_expires = time.time() + body["seconds"]
-        return 200, scan.public()
+        return 200, scan.deadline()
 
     def _resume(self, scan: FakeScan, body: Any) -> tuple[int, Any]:
         conflict = self._conflict(scan, body)
         if conflict is not None:
             return conflict
         scan.waiting = False
-        return 200, scan.public()
+        scan.lease_expires = time.time() + self.lease_seconds
+        return 200, scan.deadline()
 
 
 def _job(scan: FakeScan) -> dict[str, Any]:
     """A leased scan as the job poll shows it."""
-    return {
-        "scan_id": scan.scan_id,
-        "name": scan.name,
-        "version": scan.version,
-        "kind": scan.kind,
-        "queue": scan.queue,
-        "payload": scan.payload,
-        "attempt": scan.attempt,
-        "assignment_id": scan.assignment_id,
-        "lease_expires_at": rfc3339(to_us(scan.lease_expires)),
-    }
+    deadline = scan.deadline()
+    assert scan.assignment_id is not None
+    job = JobPublic(
+        scan_id=scan.scan_id,
+        name=scan.name,
+        version=scan.version,
+        kind=scan.kind,
+        queue=scan.queue,
+        payload=scan.payload,
+        attempt=scan.attempt,
+        assignment_id=scan.assignment_id,
+        lease_expires_at=deadline["lease_expires_at"],
+    )
+    return _answer(job)
 
 
 def _ref(scan: FakeScan) -> JobRef:
@@ -328,6 +345,19 @@ def _next_count(request: httpx.Request) -> int | None:
     return int(text)
 
 
+def _answer(model: BaseModel) -> dict[str, Any]:
+    """A reply built as the contract's model, with only the fields the server would send."""
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+def _item(scan_id: int, status: int, **fields: Any) -> dict[str, Any]:
+    return _answer(ItemStatus(scan_id=scan_id, status=status, **fields))
+
+
+def _error(code: str, detail: Any) -> dict[str, Any]:
+    return _answer(ErrorBody(error=code, detail=detail))
+
+
 def _invalid(field: str, message: str) -> dict[str, Any]:
     """The server's 422 body."""
-    return {"error": "invalid_request", "detail": [{"field": field, "message": message}]}
+    return _error("invalid_request", [{"field": field, "message": message}])
