@@ -17,11 +17,11 @@ from cryptography.fernet import Fernet
 from markupsafe import escape
 from sqlalchemy import text
 
-from mainframe.api import operator_shapes
 from mainframe.board import filters
 from mainframe.board.render import shown
 from mainframe.clock import FakeClock
 from mainframe.settings import Settings
+from mainframe.shapes import operator as operator_shapes
 from mainframe.store import Budget, Conflict, NotFound, Principal, Report, ScanSpec, accounts
 from mainframe.store.accounts import NameTaken
 from mainframe.store.audit import AuditEntry

@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from mainframe.api import operator_shapes as shape
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
@@ -22,10 +21,10 @@ from mainframe.contract.operator_schemas import (
     RedrivePublic,
 )
 from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.shapes import operator as shape
 from mainframe.store import Invalid
 from mainframe.store.audit import API
 from mainframe.store.dead_letters import MAX_QUERY_LENGTH, DeadLetterFilter
-from mainframe.store.redrive import Redriven
 
 router = APIRouter(prefix="/api/v1", tags=["dead letters"])
 
@@ -38,14 +37,6 @@ def to_us(when: str | None, field: str) -> int | None:
     if parsed is None:  # the right shape, an impossible date (2026-02-30)
         raise Invalid(field, "not a valid date and time")
     return parsed
-
-
-def redrive_reply(done: Redriven) -> dict[str, object]:
-    return {
-        "redriven": done.redriven,
-        "skipped": [{"scan_id": s.scan_id, "reason": s.reason} for s in done.skipped],
-        "audit_id": done.audit_id,
-    }
 
 
 @router.get("/dead-letters", response_model=DeadLetterPage, responses=REFUSALS)
@@ -71,13 +62,7 @@ async def list_dead_letters(
     found = await rt.store.dead_letters.page(
         owner_id(owner), f, after=shape.parse_cursor(cursor), limit=limit
     )
-    return JSON(
-        {
-            "scans": [shape.dead_letter(item) for item in found.items],
-            "next_cursor": shape.cursor(found.next_cursor),
-            "count": found.count,
-        }
-    )
+    return JSON(shape.dead_letter_page(found))
 
 
 def filter_of(body: RedriveFilter) -> DeadLetterFilter:
@@ -103,7 +88,7 @@ async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> JSON:
         done = await role.redrive_filter(
             owner_id(owner), filter_of(body.filter), confirm=body.confirm, origin=API
         )
-    return JSON(redrive_reply(done))
+    return JSON(shape.redrive(done))
 
 
 @router.get("/audit", response_model=AuditPage, responses=REFUSALS)
@@ -119,9 +104,7 @@ async def list_audit(
     entries = await rt.store.dead_letters.audit(
         owner_id(owner), before_id=None if cursor is None else int(cursor), limit=limit
     )
-    next_cursor = str(entries[-1].id) if len(entries) == limit else None
-    shown = [shape.audit_entry(e, owner.name) for e in entries]
-    return JSON({"entries": shown, "next_cursor": next_cursor})
+    return JSON(shape.audit_page(entries, owner.name, full=len(entries) == limit))
 
 
 @router.get("/overview", response_model=OverviewPublic, responses=REFUSALS)

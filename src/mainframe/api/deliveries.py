@@ -7,27 +7,20 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
 
 from mainframe.api.deps import BearerDep, OwnerDep, RuntimeDep, owner_id
 from mainframe.api.responses import JSON, error
-from mainframe.clock import MICROS, rfc3339
+from mainframe.clock import MICROS
+from mainframe.contract.hook_schemas import DeliveryStats
 from mainframe.contract.schemas import ErrorBody
 from mainframe.ratelimit import retry_after_header
+from mainframe.shapes import operator as shape
 from mainframe.store import Invalid
 
 router = APIRouter(prefix="/api/v1/deliveries", tags=["deliveries"])
 MINUTE_US = 60 * MICROS
 # The longest window one request may ask for.
 MAX_SPAN_US = 24 * 3600 * MICROS
-
-
-class DeliveryStats(BaseModel):
-    start: str
-    end: str
-    attempts: int
-    failures: int
-    complete: bool
 
 
 def _micros(value: datetime, field: str) -> int:
@@ -65,11 +58,4 @@ async def delivery_stats(
     # whereas one that closed between the two reads could be called complete with part of it.
     complete = end_us <= await rt.store.deliveries.now()
     totals = await rt.store.deliveries.totals(owner_id(owner), start_us=start_us, end_us=end_us)
-    body = {
-        "start": rfc3339(start_us),
-        "end": rfc3339(end_us),
-        "attempts": totals.attempts,
-        "failures": totals.failures,
-        "complete": complete,
-    }
-    return JSON(body)
+    return JSON(shape.delivery_stats(start_us, end_us, totals, complete=complete))

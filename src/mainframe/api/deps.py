@@ -1,47 +1,17 @@
-"""Request-scoped dependencies: the runtime, and who the bearer token speaks for."""
+"""Request-scoped dependencies: who the bearer token speaks for (the runtime is
+mainframe.wiring's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from mainframe.hooks import Dispatcher
-from mainframe.metrics import Metrics
-from mainframe.ratelimit import TokenBucket
-from mainframe.settings import Settings
-from mainframe.store import Principal, Store, Unauthorized
+from mainframe.store import Principal, Unauthorized
+from mainframe.wiring import Runtime, RuntimeDep
 
-
-@dataclass
-class Runtime:
-    settings: Settings
-    store: Store
-    metrics: Metrics
-    stats_limiter: TokenBucket
-    sign_in_limiter: TokenBucket
-    dispatcher: Dispatcher | None = None
-    ready: bool = False
-
-    async def principal(self, secret: str) -> Principal | None:
-        # Read on every request, never cached: a deleted credential or a revoked endpoint
-        # must stop working at once in every server process (one unique-index probe).
-        found = await self.store.accounts.authenticate(secret)
-        if found is not None:
-            self.store.usage.note(found.digest)
-        return found
-
-
-async def runtime(request: Request) -> Runtime:
-    # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop
-    # that cost more than the rest of a request.
-    found: Runtime = request.app.state.runtime
-    return found
-
-
-RuntimeDep = Annotated[Runtime, Depends(runtime)]
+__all__ = ["BearerDep", "OwnerDep", "Runtime", "RuntimeDep", "WorkerDep", "owner_id"]
 _bearer = HTTPBearer(auto_error=False, description="An owner, worker or source token.")
 BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 

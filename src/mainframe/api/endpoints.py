@@ -10,7 +10,6 @@ from starlette.responses import Response
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
-from mainframe.clock import rfc3339
 from mainframe.contract.operator_schemas import (
     PRINTABLE,
     EndpointCreate,
@@ -20,7 +19,7 @@ from mainframe.contract.operator_schemas import (
     TokenCreated,
     TokenList,
 )
-from mainframe.store.accounts import EndpointView, TokenView
+from mainframe.shapes import operator as shape
 from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1/endpoints", tags=["endpoints"])
@@ -30,39 +29,20 @@ EndpointPath = Annotated[
 TokenIdPath = Annotated[int, Path(ge=1, le=2**62, description="The token's id.")]
 
 
-def endpoint_view(view: EndpointView) -> dict[str, object]:
-    return {
-        "endpoint": view.name,
-        "open_intake": view.open_intake,
-        "created_at": rfc3339(view.created_at),
-        "revoked_at": rfc3339(view.revoked_at),
-    }
-
-
-def token_view(view: TokenView) -> dict[str, object]:
-    return {
-        "token_id": view.id,
-        "name": view.name,
-        "kind": view.kind,
-        "created_at": rfc3339(view.created_at),
-        "last_used_at": rfc3339(view.last_used_at),
-    }
-
-
 @router.post("", status_code=201, response_model=EndpointPublic, responses=REFUSALS)
 async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> JSON:
     """A new endpoint of the owner (409 `endpoint_exists` when the name is taken)."""
     view = await rt.store.credentials.create_endpoint(owner_id(owner), body.name,
         open_intake=body.open_intake, origin=API,
     )  # fmt: skip
-    return JSON(endpoint_view(view), status_code=201)
+    return JSON(shape.endpoint(view), status_code=201)
 
 
 @router.get("", response_model=EndpointList, responses=REFUSALS)
 async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
     """The owner's endpoints, by name."""
     views = await rt.store.credentials.endpoints(owner_id(owner))
-    return JSON({"endpoints": [endpoint_view(v) for v in views]})
+    return JSON({"endpoints": [shape.endpoint(v) for v in views]})
 
 
 @router.post("/{name}/tokens", status_code=201, response_model=TokenCreated, responses=REFUSALS)
@@ -75,14 +55,14 @@ async def create_token(
     view, secret = await rt.store.credentials.create_token(
         owner_id(owner), name, role=role, principal=principal, origin=API
     )
-    return JSON({**token_view(view), "secret": secret}, status_code=201)
+    return JSON({**shape.token(view), "secret": secret}, status_code=201)
 
 
 @router.get("/{name}/tokens", response_model=TokenList, responses=REFUSALS)
 async def list_tokens(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
     """The endpoint's credentials: names, kinds, creation; never a secret."""
     views = await rt.store.credentials.tokens(owner_id(owner), name)
-    return JSON({"tokens": [token_view(v) for v in views]})
+    return JSON({"tokens": [shape.token(v) for v in views]})
 
 
 @router.delete("/{name}/tokens/{token_id}", status_code=204, responses=REFUSALS)

@@ -13,29 +13,10 @@ from starlette.exceptions import HTTPException
 from mainframe.api.fastpath import BadJson, BodyInvalid
 from mainframe.api.responses import JSON, error
 from mainframe.logs import get_logger
-from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized, Unavailable
+from mainframe.shapes.refusals import store_error_body
+from mainframe.store import StoreError, Unavailable
 
 UNPARSABLE = "There was an error parsing the body"
-STATUS_OF: dict[type[StoreError], int] = {
-    NotFound: 404,
-    Unauthorized: 401,
-    Conflict: 409,
-    Invalid: 422,
-    Unavailable: 503,
-}
-
-
-def status_of(exc: StoreError) -> int:
-    for kind, status in STATUS_OF.items():
-        if isinstance(exc, kind):
-            return status
-    return 400
-
-
-def store_error_body(exc: StoreError) -> tuple[int, str, Any]:
-    if isinstance(exc, Invalid):
-        return 422, exc.code, [{"field": exc.field, "message": exc.detail}]
-    return status_of(exc), exc.code, exc.detail
 
 
 async def _store_error(_request: Request, exc: Exception) -> JSON:

@@ -5,61 +5,26 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from mainframe.api.deps import OwnerDep, Runtime, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
-from mainframe.contract.schemas import AsciiInt, Label, Strict
+from mainframe.contract.hook_schemas import (
+    HookCreate,
+    HookCreated,
+    HookList,
+    HookPublic,
+    HookRotated,
+)
+from mainframe.contract.schemas import AsciiInt
 from mainframe.hooks import manage
-from mainframe.hooks.targets import MAX_URL_LENGTH
+from mainframe.shapes import hooks as hook_shapes
 from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
 EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
 HookIdPath = Annotated[int, Path(ge=1, le=2**62, description="The hook's id."), AsciiInt]
-
-
-class HookCreate(Strict):
-    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_LENGTH)]
-    queue: Label | None = Field(default=None, description="Only this queue; null for every one.")
-    rate_per_minute: Annotated[int, Field(ge=1, le=6000)] = 120
-
-
-class HookPublic(BaseModel):
-    hook_id: int
-    endpoint: str
-    url: str
-    queue: str | None
-    rate_per_minute: int
-    enabled: bool
-    disabled_reason: str | None
-    created_at: str
-    consecutive_failures: int
-    last_delivery_at: str | None
-
-
-class HookCreated(BaseModel):
-    hook_id: int
-    endpoint: str
-    url: str
-    queue: str | None
-    rate_per_minute: int
-    enabled: bool
-    disabled_reason: str | None
-    created_at: str
-    secret: str = Field(description="whsec_…: shown only here and in the rotate reply.")
-
-
-class HookList(BaseModel):
-    hooks: list[HookPublic]
-
-
-class HookRotated(BaseModel):
-    hook_id: int
-    secret: str
-    previous_valid_until: str
 
 
 def _changed(rt: Runtime, endpoint_id: int) -> None:
@@ -84,14 +49,14 @@ async def create_hook(
         origin=API,
     )
     _changed(rt, view.endpoint_id)
-    return JSON(manage.created(view, secret), status_code=201)
+    return JSON(hook_shapes.created(view, secret), status_code=201)
 
 
 @router.get("", response_model=HookList, responses=REFUSALS)
 async def list_hooks(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
     """The endpoint's hooks with their failure bookkeeping; never a secret."""
     views = await rt.store.hooks.listing(owner_id(owner), name)
-    return JSON({"hooks": [manage.public(view) for view in views]})
+    return JSON({"hooks": [hook_shapes.public(view) for view in views]})
 
 
 @router.delete("/{hook_id}", status_code=204, responses=REFUSALS)
@@ -110,7 +75,7 @@ async def rotate_hook(
     """A new signing secret; the previous one also signs until `previous_valid_until`."""
     done = await manage.rotate(rt.store.hooks, owner_id(owner), name, hook_id, origin=API)
     _changed(rt, done.endpoint_id)
-    return JSON(manage.rotation(done))
+    return JSON(hook_shapes.rotation(done))
 
 
 @router.post("/{hook_id}/enable", response_model=HookPublic, responses=REFUSALS)
@@ -120,4 +85,4 @@ async def enable_hook(
     """Turn a disabled hook back on, its failure count reset."""
     view = await rt.store.hooks.enable(owner_id(owner), name, hook_id, origin=API)
     _changed(rt, view.endpoint_id)
-    return JSON(manage.public(view))
+    return JSON(hook_shapes.public(view))

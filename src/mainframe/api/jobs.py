@@ -6,13 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from mainframe.api import shapes
-from mainframe.api.errors import store_error_body
 from mainframe.api.fastpath import body_doc, json_body, presented
 from mainframe.api.jsonvalue import stored
 from mainframe.api.params import MAX_ID, IntParam, documented
 from mainframe.api.responses import JSON
-from mainframe.clock import rfc3339
 from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT
 from mainframe.contract.schemas import (
     MAX_RESULT_BYTES,
@@ -27,6 +24,7 @@ from mainframe.contract.schemas import (
     WaitBody,
 )
 from mainframe.lifecycle.rules import EchoError, require_echo_pair
+from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, ItemOutcome, Report
 
 router = APIRouter(prefix=JOBS_PATH, tags=["worker"])
@@ -97,21 +95,13 @@ async def report_results(request: Request) -> JSON:
             valid.append((item.scan_id, _report(item)))
             statuses.append(None)
         except Invalid as exc:
-            statuses.append(_item_status(ItemOutcome(item.scan_id, None, exc)))
+            statuses.append(shapes.item_status(ItemOutcome(item.scan_id, None, exc)))
     done = await rt.store.results.complete(worker, valid, fetch=fetch or 0)
     applied = iter(done.outcomes)
-    reply: dict[str, Any] = {"results": [s or _item_status(next(applied)) for s in statuses]}
+    reply: dict[str, Any] = {"results": [s or shapes.item_status(next(applied)) for s in statuses]}
     if fetch is not None:
         reply["next"] = [shapes.job(job) for job in done.jobs]
     return JSON(reply)
-
-
-def _item_status(outcome: ItemOutcome) -> dict[str, Any]:
-    if outcome.error is None:
-        assert outcome.closed is not None
-        return {"scan_id": outcome.scan_id, "status": 200, "scan": shapes.closed(outcome.closed)}
-    status, code, detail = store_error_body(outcome.error)
-    return {"scan_id": outcome.scan_id, "status": status, "error": code, "detail": detail}
 
 
 @router.post(
@@ -154,10 +144,6 @@ def _echo(body: Echo) -> tuple[int | None, str | None]:
     return body.attempt, body.assignment_id
 
 
-def _deadline(scan_id: int, until: int) -> JSON:
-    return JSON({"scan_id": scan_id, "lease_expires_at": rfc3339(until)})
-
-
 @router.post(
     "/{scan_id}/heartbeat",
     response_model=LeaseDeadline,
@@ -172,7 +158,7 @@ async def heartbeat(request: Request) -> JSON:
     until = await rt.store.assignments.heartbeat(
         worker, scan_id, attempt=attempt, assignment_id=assignment
     )
-    return _deadline(scan_id, until)
+    return JSON(shapes.deadline(scan_id, until))
 
 
 @router.post(
@@ -199,7 +185,7 @@ async def wait(request: Request) -> JSON:
         seconds=body.seconds,
         reason=body.reason,
     )
-    return _deadline(scan_id, until)
+    return JSON(shapes.deadline(scan_id, until))
 
 
 @router.post(
@@ -216,4 +202,4 @@ async def resume(request: Request) -> JSON:
     until = await rt.store.assignments.resume(
         worker, scan_id, attempt=attempt, assignment_id=assignment
     )
-    return _deadline(scan_id, until)
+    return JSON(shapes.deadline(scan_id, until))

@@ -7,13 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import TypeAdapter, ValidationError
 
-from mainframe.api import shapes
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
-from mainframe.api.errors import store_error_body
 from mainframe.api.fastpath import body_doc, json_body, optional_presented
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
+from mainframe.contract.operator_schemas import RevokedPublic
 from mainframe.contract.schemas import (
     CURSOR_PATTERN,
     MAX_PAYLOAD_BYTES,
@@ -27,7 +26,9 @@ from mainframe.contract.schemas import (
     ScanPublic,
 )
 from mainframe.lifecycle.rules import Status
-from mainframe.store import Invalid, ScanSpec, Submitted
+from mainframe.shapes import operator as shape
+from mainframe.shapes import scans as shapes
+from mainframe.store import Invalid, ScanSpec
 from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
@@ -72,11 +73,11 @@ async def submit_batch(request: Request) -> JSON:
             specs.append(_spec(_ITEM.validate_python(raw)))
             statuses.append(None)
         except ValidationError as exc:
-            statuses.append(_invalid_item(index, exc))
+            statuses.append(shapes.invalid_item(index, exc))
         except Invalid as exc:
-            statuses.append(_refused(exc))
+            statuses.append(shapes.refused(exc))
     done = iter(await rt.store.intake.submit_many(who, endpoint=body.endpoint, specs=specs))
-    merged = [status or _submitted(next(done)) for status in statuses]
+    merged = [status or shapes.submitted(next(done)) for status in statuses]
     return JSON({"results": merged})
 
 
@@ -86,27 +87,6 @@ _ITEM: TypeAdapter[ScanItem] = TypeAdapter(ScanItem)
 def _spec(body: ScanItem) -> ScanSpec:
     payload = stored(body.payload, field="body.payload", limit=MAX_PAYLOAD_BYTES)
     return ScanSpec(body.name, body.version, body.queue, body.kind, payload)
-
-
-def _submitted(item: Submitted) -> dict[str, Any]:
-    assert item.scan is not None
-    return {"status": 201 if item.created else 200, "scan_id": item.scan.id}
-
-
-def _refused(exc: Invalid) -> dict[str, Any]:
-    status, code, detail = store_error_body(exc)
-    return {"status": status, "error": code, "detail": detail}
-
-
-def _invalid_item(index: int, exc: ValidationError) -> dict[str, Any]:
-    detail = [
-        {
-            "field": ".".join(str(p) for p in ("body", "scans", index, *e["loc"])),
-            "message": e["msg"],
-        }
-        for e in exc.errors()
-    ]
-    return {"status": 422, "error": "invalid_request", "detail": detail}
 
 
 @router.get("/scans/{scan_id}", response_model=ScanPublic, responses=REFUSALS)
@@ -171,11 +151,11 @@ async def release(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
     return JSON(shapes.scan(scan))
 
 
-@router.post("/endpoints/{name}/revoke", responses=REFUSALS)
+@router.post("/endpoints/{name}/revoke", response_model=RevokedPublic, responses=REFUSALS)
 async def revoke(
     rt: RuntimeDep, owner: OwnerDep, name: Annotated[str, Path(max_length=200)]
 ) -> JSON:
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
     count = await rt.store.accounts.revoke(owner_id(owner), name, origin=API)
-    return JSON({"endpoint": name, "revoked": True, "dead_lettered": count})
+    return JSON(shape.revoked(name, count))

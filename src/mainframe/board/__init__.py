@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
-from mainframe.api.errors import status_of
 from mainframe.board import actions, credentials, pages
 from mainframe.board.auth import BOARD_PATH, SESSION_COOKIE, CsrfRefused, SignInNeeded
 from mainframe.board.render import page
+from mainframe.shapes.refusals import status_of
 from mainframe.store import StoreError, Unavailable
 
 STATIC = Path(__file__).parent / "static"

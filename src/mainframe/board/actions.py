@@ -13,7 +13,6 @@ from fastapi import APIRouter, Path, Request
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
-from mainframe.api.deps import Runtime, RuntimeDep
 from mainframe.board import filters
 from mainframe.board.auth import (
     SESSION_COOKIE,
@@ -34,6 +33,7 @@ from mainframe.store import Conflict, StoreError
 from mainframe.store.accounts import digest
 from mainframe.store.audit import BOARD
 from mainframe.store.sessions import Session
+from mainframe.wiring import Runtime, RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 # Ids within the database's 64 bits; names without control characters (PostgreSQL refuses NUL).

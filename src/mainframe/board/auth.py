@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mainframe.api.deps import Runtime
 from mainframe.board.render import here
 from mainframe.contract.text import printable
 from mainframe.store.sessions import ENDED_KEPT_US, Session
+from mainframe.wiring import Runtime
 
 SESSION_COOKIE = "mf_session"
 # The sign-in form's own CSRF token, before any session exists (double-submit cookie).

@@ -9,15 +9,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
-from mainframe.api import operator_shapes
-from mainframe.api.deps import RuntimeDep
 from mainframe.board.auth import signed_in_page
 from mainframe.board.pages import error_page
 from mainframe.board.render import page
 from mainframe.contract.text import printable
+from mainframe.shapes import operator as operator_shapes
 from mainframe.store import NotFound
 from mainframe.store.accounts import TokenView
 from mainframe.store.sessions import Session
+from mainframe.wiring import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits

@@ -12,8 +12,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from starlette.responses import HTMLResponse, Response
 
-from mainframe.api import operator_shapes, shapes
-from mainframe.api.deps import RuntimeDep
 from mainframe.board import filters, timeline
 from mainframe.board.auth import (
     SIGN_IN_COOKIE,
@@ -24,9 +22,12 @@ from mainframe.board.auth import (
     signed_in_page,
 )
 from mainframe.board.render import page
+from mainframe.shapes import operator as operator_shapes
+from mainframe.shapes import scans as shapes
 from mainframe.store import NotFound
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
+from mainframe.wiring import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits

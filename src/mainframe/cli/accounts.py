@@ -31,8 +31,11 @@ def db_upgrade(database_url: DatabaseOpt = None) -> None:
     """Apply every pending migration."""
     settings = load_settings(database_url=database_url)
     engine = create_store_engine(settings.database_url)
-    upgrade(engine, job_timeout=settings.job_timeout)
-    typer.echo(f"schema at revision {current_revision(engine)}")
+    try:
+        upgrade(engine, job_timeout=settings.job_timeout)
+        typer.echo(f"schema at revision {current_revision(engine)}")
+    finally:
+        engine.dispose()
 
 
 @owner_app.command("create")

@@ -17,12 +17,13 @@ from rich.console import Console
 from rich.table import Table
 
 from mainframe import effects, logs
-from mainframe.api import operator_shapes, shapes
 from mainframe.cli.common import fail, load_settings, ready_schema
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.text import one_line, printable, shown
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
+from mainframe.shapes import operator as operator_shapes
+from mainframe.shapes import scans as shapes
 from mainframe.store import ScanRecord, Store, StoreError, open_store
 from mainframe.store.accounts import UnknownName
 from mainframe.store.audit import CLI

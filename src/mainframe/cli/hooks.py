@@ -43,12 +43,12 @@ def hook_create(
 @hook_app.command("list")
 def hook_list(endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> None:
     """The hooks of ENDPOINT, one row each."""
-    from mainframe.hooks import manage
+    from mainframe.shapes import hooks as hook_shapes
 
     settings = load_settings(database_url=database_url)
     views = on_store_or_fail(settings, lambda store: store.hooks.listing(None, endpoint))
     typer.echo(f"{'ID':>6}  {'ENABLED':<28} {'QUEUE':<12} {'RATE':>5} {'FAILS':>5}  URL")
-    for row in map(manage.public, views):
+    for row in map(hook_shapes.public, views):
         state = "yes" if row["enabled"] else f"no ({row['disabled_reason']})"
         typer.echo(
             f"{row['hook_id']:>6}  {state:<28} {row['queue'] or '*':<12} "

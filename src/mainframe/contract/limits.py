@@ -8,3 +8,4 @@ MAX_LEASE_BATCH = 100  # scans one job poll leases at most (`?batch=`)
 MAX_NEXT = 100  # scans leased with a result at most (`?next=`)
 MAX_REPORTS = 100  # results in one batch report at most
 MAX_INTAKE_BATCH = 1000  # scans in one bulk submission at most
+MAX_URL_LENGTH = 2048  # characters in a hook URL at most

@@ -143,6 +143,12 @@ class OverviewPublic(BaseModel):
     totals: dict[str, int]
 
 
+class RevokedPublic(BaseModel):
+    endpoint: str
+    revoked: bool
+    dead_lettered: int = Field(description="Live scans dead-lettered by the revocation.")
+
+
 class EndpointCreate(Strict):
     name: Name
     open_intake: bool = False

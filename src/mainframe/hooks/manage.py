@@ -1,11 +1,9 @@
 """Managing hooks, shared by the API and the CLI: check the URL, mint the secret, call the
-store, and shape what an owner sees. The secret is returned here and never stored in clear."""
+store. The secret is returned here and never stored in clear; mainframe.shapes.hooks shapes
+what an owner sees."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from mainframe.clock import rfc3339
 from mainframe.hooks import signing
 from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.targets import url_problem
@@ -58,34 +56,3 @@ async def rotate(
     return await hooks.rotate(
         owner_id, endpoint, hook_id, secret=signing.new_secret(), origin=origin
     )
-
-
-def public(view: HookView) -> dict[str, Any]:
-    """A hook as the listing shows it."""
-    return {
-        "hook_id": view.hook_id,
-        "endpoint": view.endpoint,
-        "url": view.url,
-        "queue": view.queue,
-        "rate_per_minute": view.rate_per_minute,
-        "enabled": view.enabled,
-        "disabled_reason": view.disabled_reason,
-        "created_at": rfc3339(view.created_at),
-        "consecutive_failures": view.consecutive_failures,
-        "last_delivery_at": rfc3339(view.last_delivery_at),
-    }
-
-
-def created(view: HookView, secret: str) -> dict[str, Any]:
-    """The creation reply: the listing's fields less the failure bookkeeping, plus the secret."""
-    shown = public(view)
-    del shown["consecutive_failures"], shown["last_delivery_at"]
-    return {**shown, "secret": secret}
-
-
-def rotation(done: Rotation) -> dict[str, Any]:
-    return {
-        "hook_id": done.hook_id,
-        "secret": done.secret,
-        "previous_valid_until": rfc3339(done.previous_valid_until),
-    }

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from mainframe.contract.limits import MAX_URL_LENGTH
 from mainframe.hooks import hosts
 from mainframe.hooks.addresses import AddressPolicy, IPAddress
-
-MAX_URL_LENGTH = 2048
 
 
 def ip_literal(host: str) -> IPAddress | None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from mainframe.clock import rfc3339
-from mainframe.store import Closed, Job, ScanRecord
+from mainframe.shapes.refusals import store_error_body
+from mainframe.store import Closed, Invalid, ItemOutcome, Job, ScanRecord, Submitted
 
 
 def _json(text: str | None) -> Any:
@@ -80,3 +82,36 @@ def closed(record: Closed) -> dict[str, Any]:
         "dead_lettered_at": rfc3339(record.dead_lettered_at),
         "fail_reason": record.fail_reason,
     }
+
+
+def item_status(outcome: ItemOutcome) -> dict[str, Any]:
+    if outcome.error is None:
+        assert outcome.closed is not None
+        return {"scan_id": outcome.scan_id, "status": 200, "scan": closed(outcome.closed)}
+    status, code, detail = store_error_body(outcome.error)
+    return {"scan_id": outcome.scan_id, "status": status, "error": code, "detail": detail}
+
+
+def deadline(scan_id: int, until: int) -> dict[str, Any]:
+    return {"scan_id": scan_id, "lease_expires_at": rfc3339(until)}
+
+
+def submitted(item: Submitted) -> dict[str, Any]:
+    assert item.scan is not None
+    return {"status": 201 if item.created else 200, "scan_id": item.scan.id}
+
+
+def refused(exc: Invalid) -> dict[str, Any]:
+    status, code, detail = store_error_body(exc)
+    return {"status": status, "error": code, "detail": detail}
+
+
+def invalid_item(index: int, exc: ValidationError) -> dict[str, Any]:
+    detail = [
+        {
+            "field": ".".join(str(p) for p in ("body", "scans", index, *e["loc"])),
+            "message": e["msg"],
+        }
+        for e in exc.errors()
+    ]
+    return {"status": 422, "error": "invalid_request", "detail": detail}

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from mainframe.api import shapes
 from mainframe.clock import rfc3339
+from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid
+from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.audit import Action, AuditEntry
-from mainframe.store.dead_letters import DeadLetter
+from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
+from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.overview import EndpointCard, Overview
+from mainframe.store.redrive import Redriven
 
 # The origin of the redrives recorded before origins were.
 UNKNOWN_ORIGIN = "unknown"
@@ -123,4 +126,61 @@ def overview(o: Overview) -> dict[str, Any]:
         "taken_at": rfc3339(o.taken_at),
         "endpoints": [card(c, o.taken_at) for c in o.endpoints],
         "totals": o.totals,
+    }
+
+
+def endpoint(view: EndpointView) -> dict[str, object]:
+    return {
+        "endpoint": view.name,
+        "open_intake": view.open_intake,
+        "created_at": rfc3339(view.created_at),
+        "revoked_at": rfc3339(view.revoked_at),
+    }
+
+
+def token(view: TokenView) -> dict[str, object]:
+    return {
+        "token_id": view.id,
+        "name": view.name,
+        "kind": view.kind,
+        "created_at": rfc3339(view.created_at),
+        "last_used_at": rfc3339(view.last_used_at),
+    }
+
+
+def redrive(done: Redriven) -> dict[str, object]:
+    return {
+        "redriven": done.redriven,
+        "skipped": [{"scan_id": s.scan_id, "reason": s.reason} for s in done.skipped],
+        "audit_id": done.audit_id,
+    }
+
+
+def dead_letter_page(found: DeadLetterPage) -> dict[str, Any]:
+    return {
+        "scans": [dead_letter(item) for item in found.items],
+        "next_cursor": cursor(found.next_cursor),
+        "count": found.count,
+    }
+
+
+def audit_page(entries: list[AuditEntry], owner: str, *, full: bool) -> dict[str, Any]:
+    """A page of the audit trail; a full page has a cursor to the next, older one."""
+    next_cursor = str(entries[-1].id) if full and entries else None
+    return {"entries": [audit_entry(e, owner) for e in entries], "next_cursor": next_cursor}
+
+
+def revoked(endpoint: str, dead_lettered: int) -> dict[str, Any]:
+    return {"endpoint": endpoint, "revoked": True, "dead_lettered": dead_lettered}
+
+
+def delivery_stats(
+    start_us: int, end_us: int, totals: DeliveryTotals, *, complete: bool
+) -> dict[str, Any]:
+    return {
+        "start": rfc3339(start_us),
+        "end": rfc3339(end_us),
+        "attempts": totals.attempts,
+        "failures": totals.failures,
+        "complete": complete,
     }

@@ -1,0 +1,136 @@
+"""The composition of one server process: the runtime every shell shares (settings, store,
+metrics, limiters, dispatcher), how it is built from settings, and the background work that
+runs for as long as the process serves. The API, the board and the dragonfly surface read
+the runtime from here; none of them builds or opens anything itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from mainframe import effects
+from mainframe.clock import Clock
+from mainframe.hooks import Dispatcher, build_dispatcher, log_hook_settings
+from mainframe.metrics import Metrics
+from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
+from mainframe.ratelimit import TokenBucket
+from mainframe.settings import Settings
+from mainframe.store import Principal, Store, open_store
+from mainframe.store.sqlite import SERVER_BUSY_MS
+from mainframe.sweeper import (
+    STATISTICS_SECONDS,
+    TOKEN_USE_SECONDS,
+    keep_statistics,
+    keep_token_use,
+    sweep_forever,
+    sweep_once,
+)
+
+# Attempts, a second apart, at the start-up reconciliation before the server reports healthy.
+STARTUP_RECONCILE_TRIES = 30
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    metrics: Metrics
+    stats_limiter: TokenBucket
+    sign_in_limiter: TokenBucket
+    dispatcher: Dispatcher | None = None
+    ready: bool = False
+
+    async def principal(self, secret: str) -> Principal | None:
+        # Read on every request, never cached: a deleted credential or a revoked endpoint
+        # must stop working at once in every server process (one unique-index probe).
+        found = await self.store.accounts.authenticate(secret)
+        if found is not None:
+            self.store.usage.note(found.digest)
+        return found
+
+
+def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
+    """Open the store and build what serves on it; nothing runs until `serving`."""
+    metrics = Metrics()
+    store = open_store(settings, clock=clock, busy_timeout_ms=SERVER_BUSY_MS)
+    dispatcher = build_dispatcher(settings, store.hooks, metrics=metrics.hooks, clock=store.clock)
+    # The dispatcher reads hooks through the store whose events it announces, so the
+    # publisher is attached once both exist.
+    store.db.publish = effects.wire(metrics, dispatcher=dispatcher)
+    return Runtime(
+        settings=settings,
+        store=store,
+        metrics=metrics,
+        stats_limiter=_per_minute(settings.stats_rate_per_minute, settings.stats_burst, store),
+        sign_in_limiter=_per_minute(
+            settings.board_sign_in_per_minute, settings.board_sign_in_burst, store
+        ),
+        dispatcher=dispatcher,
+    )
+
+
+def _per_minute(rate: float, burst: int, store: Store) -> TokenBucket:
+    return TokenBucket(rate_per_s=rate / 60.0, burst=burst, clock=store.clock)
+
+
+@contextlib.asynccontextmanager
+async def serving(rt: Runtime, *, sweeper: bool = True) -> AsyncIterator[None]:
+    """Run the process's background work around its serving, then close the store."""
+    if rt.dispatcher is not None:
+        await rt.dispatcher.start()
+        log_hook_settings(rt.settings, keyed=rt.store.hooks.box is not None)
+    await sweep_once(rt.store)
+    await _first_reconciliation(rt)
+    tasks = [asyncio.create_task(work) for work in _background(rt, sweeper=sweeper)]
+    rt.ready = True
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if rt.dispatcher is not None:
+            await rt.dispatcher.stop()
+        with contextlib.suppress(Exception):  # a last use is a hint, never a failed stop
+            await rt.store.usage.flush()
+        await rt.store.close()
+
+
+def _background(rt: Runtime, *, sweeper: bool) -> list[Coroutine[Any, Any, None]]:
+    every = rt.settings.metrics_refresh_seconds
+    work = [
+        reconcile_forever(rt.store, rt.metrics, every=every),
+        keep_token_use(rt.store, every=TOKEN_USE_SECONDS),
+    ]
+    if rt.store.db.dialect == "postgresql":
+        work.append(keep_statistics(rt.store, every=STATISTICS_SECONDS))
+    if sweeper:
+        every = rt.settings.sweep_seconds
+        work.append(sweep_forever(rt.store, every=every, failures=rt.metrics.sweep_failures))
+    return work
+
+
+async def _first_reconciliation(rt: Runtime) -> None:
+    # Every gauge must exist from the first scrape, so /healthz waits for this to succeed.
+    for _ in range(STARTUP_RECONCILE_TRIES):
+        if await reconcile_once(rt.store, rt.metrics):
+            return
+        await asyncio.sleep(1.0)
+    raise RuntimeError("the first metrics reconciliation kept failing; is the database up?")
+
+
+async def runtime(request: Request) -> Runtime:
+    """The FastAPI dependency every shell's routes take the runtime from."""
+    # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop
+    # that cost more than the rest of a request.
+    found: Runtime = request.app.state.runtime
+    return found
+
+
+RuntimeDep = Annotated[Runtime, Depends(runtime)]
