@@ -1,0 +1,210 @@
+"""Every reply the shells build (mainframe.shapes) has exactly the fields of its contract model:
+no field the model lacks, none it requires left out, each value of the model's type. Records
+are filled from their type hints twice, once with every optional field empty and once with
+every one set, so a new record field or contract field cannot slip past unseen."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import orjson
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from mainframe.contract import hook_schemas, operator_schemas, schemas
+from mainframe.contract.vocabulary import Action
+from mainframe.shapes import hooks, operator, scans
+from mainframe.store import Conflict, Invalid, ItemOutcome
+from mainframe.store.accounts import EndpointView, TokenView
+from mainframe.store.audit import AuditEntry
+from mainframe.store.closing import Closed
+from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
+from mainframe.store.deliveries import DeliveryTotals
+from mainframe.store.hooks import HookView, Rotation
+from mainframe.store.intake import Submitted
+from mainframe.store.overview import Overview
+from mainframe.store.records import Job, ScanRecord
+from mainframe.store.redrive import Redriven
+
+NOW = 1_780_000_000_000_000  # µs: a valid time, and a valid count or id
+# Valid JSON text too: stored payloads and results are embedded as they are.
+TEXT = '"text"'
+
+
+def filled(cls: type[Any], *, empty: bool, **given: Any) -> Any:
+    """An instance of the dataclass `cls`, every field made from its type hint."""
+    hints = get_type_hints(cls)
+    values = {
+        f.name: given[f.name] if f.name in given else value_of(hints[f.name], empty=empty)
+        for f in dataclasses.fields(cls)
+    }
+    return cls(**values)
+
+
+def value_of(hint: Any, *, empty: bool) -> Any:
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        if type(None) in args and empty:
+            return None
+        return value_of(next(a for a in args if a is not type(None)), empty=empty)
+    if origin is list:
+        return [] if empty else [value_of(args[0], empty=empty)]
+    if origin is tuple:  # tuple[X, ...] holds one here; tuple[X, Y] one of each
+        return tuple(value_of(a, empty=empty) for a in args if a is not Ellipsis)
+    if origin is dict:
+        return {} if empty else {"key": value_of(args[1], empty=empty)}
+    if origin is Literal:
+        return args[0]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return next(iter(hint))
+    if dataclasses.is_dataclass(hint):
+        return filled(hint, empty=empty)  # type: ignore[arg-type]
+    simple = {bool: True, int: NOW, float: 1.5, str: TEXT, object: TEXT, Any: TEXT}
+    if hint in simple:
+        return simple[hint]
+    raise TypeError(f"no sample for {hint!r}: teach value_of about it")
+
+
+def assert_exactly(model: type[BaseModel], reply: Any) -> None:
+    """`reply`, sent as JSON, is a valid `model` with no field more and none required less."""
+    sent = orjson.loads(orjson.dumps(reply))
+    try:
+        parsed = model.model_validate(sent)
+    except ValidationError as exc:
+        raise AssertionError(f"{model.__name__} refuses the reply: {exc}") from None
+    same_fields(parsed, sent)
+
+
+def same_fields(parsed: Any, sent: Any) -> None:
+    if isinstance(parsed, BaseModel):
+        assert isinstance(sent, dict)
+        extra = set(sent) - set(type(parsed).model_fields)
+        assert not extra, f"{type(parsed).__name__} has no field {sorted(extra)}"
+        for name in sent:
+            same_fields(getattr(parsed, name), sent[name])
+    elif isinstance(parsed, list) and isinstance(sent, list):
+        for one, other in zip(parsed, sent, strict=True):
+            same_fields(one, other)
+
+
+def records(cls: type[Any], **given: Any) -> list[Any]:
+    return [filled(cls, empty=True, **given), filled(cls, empty=False, **given)]
+
+
+BOTH = pytest.mark.parametrize("empty", [True, False], ids=["optional-empty", "optional-set"])
+# Reply-building function → the contract model its reply follows, and how to call it.
+Call = Callable[[bool], Any]
+REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
+    scans.job: (schemas.JobPublic, lambda e: scans.job(filled(Job, empty=e))),
+    scans.scan: (schemas.ScanPublic, lambda e: scans.scan(filled(ScanRecord, empty=e))),
+    scans.closed: (schemas.ResultPublic, lambda e: scans.closed(filled(Closed, empty=e))),
+    scans.deadline: (schemas.LeaseDeadline, lambda e: scans.deadline(7, NOW)),
+    scans.submitted: (
+        schemas.SubmitStatus,
+        lambda e: scans.submitted(Submitted(filled(ScanRecord, empty=e), created=not e)),
+    ),
+    scans.refused: (
+        schemas.SubmitStatus,
+        lambda e: scans.refused(Invalid("body.scans.0.name", "too long")),
+    ),
+    scans.invalid_item: (schemas.SubmitStatus, lambda e: scans.invalid_item(3, _validation())),
+    scans.item_status: (
+        schemas.ItemStatus,
+        lambda e: scans.item_status(
+            ItemOutcome(7, None, Conflict("stale_assignment", "not yours"))
+            if e
+            else ItemOutcome(7, filled(Closed, empty=False), None)
+        ),
+    ),
+    operator.dead_letter: (
+        operator_schemas.DeadLetterPublic,
+        lambda e: operator.dead_letter(filled(DeadLetter, empty=e)),
+    ),
+    operator.dead_letter_page: (
+        operator_schemas.DeadLetterPage,
+        lambda e: operator.dead_letter_page(filled(DeadLetterPage, empty=e)),
+    ),
+    operator.audit_page: (
+        operator_schemas.AuditPage,
+        lambda e: operator.audit_page(_audit_entries(e), "ops", full=not e),
+    ),
+    operator.overview: (
+        operator_schemas.OverviewPublic,
+        lambda e: operator.overview(filled(Overview, empty=e)),
+    ),
+    operator.endpoint: (
+        operator_schemas.EndpointPublic,
+        lambda e: operator.endpoint(filled(EndpointView, empty=e)),
+    ),
+    operator.token: (
+        operator_schemas.TokenPublic,
+        lambda e: operator.token(filled(TokenView, empty=e, kind="worker")),
+    ),
+    operator.redrive: (
+        operator_schemas.RedrivePublic,
+        lambda e: operator.redrive(filled(Redriven, empty=e)),
+    ),
+    operator.revoked: (operator_schemas.RevokedPublic, lambda e: operator.revoked("pypi", 3)),
+    operator.delivery_stats: (
+        hook_schemas.DeliveryStats,
+        lambda e: operator.delivery_stats(NOW, NOW + 60_000_000, DeliveryTotals(4, 1), complete=e),
+    ),
+    hooks.public: (hook_schemas.HookPublic, lambda e: hooks.public(filled(HookView, empty=e))),
+    hooks.created: (
+        hook_schemas.HookCreated,
+        lambda e: hooks.created(filled(HookView, empty=e), "whsec_x"),
+    ),
+    hooks.rotation: (hook_schemas.HookRotated, lambda e: hooks.rotation(filled(Rotation, empty=e))),
+}
+# Parts of a reply, or not a reply: each is covered through the reply that uses it.
+PARTS = {operator.card, operator.audit_entry, operator.audit_target, operator.cursor}
+PARTS |= {operator.parse_cursor}
+
+
+def _validation() -> ValidationError:
+    try:
+        schemas.ScanItem.model_validate({"name": "", "version": "1"})
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("an empty name must be refused")
+
+
+def _audit_entries(empty: bool) -> list[AuditEntry]:
+    # Every action, with every optional field empty or set: each kind of target line.
+    return [filled(AuditEntry, empty=empty, action=a.value, origin="board") for a in Action]
+
+
+@BOTH
+@pytest.mark.parametrize("build", list(REPLIES), ids=lambda f: f"{f.__module__}.{f.__name__}")
+def test_every_reply_has_exactly_its_models_fields(build: Callable[..., Any], empty: bool) -> None:
+    model, call = REPLIES[build]
+    assert_exactly(model, call(empty))
+
+
+def test_every_function_of_the_shapes_is_held_to_a_model() -> None:
+    public = {
+        obj
+        for module in (scans, operator, hooks)
+        for name, obj in vars(module).items()
+        if inspect.isfunction(obj)
+        and obj.__module__ == module.__name__
+        and not name.startswith("_")
+    }
+    assert public - set(REPLIES) - PARTS == set()
+
+
+def test_a_reply_with_a_field_the_model_lacks_is_caught() -> None:
+    reply = {**scans.deadline(7, NOW), "lease_seconds": 30}
+    with pytest.raises(AssertionError, match="lease_seconds"):
+        assert_exactly(schemas.LeaseDeadline, reply)
+
+
+def test_the_sdk_job_has_the_contracts_fields() -> None:
+    from mainframe.client.sdk import Job as SdkJob
+
+    assert [f.name for f in dataclasses.fields(SdkJob)] == list(schemas.JobPublic.model_fields)
