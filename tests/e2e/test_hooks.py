@@ -5,8 +5,9 @@ Signatures are checked only with the reference `standardwebhooks` verifier."""
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ READY_FIELDS = {
     "scan_id", "package", "source", "kind", "queue", "endpoint", "created_at",
     "attempt_count", "available_at",
 }  # fmt: skip
+
+
+CONTROL = "control"  # the endpoint, hook and token of the control announcements
+ENABLED = "MAINFRAME_NOTIFY_HOOKS_ENABLED"
 
 
 def auth(token: str) -> dict[str, str]:
@@ -64,6 +69,16 @@ class Fleet:
         [job] = http.post("/api/v1/jobs", headers=auth(self.tokens["worker"])).json()
         return job  # type: ignore[no-any-return]
 
+    def lease_when_due(self, http: httpx.Client, timeout: float = 10.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            jobs = http.post("/api/v1/jobs", headers=auth(self.tokens["worker"])).json()
+            if jobs:
+                [job] = jobs
+                return job  # type: ignore[no-any-return]
+            time.sleep(0.05)
+        raise AssertionError("no scan became due")
+
     def fail(self, http: httpx.Client, job: dict[str, Any], summary: str = "boom") -> None:
         body = {
             "outcome": "failed",
@@ -78,12 +93,38 @@ class Fleet:
         )
         assert response.status_code == 200, response.text
 
-    def received(self, count: int, settle: float = 0.6) -> list[tuple[str, dict[str, Any]]]:
-        """Exactly `count` notifications (none more after a pause), each verified."""
-        got = self.https.wait_for(count)
-        time.sleep(settle)
-        assert len(self.https.received) == count, [r.body for r in self.https.received]
+    def received(self, count: int) -> list[tuple[str, dict[str, Any]]]:
+        """Exactly `count` notifications, each verified; none more by the time a control
+        announced through every server has arrived."""
+        self.https.wait_for(count)
+        self.control()
+        got = self.announced()
+        assert len(got) == count, [r.body for r in got]
         return [self.verified(r) for r in got]
+
+    def announced(self) -> list[Received]:
+        """What the receiver heard, less the controls."""
+        return [r for r in self.https.received if r.path != f"/{CONTROL}"]
+
+    def control(self, servers: Sequence[int] | None = None) -> None:
+        """A scan.ready announced through each server (all by default), on an endpoint of its
+        own, waited for: whatever those servers had queued before has been dispatched."""
+        if CONTROL not in self.secrets:
+            self.hook(CONTROL, endpoint=CONTROL)
+        indexes = range(len(self.servers)) if servers is None else servers
+        before = len([r for r in self.https.received if r.path == f"/{CONTROL}"])
+        for index in indexes:
+            with self.http(index) as http:
+                sent = {"name": f"control-{before}-{index}", "version": "1"}
+                response = http.post("/api/v1/scans", headers=auth(self.tokens[CONTROL]), json=sent)
+                assert response.status_code == 201, response.text
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            heard = [r for r in self.https.received if r.path == f"/{CONTROL}"]
+            if len(heard) >= before + len(indexes):
+                return
+            time.sleep(0.02)
+        raise AssertionError("the control announcements never arrived")
 
     def verified(self, request: Received) -> tuple[str, dict[str, Any]]:
         name = request.path.strip("/")
@@ -100,11 +141,13 @@ def provision(url: str, env: dict[str, str]) -> dict[str, str]:
     owner = cli(url, "owner", "create", "ops", **env)
     cli(url, "endpoint", "create", "pypi", "--owner", "ops", "--open-intake", **env)
     cli(url, "endpoint", "create", "npm", "--owner", "ops", **env)
+    cli(url, "endpoint", "create", CONTROL, "--owner", "ops", **env)
     return {
         "owner": owner,
         "worker": cli(url, "token", "create", "--endpoint", "pypi", "--worker", "w1", **env),
         "source": cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed", **env),
         "npm_source": cli(url, "token", "create", "--endpoint", "npm", "--source", "f2", **env),
+        CONTROL: cli(url, "token", "create", "--endpoint", CONTROL, "--source", "c", **env),
     }
 
 
@@ -168,7 +211,7 @@ def test_worker_failure_at_the_cap_is_announced_to_exactly_the_matching_hooks(
     readies = [p["data"] for _, p in got if p["type"] == "scan.ready"]
     assert all(set(r) == READY_FIELDS for r in readies)
     assert sorted(r["attempt_count"] for r in readies) == [0, 0, 1, 1]
-    ids = {r.headers["webhook-id"] for r in fleet.https.received}
+    ids = {r.headers["webhook-id"] for r in fleet.announced()}
     assert len(ids) == 6  # one id per notification, each hook its own
 
 
@@ -203,9 +246,10 @@ def test_a_lapsed_lease_at_the_cap_is_reaped_and_announced(short_leases: Fleet) 
     with fleet.http(0) as a, fleet.http(1) as b:
         scan_id = fleet.submit(a)
         fleet.lease(a)
-        time.sleep(0.8)
-        fleet.lease(b)  # reclaims the lapsed lease below the cap: announced as ready again
-    got = fleet.received(3, settle=1.5)  # the sweeper reaps the second lapse
+        # Polls find nothing until the 0.6 s lease lapses; the one that then reclaims it
+        # (below the cap) announces the scan as ready again.
+        fleet.lease_when_due(b)
+    got = fleet.received(3)  # the sweeper reaps the second lapse
     [(_, payload)] = dead_letters(got)
     assert payload["data"]["scan_id"] == scan_id
     assert payload["data"]["reason"] == "lease_expired"
@@ -229,7 +273,7 @@ def test_a_lapsed_wait_at_the_cap_is_reaped_and_announced(fleet: Fleet) -> None:
             },
         )
         assert waited.status_code == 200, waited.text
-    [(_, payload)] = dead_letters(fleet.received(3, settle=1.5))
+    [(_, payload)] = dead_letters(fleet.received(3))
     assert payload["data"]["reason"] == "interrupt_expired"
 
 
@@ -254,7 +298,7 @@ def test_silence_below_the_cap_and_for_unverified_scans_and_revocation(fleet: Fl
         assert mine.status_code == 201 and mine.json()["verified"] is False
         revoked = b.post("/api/v1/endpoints/pypi/revoke", headers=owner)
         assert revoked.json()["dead_lettered"] == 3
-    assert len(fleet.received(2, settle=1.5)) == 2  # nothing more arrived
+    assert len(fleet.received(2)) == 2  # nothing more arrived
 
 
 def test_a_verified_resubmission_promotes_a_quarantined_scan_and_announces_it(
@@ -264,8 +308,8 @@ def test_a_verified_resubmission_promotes_a_quarantined_scan_and_announces_it(
     with fleet.http(0) as a, fleet.http(1) as b:
         anonymous = a.post("/api/v1/scans", json={"endpoint": "pypi", "name": "q", "version": "1"})
         assert anonymous.json()["status"] == "QUARANTINED"
-        time.sleep(0.5)
-        assert fleet.https.received == []
+        fleet.control()
+        assert fleet.announced() == []
         promoted = b.post(
             "/api/v1/scans",
             headers=auth(fleet.tokens["source"]),
@@ -284,6 +328,10 @@ def switched_off(database_url: str, tmp_path: Path, https: Receiver) -> Iterator
         database_url, tmp_path, https, MAINFRAME_NOTIFY_HOOKS_ENABLED="false",
         MAINFRAME_MAX_JOB_ATTEMPTS="1",
     )  # fmt: skip
+    # One more server with hooks on, for the control: the hook and receiver do work.
+    running.servers.append(
+        ServerProcess(database_url, tmp_path, **{**running.env, ENABLED: "true"})
+    )
     yield running
     running.stop()
 
@@ -295,8 +343,27 @@ def test_the_kill_switch_silences_both_types(switched_off: Fleet) -> None:
         fleet.submit(a)
         fleet.fail(a, fleet.lease(a))  # the cap is 1: a dead letter
         assert a.get("/api/v1/dead-letters", headers=auth(fleet.tokens["owner"])).json()["scans"]
-    time.sleep(1.0)
-    assert fleet.https.received == []
+        fleet.control(servers=[len(fleet.servers) - 1])
+        metrics = a.get("/metrics").text
+    assert fleet.announced() == []
+    assert re.findall(r"^mainframe_hook_notifications_total\{.*\} (\S+)$", metrics, re.M)
+    for count in re.findall(r"^mainframe_hook_notifications_total\{.*\} (\S+)$", metrics, re.M):
+        assert float(count) == 0  # nothing was even queued
+
+
+def signed_after_rotation(fleet: Fleet, timeout: float = 10.0) -> Received:
+    """The first announcement signed twice: a server's cached hook list lasts a second, so
+    one that cached it before the rotation still signs with the old secret alone."""
+    deadline = time.monotonic() + timeout
+    with fleet.http(0) as a:
+        while time.monotonic() < deadline:
+            heard = len(fleet.announced())
+            fleet.submit(a, name=f"rotated-{heard}")
+            got = fleet.https.wait_for(heard + 1)[-1]
+            if " " in got.headers["webhook-signature"]:
+                return got
+            time.sleep(0.1)
+    raise AssertionError("no announcement was signed with both secrets")
 
 
 def test_rotation_signs_with_both_secrets_each_verifying(fleet: Fleet) -> None:
@@ -305,10 +372,7 @@ def test_rotation_signs_with_both_secrets_each_verifying(fleet: Fleet) -> None:
     hook_id = listed.split()[0]
     old = fleet.secrets["all"]
     new = cli(fleet.url, "hook", "rotate", hook_id, "--endpoint", "pypi", **fleet.env)
-    time.sleep(1.2)  # the servers' cached hook lists last a second
-    with fleet.http(0) as a:
-        fleet.submit(a)
-    [got] = fleet.https.wait_for(1)
+    got = signed_after_rotation(fleet)
     first, second = got.headers["webhook-signature"].split(" ")
     Webhook(new).verify(got.body, {**got.headers, "webhook-signature": first})
     Webhook(old).verify(got.body, {**got.headers, "webhook-signature": second})
@@ -341,5 +405,5 @@ def test_a_failing_hook_moves_the_delivery_counts_and_is_disabled(fleet: Fleet) 
     assert 'mainframe_hooks_disabled_total{reason="consecutive_failures"} 1.0' in metrics
     listed = cli(fleet.url, "hook", "list", "--endpoint", "pypi", **fleet.env)
     assert "no (consecutive_failures)" in listed
-    time.sleep(1.0)
-    assert len(fleet.https.received) == 30  # a disabled hook hears nothing more
+    fleet.control()
+    assert len(fleet.announced()) == 30  # a disabled hook hears nothing more

@@ -56,10 +56,10 @@ def test_counters_and_gauges_move_as_the_seed_says(tmp_path: Path) -> None:
             json={"outcome": "finished", "attempt": 1, "assignment_id": good["assignment_id"]},
         )
         assert scrape(http)["packages_success_total"] == 1
-        time.sleep(1.1)
-        [again] = http.post("/api/v1/jobs", headers=worker).json()
+        # Polls find nothing until the doomed scan's one-second lease lapses; then it is leased
+        # again, its second and last attempt, which is left to lapse too.
+        [again] = wait_for(lambda: http.post("/api/v1/jobs", headers=worker).json())
         assert again["scan_id"] == doomed.json()["scan_id"] and again["attempt"] == 2
-        time.sleep(1.1)
         exhausted = wait_for(
             lambda: (lambda m: m if m['packages_queue{state="exhausted"}'] == 1 else None)(
                 scrape(http)
