@@ -26,8 +26,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck  ## the whole suite: lint, types, unit, integration, end to end
-	$(BIN)/pytest
+# Two processes for all but the fault tests, which stop PostgreSQL, kill servers and time
+# recoveries, so they run alone afterwards; together that is every test under tests/.
+test: lint typecheck  ## the whole suite: lint, types, unit, integration, end to end, faults
+	$(BIN)/pytest -n 2 --dist loadfile --ignore tests/faults
+	$(BIN)/pytest tests/faults
 
 check: lint typecheck  ## the inner loop: unit tests and the SQLite half of integration, no server
 	MAINFRAME_TEST_DATABASES=sqlite $(BIN)/pytest tests/unit tests/integration -q -m "not slow"

@@ -50,22 +50,6 @@ def cli(database_url: str, *args: str, **extra_env: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def cli_process(database_url: str, *args: str, **extra_env: str) -> str:
-    """`cli`, but as a process of its own: for what only a real process shows (its exit,
-    its stderr, its locks on a file another process holds)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "mainframe", *args],
-        capture_output=True,
-        text=True,
-        env=mainframe_env(database_url, **extra_env),
-        timeout=60,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"mainframe {' '.join(args)} failed: {done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
-
-
 class ServerProcess:
     """`mainframe serve` on a free loopback port (or the given address and port), with its
     stdout and stderr kept in files. `prefix` runs it through another command that then

@@ -331,7 +331,7 @@ def test_a_lease_the_worker_never_reports_is_dead_lettered_and_announced(
         time.sleep(0.1)
     assert second and second[0]["attempt"] == 2, "the lapsed lease was not retaken"
     # The budget is 2: once the second lease lapses, the sweeper dead-letters the scan.
-    [(_, payload)] = dead_letters(fleet.received(3, settle=1.5))
+    [(_, payload)] = dead_letters(fleet.received(3))
     data = payload["data"]
     assert data["scan_id"] == scan_id and data["reason"] == "lease_expired"
     assert data["attempts_total"] == 2 and data["final_attempt"]["outcome"] == "lease_expired"

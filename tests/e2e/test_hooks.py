@@ -96,7 +96,9 @@ class Fleet:
     def received(self, count: int) -> list[tuple[str, dict[str, Any]]]:
         """Exactly `count` notifications, each verified; none more by the time a control
         announced through every server has arrived."""
-        self.https.wait_for(count)
+        # Controls are only sent, and waited for, by control(): their number is settled here.
+        controls = len(self.https.received) - len(self.announced())
+        self.https.wait_for(count + controls)
         self.control()
         got = self.announced()
         assert len(got) == count, [r.body for r in got]

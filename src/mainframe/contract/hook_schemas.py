@@ -16,7 +16,9 @@ class HookCreate(Strict):
     rate_per_minute: Annotated[int, Field(ge=1, le=6000)] = 120
 
 
-class HookPublic(BaseModel):
+class HookFields(BaseModel):
+    """What every answer about one hook carries."""
+
     hook_id: int
     endpoint: str
     url: str
@@ -25,19 +27,14 @@ class HookPublic(BaseModel):
     enabled: bool
     disabled_reason: str | None
     created_at: str
+
+
+class HookPublic(HookFields):
     consecutive_failures: int
     last_delivery_at: str | None
 
 
-class HookCreated(BaseModel):
-    hook_id: int
-    endpoint: str
-    url: str
-    queue: str | None
-    rate_per_minute: int
-    enabled: bool
-    disabled_reason: str | None
-    created_at: str
+class HookCreated(HookFields):
     secret: str = Field(description="whsec_…: shown only here and in the rotate reply.")
 
 
