@@ -93,6 +93,20 @@ def test_a_result_sent_again_gets_the_first_answer(side: Side) -> None:
     assert side.client.report(job, ResultReport("finished")) == first
 
 
+def test_another_result_for_the_same_assignment_is_a_conflict(side: Side) -> None:
+    side.submit("requests")
+    [job] = side.client.lease()
+    first = side.client.report(job, ResultReport("failed", retryable=False, summary="broken"))
+    with pytest.raises(StaleAssignment) as conflict:
+        side.client.report(job, ResultReport("finished"))
+    assert conflict.value.code == "result_conflict"
+    assert conflict.value.accepted is not None
+    assert set(conflict.value.accepted) == {"outcome", "status", "fail_reason", "accepted_at"}
+    accepted = conflict.value.accepted
+    assert (accepted["outcome"], accepted["status"]) == ("failed", "FAILED")
+    assert accepted["accepted_at"].endswith("Z") and first["status"] == "FAILED"
+
+
 def test_another_result_for_a_finished_scan_is_already_terminal(side: Side) -> None:
     side.submit("requests")
     [job] = side.client.lease()

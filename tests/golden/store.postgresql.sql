@@ -69,7 +69,7 @@ WITH who AS (
     SELECT * FROM jsonb_to_recordset(CAST($2 AS jsonb)) AS item(
         scan bigint, attempt integer, assignment text, status text, fail_reason text,
         terminal boolean, dead boolean, result text, delay bigint, outcome text,
-        summary text, artifact text)
+        summary text, artifact text, result_digest text)
 ), closed AS (
     UPDATE scans SET status = item.status, updated_at = mf_now(),
         lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
@@ -90,7 +90,7 @@ WITH who AS (
               scans.updated_at, scans.finished_at, scans.dead_lettered_at,
               scans.fail_reason, scans.attempt_base, scans.available_at,
               scans.redriven_at, scans.redrive_count,
-              item.outcome, item.summary, item.artifact
+              item.outcome, item.summary, item.artifact, item.result_digest
 ), replay AS (
     SELECT attempts.scan_id FROM attempts
     WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
@@ -118,10 +118,12 @@ WITH who AS (
 ), history AS (
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                           closed_at, outcome, summary, artifact, settled_status,
-                          settled_available_at, settled_fail_reason, next_assignments)
+                          settled_available_at, settled_fail_reason, next_assignments,
+                          result_digest)
     SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
            leased_at, mf_now(), outcome, summary, artifact, status, available_at,
-           fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased)
+           fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased),
+           result_digest
     FROM closed
 ), total AS (
     UPDATE scan_totals SET count = scan_totals.count + ended.n
@@ -323,10 +325,10 @@ ORDER BY hooks.id;
 -- insert_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                       outcome, summary, artifact, settled_status, settled_available_at,
-                      settled_fail_reason, next_assignments)
+                      settled_fail_reason, next_assignments, result_digest)
 VALUES ($1, $2, $3, $4, $5, $6, mf_now(), $7,
         $8, $9, $10, $11,
-        $12, $13);
+        $12, $13, $14);
 
 -- insert_audit_entry
 INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
@@ -695,7 +697,7 @@ ORDER BY id;
 -- replayed_result
 SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
        attempts.settled_available_at, attempts.settled_fail_reason,
-       attempts.next_assignments
+       attempts.next_assignments, attempts.outcome, attempts.result_digest
 FROM attempts JOIN scans ON scans.id = attempts.scan_id
 WHERE attempts.scan_id = $1 AND attempts.assignment_id = $2
   AND attempts.worker = $3 AND scans.endpoint_id = $4

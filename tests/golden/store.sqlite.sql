@@ -254,10 +254,10 @@ ORDER BY hooks.id;
 -- insert_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                       outcome, summary, artifact, settled_status, settled_available_at,
-                      settled_fail_reason, next_assignments)
+                      settled_fail_reason, next_assignments, result_digest)
 VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
         :summary, :artifact, :settled_status, :settled_available_at,
-        :settled_fail_reason, :next_assignments);
+        :settled_fail_reason, :next_assignments, :result_digest);
 
 -- insert_audit_entry
 INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
@@ -615,7 +615,7 @@ ORDER BY id;
 -- replayed_result
 SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
        attempts.settled_available_at, attempts.settled_fail_reason,
-       attempts.next_assignments
+       attempts.next_assignments, attempts.outcome, attempts.result_digest
 FROM attempts JOIN scans ON scans.id = attempts.scan_id
 WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
   AND attempts.worker = :worker AND scans.endpoint_id = :endpoint

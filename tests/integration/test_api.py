@@ -45,6 +45,42 @@ def test_stale_result_is_409_with_a_code(api: Api) -> None:
     assert response.json()["error"] == "stale_assignment" and response.json()["detail"]
 
 
+def test_a_replay_gets_the_first_answer_and_other_content_a_conflict(api: Api) -> None:
+    for name in ("a", "b", "c"):
+        api.submit(name)
+    [job] = api.lease()
+    path = f"/api/v1/jobs/{job['scan_id']}/result?next=1"
+    echo = {"attempt": 1, "assignment_id": job["assignment_id"]}
+    body = echo | {"outcome": "failed", "retryable": False, "result": {"b": 1, "a": 2}}
+    first = api.post(path, api.worker, body)
+    assert first.status_code == 200 and len(first.json()["next"]) == 1
+    # The same content, spelled with its keys in another order: a replay, same jobs.
+    replay = api.post(path, api.worker, body | {"result": {"a": 2, "b": 1}})
+    assert replay.json() == first.json()
+    conflict = api.post(path, api.worker, echo | {"outcome": "finished"})
+    assert conflict.status_code == 409, conflict.text
+    answer = conflict.json()
+    assert answer["error"] == "result_conflict" and "nothing was changed" in answer["detail"]
+    assert answer["accepted"] == {
+        "outcome": "failed",
+        "status": "FAILED",
+        "fail_reason": "failed",
+        "accepted_at": first.json()["finished_at"],
+    }
+    assert "next" not in answer, "a refused result leases nothing"
+    view = api.get(f"/api/v1/scans/{job['scan_id']}", api.owner).json()
+    assert (view["status"], view["result"]) == ("FAILED", {"a": 2, "b": 1})
+    batch = api.post(
+        "/api/v1/jobs/results?next=1",
+        api.worker,
+        {"results": [echo | {"scan_id": job["scan_id"], "outcome": "finished"}]},
+    ).json()
+    [item] = batch["results"]
+    assert (item["status"], item["error"]) == (409, "result_conflict")
+    assert item["accepted"] == answer["accepted"] and batch["next"] == []
+    assert len(api.lease(batch=5)) == 1, "only the scan nobody has leased yet is left"
+
+
 def test_one_echo_field_without_the_other_is_422(api: Api) -> None:
     api.submit()
     [job] = api.lease()

@@ -368,8 +368,14 @@ def test_a_failure_is_retryable_and_dead_lettered_at_the_budget(fly: Fly) -> Non
     scan = fly.scan(scan_id)
     assert scan["dead_lettered_at"] is not None
     assert scan["attempts"][-1]["summary"] == "and again\ufffd"
-    dead = fly.put(session, _result(job, echo=True, reason="late"))
-    assert dead.status_code == 200  # the same result again is a replay, answered alike
+    replay = fly.put(session, _result(job, echo=True, reason="and again\x00"))
+    assert replay.json() == last.json(), "the same body again is a replay, answered alike"
+    for other in (_result(job, echo=True, reason="late"), _result(job, echo=True)):
+        conflict = fly.put(session, other)  # another failure, then a success, for the dead
+        assert (conflict.status_code, conflict.json()["error"]) == (409, "result_conflict")
+        assert conflict.json()["accepted"]["outcome"] == "failed"
+        assert conflict.json()["accepted"]["fail_reason"] == "attempts_exhausted"
+    assert fly.scan(scan_id) == scan, "a conflict changes nothing"
     assert fly.put(session, _result(job)).json()["error"] == "already_terminal"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mainframe.lifecycle.events import (
@@ -13,8 +15,9 @@ from mainframe.lifecycle.events import (
     ScanReady,
     StaleResultRejected,
 )
-from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.rules import StaleCode, Status
 from mainframe.store import Job, NotFound, Report, Stale
+from mainframe.store.errors import Accepted, ResultConflict
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 
@@ -103,6 +106,92 @@ def test_a_result_sent_again_gets_the_first_answer(world: World) -> None:
     assert len(world.published.events) == events, "a replay changes and announces nothing"
     [attempt] = owner_view(world, scan_id).attempts
     assert attempt.outcome == "finished"
+
+
+def conflict_of(world: World, scan_id: int, rep: Report) -> ResultConflict:
+    before = owner_view(world, scan_id)
+    events = len(world.published.events)
+    with pytest.raises(ResultConflict) as refused:
+        world.store.results.report(world.worker, scan_id, rep)
+    assert owner_view(world, scan_id) == before, "a conflict must change nothing"
+    [rejected] = world.published.events[events:]
+    assert rejected == StaleResultRejected(
+        "npm", scan_id, world.worker.name, StaleCode.RESULT_CONFLICT, rep.attempt
+    ), "counted and logged as a refused result"
+    return refused.value
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"outcome": "failed"},
+        {"summary": "another summary"},
+        {"result": '{"ok":2}'},
+        {"artifact": "s3://b"},
+    ],
+    ids=["outcome", "summary", "result", "artifact"],
+)
+def test_the_same_assignment_with_other_content_is_a_conflict(
+    world: World, other: dict[str, str]
+) -> None:
+    scan_id = world.submit()
+    [job] = world.store.leasing.lease(world.worker, 1)
+    accepted = world.store.results.report(world.worker, scan_id, report(job, summary="clean"))
+    world.clock.advance(5)
+    conflict = conflict_of(world, scan_id, replace(report(job, summary="clean"), **other))
+    assert conflict.code == "result_conflict"
+    assert conflict.accepted == Accepted("finished", "FINISHED", None, accepted.finished_at)
+    assert "outcome finished" in conflict.detail and "accepted at" in conflict.detail
+
+
+def test_content_is_compared_as_it_means(world: World) -> None:
+    scan_id = world.submit()
+    [job] = world.store.leasing.lease(world.worker, 1)
+    sent = replace(report(job), result='{"b": 1, "a": [1, 2]}')
+    first = world.store.results.report(world.worker, scan_id, sent)
+    # Keys in another order, and a success that says it is not retryable: the same result.
+    again = replace(sent, result='{"a":[1,2],"b":1}', retryable=False)
+    assert world.store.results.report(world.worker, scan_id, again) == first
+    assert conflict_of(world, scan_id, replace(sent, result='{"a":[2,1],"b":1}'))
+
+
+def test_a_success_after_the_final_failure_is_a_conflict_not_the_dead_letter(
+    world: World,
+) -> None:
+    scan_id = world.submit()
+    for _ in range(MAX_ATTEMPTS):
+        [job] = world.store.leasing.lease(world.worker, 1)
+        dead = world.store.results.report(world.worker, scan_id, report(job, "failed"))
+    assert dead.dead_lettered_at is not None
+    conflict = conflict_of(world, scan_id, report(job))
+    assert conflict.accepted == Accepted("failed", "FAILED", "attempts_exhausted", dead.finished_at)
+    assert world.store.results.report(world.worker, scan_id, report(job, "failed")) == dead
+
+
+def test_a_conflict_in_a_batch_refuses_its_item_only(world: World) -> None:
+    a_id, b_id = world.submit("a"), world.submit("b")
+    world.submit("c")
+    a, b = world.store.leasing.lease(world.worker, 2)
+    world.store.results.report(world.worker, a_id, report(a))
+    done = world.store.results.complete(
+        world.worker, [(a_id, report(a, "failed")), (b_id, report(b))], fetch=1
+    )
+    conflict, closed = done.outcomes
+    assert isinstance(conflict.error, ResultConflict) and conflict.closed is None
+    assert closed.closed is not None and closed.closed.status is Status.FINISHED
+    assert done.jobs == [], "an item whose assignment closed before takes no new leases"
+    assert owner_view(world, a_id).status is Status.FINISHED
+
+
+def test_a_result_on_an_attempt_the_operator_failed_is_a_conflict(world: World) -> None:
+    assert world.owner.owner_id is not None
+    scan_id = world.submit()
+    [job] = world.store.leasing.lease(world.worker, 1)
+    world.store.results.operator_fail(
+        world.owner.owner_id, scan_id, retryable=False, summary="stuck"
+    )
+    conflict = conflict_of(world, scan_id, report(job, "failed", retryable=False, summary="stuck"))
+    assert (conflict.accepted.outcome, conflict.accepted.status) == ("failed", "FAILED")
 
 
 def test_a_replayed_retry_keeps_its_due_time(world: World) -> None:

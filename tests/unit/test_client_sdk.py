@@ -153,15 +153,23 @@ def test_a_stale_result_raises_with_the_code_and_is_sent_once(fake: FakeMainfram
     assert fake.scans[job.scan_id].status == "PENDING"
 
 
-def test_a_second_result_for_the_same_assignment_gets_the_first_answer(
-    fake: FakeMainframe,
-) -> None:
+def test_the_same_result_sent_again_gets_the_first_answer(fake: FakeMainframe) -> None:
     fake.submit("requests")
     with fake.client() as client:
         (job,) = client.lease()
-        first = client.report(job, ResultReport("finished"))
-        assert client.report(job, ResultReport("failed")) == first
-        assert fake.scans[job.scan_id].status == "FINISHED", "the repeat changed nothing"
+        first = client.report(job, ResultReport("finished", summary="clean"))
+        assert client.report(job, ResultReport("finished", summary="clean")) == first
+
+
+def test_another_result_for_the_same_assignment_is_a_conflict(fake: FakeMainframe) -> None:
+    fake.submit("requests")
+    with fake.client() as client:
+        (job,) = client.lease()
+        client.report(job, ResultReport("finished"))
+        with pytest.raises(StaleAssignment, match="result_conflict") as refused:
+            client.report(job, ResultReport("failed"))
+        assert refused.value.code == "result_conflict"
+        assert fake.scans[job.scan_id].status == "FINISHED", "the conflict changed nothing"
 
 
 def test_a_result_for_a_finished_scan_under_another_assignment_is_already_terminal(

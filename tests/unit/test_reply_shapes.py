@@ -19,12 +19,14 @@ from pydantic import BaseModel, ValidationError
 from mainframe.contract import hook_schemas, operator_schemas, schemas
 from mainframe.contract.vocabulary import Action
 from mainframe.shapes import hooks, operator, scans
+from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
 from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.audit import AuditEntry
 from mainframe.store.closing import Closed
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
 from mainframe.store.deliveries import DeliveryTotals
+from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.hooks import HookView, Rotation
 from mainframe.store.intake import Submitted
 from mainframe.store.overview import Overview
@@ -196,6 +198,20 @@ def test_every_function_of_the_shapes_is_held_to_a_model() -> None:
         and not name.startswith("_")
     }
     assert public - set(REPLIES) - PARTS == set()
+
+
+@pytest.mark.parametrize("reason", [None, "attempts_exhausted"])
+def test_a_result_conflict_names_the_accepted_result_in_both_error_shapes(
+    reason: str | None,
+) -> None:
+    conflict = ResultConflict(Accepted("failed", "FAILED", reason, NOW))
+    item = scans.item_status(ItemOutcome(7, None, conflict))
+    assert_exactly(schemas.ItemStatus, item)
+    status, code, detail = store_error_body(conflict)
+    single = {"error": code, "detail": detail} | refusal_fields(conflict)
+    assert_exactly(schemas.ErrorBody, single)
+    assert (status, item["accepted"]) == (409, single["accepted"])
+    assert single["accepted"]["fail_reason"] == reason
 
 
 def test_a_reply_with_a_field_the_model_lacks_is_caught() -> None:

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from mainframe.api.fastpath import BadJson, BodyInvalid
 from mainframe.api.responses import JSON, error
 from mainframe.logs import get_logger
-from mainframe.shapes.refusals import store_error_body
+from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import StoreError, Unavailable
 
 UNPARSABLE = "There was an error parsing the body"
@@ -25,7 +25,7 @@ async def _store_error(_request: Request, exc: Exception) -> JSON:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(exc, Unavailable):
         headers = {"Retry-After": str(exc.retry_after)}
-    return error(status, code, detail, headers)
+    return error(status, code, detail, headers, refusal_fields(exc))
 
 
 def _field(loc: tuple[Any, ...]) -> str:

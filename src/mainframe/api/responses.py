@@ -16,8 +16,16 @@ class JSON(Response):
         return orjson.dumps(content)
 
 
-def error(status: int, code: str, detail: Any, headers: dict[str, str] | None = None) -> JSON:
-    return JSON({"error": code, "detail": detail}, status_code=status, headers=headers)
+def error(
+    status: int,
+    code: str,
+    detail: Any,
+    headers: dict[str, str] | None = None,
+    fields: dict[str, Any] | None = None,
+) -> JSON:
+    """The error body; `fields` adds what a particular refusal says beside its detail."""
+    body = {"error": code, "detail": detail} | (fields or {})
+    return JSON(body, status_code=status, headers=headers)
 
 
 async def send_error(

@@ -43,12 +43,15 @@ class MainframeError(Exception):
 
 
 class StaleAssignment(MainframeError):
-    """A 409: the assignment is no longer this worker's (`code` says why)."""
+    """A 409: the assignment is no longer this worker's (`code` says why). For
+    `result_conflict`, `accepted` is the other result that closed it (AcceptedResult)."""
 
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(409, {"error": code, "detail": detail})
+    def __init__(self, code: str, detail: str, accepted: dict[str, Any] | None = None) -> None:
+        body = {"error": code, "detail": detail}
+        super().__init__(409, body if accepted is None else body | {"accepted": accepted})
         self.code = code
         self.detail = detail
+        self.accepted = accepted
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -284,7 +287,8 @@ class Client:
             body = response.text
         if response.status_code == 409:
             code, detail = _conflict(body)
-            raise StaleAssignment(code, detail)
+            accepted = body.get("accepted") if isinstance(body, dict) else None
+            raise StaleAssignment(code, detail, accepted if isinstance(accepted, dict) else None)
         if not response.is_success or isinstance(body, str):
             raise MainframeError(response.status_code, body)
         return body

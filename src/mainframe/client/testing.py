@@ -7,8 +7,9 @@ reports against it. Leases run on real time; every request is recorded for asser
 Results take `?next=N` as the server does (complete-and-fetch): an accepted result leases up to
 N more scans in the same answer, and a repeat of a result (same scan, attempt and assignment
 id) gets the first answer again, with the jobs that answer leased that are still held and
-unexpired, and leases nothing new. The fake serves one worker, so "the same worker" always
-holds.
+unexpired, and leases nothing new; the same assignment with other content is refused with
+409 `result_conflict`, as the server refuses it. The fake serves one worker, so "the same
+worker" always holds.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mainframe.client.sdk import Client
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT
 from mainframe.contract.schemas import ErrorBody, ItemStatus, JobPublic, LeaseDeadline, ResultPublic
+from mainframe.lifecycle.replay import is_replay, result_digest
 from mainframe.lifecycle.rules import settle
 
 BASE_URL = "http://mainframe.test"  # where the fake pretends to live
@@ -85,7 +87,21 @@ class _Accepted:
     """An accepted result, kept so that a repeat of its request is answered as it was."""
 
     public: dict[str, Any]  # the reply body, as it was when the result was accepted
+    digest: str  # of the accepted result's content
+    outcome: str
     jobs: list[JobRef] = field(default_factory=list)  # leased with it (`?next=`)
+    accepted_at: float = field(default_factory=time.time)
+
+    def conflict(self) -> dict[str, Any]:
+        """The 409 body for other content under the same assignment."""
+        accepted = {
+            "outcome": self.outcome,
+            "status": self.public["status"],
+            "fail_reason": self.public["fail_reason"],
+            "accepted_at": rfc3339(to_us(self.accepted_at)),
+        }
+        detail = "a different result already closed this assignment; nothing was changed"
+        return _answer(ErrorBody(error="result_conflict", detail=detail, accepted=accepted))
 
 
 class _Refused(Exception):
@@ -230,12 +246,15 @@ class FakeMainframe:
         scan.status = settled.status.value
         scan.fail_reason = settled.fail_reason
         scan.dead_lettered = settled.dead_letter_reason is not None
-        self._accepted[_result_key(scan.scan_id, body)] = _Accepted(scan.public())
+        accepted = _Accepted(scan.public(), _digest(body), body["outcome"])
+        self._accepted[_result_key(scan.scan_id, body)] = accepted
         return 200, scan.public()
 
     def _result_and_next(self, scan: FakeScan, body: Any, fetch: int | None) -> tuple[int, Any]:
         """The single result route: the result, then (only if accepted) the next jobs."""
         replay = self._replayed(scan.scan_id, body)
+        if replay is not None and not is_replay(replay.digest, _digest(body)):
+            return 409, replay.conflict()
         if replay is not None:
             if fetch is None:
                 return 200, replay.public
@@ -256,6 +275,10 @@ class FakeMainframe:
         any_replay = False
         for item in items:
             replay = self._replayed(item["scan_id"], item)
+            if replay is not None and not is_replay(replay.digest, _digest(item)):
+                any_replay = True  # as the server: an item that closed before takes no leases
+                answers.append(_item(item["scan_id"], 409, **replay.conflict()))
+                continue
             if replay is not None:
                 any_replay = True
                 replayed.extend(replay.jobs)
@@ -333,6 +356,19 @@ def _ref(scan: FakeScan) -> JobRef:
 def _result_key(scan_id: int, body: Any) -> tuple[int, Any, Any]:
     """What makes a result request a repeat of an accepted one (the fake has one worker)."""
     return (scan_id, body.get("attempt"), body.get("assignment_id"))
+
+
+def _digest(body: Any) -> str:
+    """The content digest of a result body, as the server computes it."""
+    result = body.get("result")
+    return result_digest(
+        outcome=body["outcome"],
+        retryable=bool(body.get("retryable", True)),
+        summary=body.get("summary"),
+        artifact=body.get("artifact"),
+        result=None if result is None else json.dumps(result),
+        retry_after=body.get("retry_after_seconds"),
+    )
 
 
 def _next_count(request: httpx.Request) -> int | None:

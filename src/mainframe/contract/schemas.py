@@ -201,11 +201,21 @@ class ScanPage(BaseModel):
     next_cursor: str | None
 
 
+class AcceptedResult(BaseModel):
+    """With 409 `result_conflict`: the result that closed the assignment, which stands."""
+
+    outcome: Literal["finished", "failed"]
+    status: str = Field(description="Where the accepted result sent the scan.")
+    fail_reason: str | None
+    accepted_at: str
+
+
 class ItemStatus(BaseModel):
     scan_id: int
     status: int
     error: str | None = None
     detail: Any = None
+    accepted: AcceptedResult | None = None
     scan: ResultPublic | None = None
 
 
@@ -223,3 +233,6 @@ class LeaseDeadline(BaseModel):
 class ErrorBody(BaseModel):
     error: str
     detail: Any
+    accepted: AcceptedResult | None = Field(
+        default=None, description="Only with 409 `result_conflict`."
+    )

@@ -38,6 +38,8 @@ class StaleCode(StrEnum):
     ALREADY_TERMINAL = "already_terminal"
     NOT_LEASE_HOLDER = "not_lease_holder"
     STALE_ASSIGNMENT = "stale_assignment"
+    # The assignment's attempt was closed by a result with other content (lifecycle/replay.py).
+    RESULT_CONFLICT = "result_conflict"
 
 
 # A plain, non-retryable failure is recorded with this reason; it is not a dead letter.
@@ -124,6 +126,9 @@ STALE_DETAIL = {
     StaleCode.STALE_ASSIGNMENT: (
         "attempt or assignment_id do not match the scan's current assignment "
         "(it was reassigned, reaped, or is not leased)"
+    ),
+    StaleCode.RESULT_CONFLICT: (
+        "a different result already closed this assignment; nothing was changed"
     ),
 }
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mainframe.clock import rfc3339
 from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized, Unavailable
+from mainframe.store.errors import ResultConflict
 
 STATUS_OF: dict[type[StoreError], int] = {
     NotFound: 404,
@@ -28,3 +30,19 @@ def store_error_body(exc: StoreError) -> tuple[int, str, Any]:
     if isinstance(exc, Invalid):
         return 422, exc.code, [{"field": exc.field, "message": exc.detail}]
     return status_of(exc), exc.code, exc.detail
+
+
+def refusal_fields(exc: StoreError) -> dict[str, Any]:
+    """Fields a refusal's body carries beside `error` and `detail`: for a result conflict,
+    the accepted result (AcceptedResult), so a worker can tell what was recorded."""
+    if not isinstance(exc, ResultConflict):
+        return {}
+    accepted = exc.accepted
+    return {
+        "accepted": {
+            "outcome": accepted.outcome,
+            "status": accepted.status,
+            "fail_reason": accepted.fail_reason,
+            "accepted_at": rfc3339(accepted.accepted_at),
+        }
+    }

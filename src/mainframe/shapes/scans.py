@@ -8,7 +8,7 @@ import orjson
 from pydantic import ValidationError
 
 from mainframe.clock import rfc3339
-from mainframe.shapes.refusals import store_error_body
+from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Closed, Invalid, ItemOutcome, Job, ScanRecord, Submitted
 
 
@@ -89,7 +89,8 @@ def item_status(outcome: ItemOutcome) -> dict[str, Any]:
         assert outcome.closed is not None
         return {"scan_id": outcome.scan_id, "status": 200, "scan": closed(outcome.closed)}
     status, code, detail = store_error_body(outcome.error)
-    return {"scan_id": outcome.scan_id, "status": status, "error": code, "detail": detail}
+    fields = refusal_fields(outcome.error)
+    return {"scan_id": outcome.scan_id, "status": status, "error": code, "detail": detail} | fields
 
 
 def deadline(scan_id: int, until: int) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from mainframe.lifecycle.events import (
     ScanFinished,
     ScanReady,
 )
+from mainframe.lifecycle.replay import result_digest
 from mainframe.lifecycle.rules import TERMINAL, DeadLetterReason, Settlement, Status, settle
 from mainframe.store.errors import StoreError
 from mainframe.store.records import Job, ScanRecord
@@ -37,6 +38,17 @@ class Report:
     artifact: str | None
     result: str | None
     retry_after: float | None = None
+
+    def digest(self) -> str:
+        """The digest of what the result says, to tell a replay from a conflict."""
+        return result_digest(
+            outcome=self.outcome,
+            retryable=self.retryable,
+            summary=self.summary,
+            artifact=self.artifact,
+            result=self.result,
+            retry_after=self.retry_after,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,7 @@ class Plan:
     report: Report
     settlement: Settlement
     delay_us: int  # how long a retry waits before it is due
+    digest: str  # of the report's content (lifecycle/replay.py), kept with the close
 
     @property
     def assignment(self) -> str | None:
@@ -102,6 +115,7 @@ class Plan:
             "outcome": self.settlement.attempt_outcome.value,
             "summary": self.report.summary,
             "artifact": self.report.artifact,
+            "result_digest": self.digest,
         }
 
 
@@ -117,7 +131,7 @@ def plan(
         max_attempts=max_attempts,
     )
     delay = retry_delay_us(retry, attempt=attempt, draw=draw, requested=report.retry_after)
-    return Plan(scan_id, report, settlement, delay)
+    return Plan(scan_id, report, settlement, delay, report.digest())
 
 
 def closed_of(scan: ScanRecord) -> Closed:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from mainframe.clock import rfc3339
 from mainframe.lifecycle.rules import STALE_DETAIL, StaleCode
 
 
@@ -31,6 +34,31 @@ class Stale(Conflict):
     def __init__(self, code: StaleCode) -> None:
         super().__init__(code.value, STALE_DETAIL[code])
         self.stale_code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """The result that closed an assignment: its attempt's outcome, where it sent the scan,
+    and when it was accepted."""
+
+    outcome: str
+    status: str
+    fail_reason: str | None
+    accepted_at: int
+
+
+class ResultConflict(Stale):
+    """The same assignment with other content than the accepted result (409)."""
+
+    def __init__(self, accepted: Accepted) -> None:
+        super().__init__(StaleCode.RESULT_CONFLICT)
+        self.accepted = accepted
+        settled = accepted.status + (f", {accepted.fail_reason}" if accepted.fail_reason else "")
+        self.detail = (
+            f"a different result closed this assignment: outcome {accepted.outcome}"
+            f" (scan {settled}), accepted at {rfc3339(accepted.accepted_at)};"
+            " nothing was changed"
+        )
 
 
 class Invalid(StoreError):

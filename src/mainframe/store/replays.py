@@ -1,7 +1,9 @@
 """Replays: a worker that never saw the answer to an accepted result sends it again (same
-scan, attempt and assignment id). The attempt's history row kept the answer it was given and
-the assignments leased with it (migration 0009), so the replay is answered as the first
-time, with those jobs this worker still holds, unexpired, and nothing is leased twice."""
+scan, attempt and assignment id, same content). The attempt's history row kept the answer it
+was given, the assignments leased with it (migration 0009) and the digest of its content
+(migration 0015), so the replay is answered as the first time, with those jobs this worker
+still holds, unexpired, and nothing is leased twice. The same assignment with other content
+is refused as a conflict (`lifecycle/replay.py`)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from collections.abc import Sequence
 
 import orjson
 
+from mainframe.lifecycle.replay import is_replay
 from mainframe.store.closing import Closed, replayed
 from mainframe.store.database import Row, Tx, first
+from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.records import Principal
 from mainframe.store.sql import Sql
 
@@ -20,7 +24,7 @@ ANSWERED = Sql(
     """
     SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
            attempts.settled_available_at, attempts.settled_fail_reason,
-           attempts.next_assignments
+           attempts.next_assignments, attempts.outcome, attempts.result_digest
     FROM attempts JOIN scans ON scans.id = attempts.scan_id
     WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
       AND attempts.worker = :worker AND scans.endpoint_id = :endpoint
@@ -68,18 +72,22 @@ async def was_answered(tx: Tx, worker: Principal, scan_id: int, assignment_id: s
 
 
 async def answer(
-    tx: Tx, worker: Principal, scan_id: int, assignment_id: str | None
+    tx: Tx, worker: Principal, scan_id: int, assignment_id: str | None, digest: str
 ) -> tuple[Closed, list[str]] | None:
     """The first answer to this worker's result for this assignment, and the assignments
-    leased with it; None when it was never accepted."""
+    leased with it; None when it was never accepted. ResultConflict when the accepted result
+    said something else."""
     row = await first(tx, ANSWERED, _params(worker, scan_id, assignment_id))
     if row is None:
         return None
+    attempt, closed_at, status, available_at, fail_reason, nexts, outcome, accepted = row
+    if not is_replay(accepted, digest):
+        raise ResultConflict(Accepted(outcome, status, fail_reason, closed_at))
     closed = replayed(
-        scan_id=scan_id, attempt=row[0], closed_at=row[1], status=row[2],
-        available_at=row[3], fail_reason=row[4],
+        scan_id=scan_id, attempt=attempt, closed_at=closed_at, status=status,
+        available_at=available_at, fail_reason=fail_reason,
     )  # fmt: skip
-    return closed, [a for a in (row[5] or "").split(",") if a]
+    return closed, [a for a in (nexts or "").split(",") if a]
 
 
 async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) -> list[Row]:

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.events import ScanFailed
+from mainframe.lifecycle.events import ScanFailed, StaleResultRejected
+from mainframe.lifecycle.replay import OPERATOR_CLOSE
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
 from mainframe.store import queries, replays, totals
 from mainframe.store.budget import Budget
@@ -36,7 +37,7 @@ from mainframe.store.closing import (
     settlement_events,
 )
 from mainframe.store.database import Database, Row, Tx, first
-from mainframe.store.errors import Conflict, Stale, StoreError
+from mainframe.store.errors import Conflict, ResultConflict, Stale, StoreError
 from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params, worker_of
 from mainframe.store.names import EndpointNames
 from mainframe.store.records import Job, Principal, ScanRecord, scan_from_row
@@ -69,7 +70,7 @@ COMPLETE = Sql(
         SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
             scan bigint, attempt integer, assignment text, status text, fail_reason text,
             terminal boolean, dead boolean, result text, delay bigint, outcome text,
-            summary text, artifact text)
+            summary text, artifact text, result_digest text)
     ), closed AS (
         UPDATE scans SET status = item.status, updated_at = mf_now(),
             lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
@@ -90,7 +91,7 @@ COMPLETE = Sql(
                   scans.updated_at, scans.finished_at, scans.dead_lettered_at,
                   scans.fail_reason, scans.attempt_base, scans.available_at,
                   scans.redriven_at, scans.redrive_count,
-                  item.outcome, item.summary, item.artifact
+                  item.outcome, item.summary, item.artifact, item.result_digest
     ), replay AS (
         SELECT attempts.scan_id FROM attempts
         WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
@@ -118,10 +119,12 @@ COMPLETE = Sql(
     ), history AS (
         INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                               closed_at, outcome, summary, artifact, settled_status,
-                              settled_available_at, settled_fail_reason, next_assignments)
+                              settled_available_at, settled_fail_reason, next_assignments,
+                              result_digest)
         SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
                leased_at, mf_now(), outcome, summary, artifact, status, available_at,
-               fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased)
+               fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased),
+               result_digest
         FROM closed
     ), total AS (
         UPDATE scan_totals SET count = scan_totals.count + ended.n
@@ -215,10 +218,10 @@ INSERT_HISTORY = Sql(
     """
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                           outcome, summary, artifact, settled_status, settled_available_at,
-                          settled_fail_reason, next_assignments)
+                          settled_fail_reason, next_assignments, result_digest)
     VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
             :summary, :artifact, :settled_status, :settled_available_at,
-            :settled_fail_reason, :next_assignments)
+            :settled_fail_reason, :next_assignments, :result_digest)
     """,
 )
 FAIL_UNLEASED = Sql(
@@ -361,8 +364,13 @@ class Results:
         return outcomes, replays
 
     async def _unclosed(self, tx: Tx, worker: Principal, p: Plan) -> tuple[ItemOutcome, list[str]]:
-        """A result whose close missed: a replay of an accepted one, or a refusal."""
-        found = await replays.answer(tx, worker, p.scan_id, p.assignment)
+        """A result whose close missed: a replay of an accepted one, a conflict with it, or a
+        refusal."""
+        try:
+            found = await replays.answer(tx, worker, p.scan_id, p.assignment, p.digest)
+        except ResultConflict as conflict:
+            tx.events.append(_rejected(worker, p, conflict))
+            return ItemOutcome(p.scan_id, None, conflict), []
         if found is not None:
             closed, leased_with = found
             return ItemOutcome(p.scan_id, closed, None), leased_with
@@ -409,7 +417,7 @@ class Results:
         row = await first(tx, CLOSE_AS_OPERATOR, p.values())
         if row is None:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
-        await tx.many(INSERT_HISTORY, [_history(row, p, None)])
+        await tx.many(INSERT_HISTORY, [_history(row, p, None, OPERATOR_CLOSE)])
         events = settlement_events(scan_from_row(row, scan.endpoint), p)
         tx.events.extend(events)
         await totals.record(tx, events)
@@ -423,6 +431,13 @@ class Results:
         await totals.record(tx, [event])
 
 
+def _rejected(worker: Principal, p: Plan, conflict: ResultConflict) -> StaleResultRejected:
+    assert worker.endpoint is not None
+    return StaleResultRejected(
+        worker.endpoint, p.scan_id, worker.name, conflict.stale_code, p.report.attempt
+    )
+
+
 def _items(plans: list[Plan]) -> str:
     """The JSON items of a request's closes: the first result per scan (a scan named again in
     the same request is the same result twice, refused as stale when answered)."""
@@ -430,8 +445,9 @@ def _items(plans: list[Plan]) -> str:
     return orjson.dumps([p.values() for p in plans if firsts[p.scan_id] is p]).decode()
 
 
-def _history(row: Row, p: Plan, nexts: str | None) -> dict[str, object]:
-    """The attempt's history row, with the answer its result was given (for a replay)."""
+def _history(row: Row, p: Plan, nexts: str | None, digest: str | None = None) -> dict[str, object]:
+    """The attempt's history row, with the answer its result was given and the digest of its
+    content (for a replay); `digest` replaces the report's own (an operator's close)."""
     scan = scan_from_row(row, "")
     return {
         "scan": scan.id,
@@ -447,4 +463,5 @@ def _history(row: Row, p: Plan, nexts: str | None) -> dict[str, object]:
         "settled_available_at": scan.available_at,
         "settled_fail_reason": scan.fail_reason,
         "next_assignments": nexts,
+        "result_digest": digest or p.digest,
     }

@@ -185,6 +185,9 @@ attempts = Table(
     Column("settled_available_at", BigInteger),
     Column("settled_fail_reason", String(100)),
     Column("next_assignments", Text),
+    # The digest of the closing result's content (revision 0015): a resend with the same
+    # digest is a replay, with another a conflict (lifecycle/replay.py).
+    Column("result_digest", String(80)),
     UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment"),
 )
 
