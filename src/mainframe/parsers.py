@@ -14,11 +14,46 @@ DEFAULT_DATABASE_URL = "sqlite:///./mainframe.db"
 SUPPORTED_URL_PREFIXES = ("sqlite://", "postgresql://", "postgresql+psycopg://")
 
 
+# How the server reaches PostgreSQL: directly, or through a pooler such as PgBouncer in
+# session or transaction pooling (docs/scale-out.md). A pooler passes on only a few startup
+# parameters, and in transaction pooling no prepared statement or session setting outlives a
+# transaction.
+POOLER_MODES = ("none", "session", "transaction")
+# Query parameters that carry a secret in a libpq URL.
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+
+
 def check_database_url(url: str) -> str:
     """The URL unchanged if Mainframe can open it; ValueError (for settings) otherwise."""
     if not url.startswith(SUPPORTED_URL_PREFIXES):
         raise ValueError("must start with sqlite:// or postgresql://")
     return url
+
+
+def libpq_url(url: str) -> str:
+    """A PostgreSQL URL as libpq, psycopg and asyncpg read it (no SQLAlchemy driver suffix).
+
+    The URL is otherwise passed on untouched: libpq's multi-host form
+    (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`) is theirs to read."""
+    scheme, sep, rest = url.partition("://")
+    return "postgresql" + sep + rest if scheme.startswith("postgresql") else url
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password removed, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    location, query_sep, query = rest.partition("?")
+    authority, slash, path = location.partition("/")
+    user, at, hosts = authority.rpartition("@")
+    if at:
+        authority = user.partition(":")[0] + "@" + hosts
+    if query:
+        kept = [p for p in query.split("&") if p.partition("=")[0] not in _SECRET_PARAMS]
+        query = "&".join(kept)
+        query_sep = "?" if query else ""
+    return f"{scheme}{sep}{authority}{slash}{path}{query_sep}{query}"
 
 
 def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -20,6 +21,13 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MAINFRAME_", extra="ignore")
 
     database_url: str = DEFAULT_DATABASE_URL
+    # What stands between the server and PostgreSQL: nothing, or a pooler (PgBouncer) in
+    # session or transaction pooling, which decides what a connection may keep
+    # (docs/scale-out.md).
+    database_pooler: Literal["none", "session", "transaction"] = "none"
+    # PostgreSQL: the longest one statement may run before the database cancels it (then 503),
+    # so a stuck statement cannot hold a connection for ever; 0 turns the bound off.
+    statement_timeout_seconds: float = Field(default=30.0, ge=0, le=86_400)
     # Seconds an assignment stays valid after leasing or the last heartbeat (README: Settings).
     job_timeout: float = Field(default=120.0, gt=0, le=7 * 86400)
     # Assignments a scan may get before it is dead-lettered (README: Settings).

@@ -16,11 +16,13 @@ from fastapi import Depends, Request
 from mainframe import effects
 from mainframe.clock import Clock
 from mainframe.hooks import Dispatcher, build_dispatcher, log_hook_settings
+from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
+from mainframe.parsers import redact_url
 from mainframe.ratelimit import TokenBucket
 from mainframe.settings import Settings
-from mainframe.store import Principal, Store, open_store
+from mainframe.store import Principal, Store, StoreError, open_store
 from mainframe.store.sqlite import SERVER_BUSY_MS
 from mainframe.sweeper import (
     STATISTICS_SECONDS,
@@ -62,6 +64,7 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     # The dispatcher reads hooks through the store whose events it announces, so the
     # publisher is attached once both exist.
     store.db.publish = effects.wire(metrics, dispatcher=dispatcher)
+    metrics.watch_pool(store.db.pool_counts)
     return Runtime(
         settings=settings,
         store=store,
@@ -84,7 +87,8 @@ async def serving(rt: Runtime, *, sweeper: bool = True) -> AsyncIterator[None]:
     if rt.dispatcher is not None:
         await rt.dispatcher.start()
         log_hook_settings(rt.settings, keyed=rt.store.hooks.box is not None)
-    await sweep_once(rt.store)
+    await _report_host(rt)
+    await _first_sweep(rt)
     await _first_reconciliation(rt)
     tasks = [asyncio.create_task(work) for work in _background(rt, sweeper=sweeper)]
     rt.ready = True
@@ -114,6 +118,38 @@ def _background(rt: Runtime, *, sweeper: bool) -> list[Coroutine[Any, Any, None]
         every = rt.settings.sweep_seconds
         work.append(sweep_forever(rt.store, every=every, failures=rt.metrics.sweep_failures))
     return work
+
+
+async def _report_host(rt: Runtime) -> None:
+    # One line each for what an operator must fix on the database side; the server serves
+    # on (answering 503 to writes on a read-only host) and picks up a fix without a restart.
+    log = get_logger()
+    try:
+        report = await rt.store.host_report()
+    except StoreError as exc:
+        log.warning("database_not_checked", error=exc.code, detail=exc.detail)
+        return
+    url = redact_url(rt.settings.database_url)
+    if not report.writable:
+        log.error(
+            "database_read_only",
+            database=url,
+            detail="the host takes no writes (a standby?); writes answer 503 until it does",
+        )
+    if report.not_in_force:
+        log.warning(
+            "database_settings_not_in_force",
+            database=url,
+            found=report.not_in_force,
+            detail="run `mainframe db upgrade` as the servers' role (docs/scale-out.md)",
+        )
+
+
+async def _first_sweep(rt: Runtime) -> None:
+    try:
+        await sweep_once(rt.store)
+    except StoreError as exc:  # a read-only host, say: the periodic sweeper tries again
+        get_logger().warning("sweep_failed", error=exc.code, detail=exc.detail)
 
 
 async def _first_reconciliation(rt: Runtime) -> None:

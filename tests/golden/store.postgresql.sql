@@ -322,6 +322,10 @@ FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
 WHERE hooks.endpoint_id = $1 AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
 ORDER BY hooks.id;
 
+-- host_writable
+SELECT NOT pg_is_in_recovery()
+       AND current_setting('default_transaction_read_only') = 'off';
+
 -- insert_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                       outcome, summary, artifact, settled_status, settled_available_at,
@@ -726,6 +730,12 @@ RETURNING lease_expires_at, endpoint_id;
 -- revoke_endpoint
 UPDATE endpoints SET revoked_at = mf_now() WHERE id = $1;
 
+-- role_defaults
+SELECT format('ALTER ROLE CURRENT_USER IN DATABASE %I SET %I = %L',
+              current_database(), setting.key, setting.value)
+FROM jsonb_each_text(CAST($1 AS jsonb)) AS setting
+ORDER BY setting.key;
+
 -- rotate_hook
 UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + $1,
     secret = $2
@@ -793,6 +803,10 @@ LIMIT $10;
 -- set_session_flash
 UPDATE board_sessions SET flash = $1
 WHERE session_hash = $2 AND expires_at > mf_now();
+
+-- settings_in_force
+SELECT name, setting FROM pg_settings
+WHERE name IN (SELECT jsonb_object_keys(CAST($1 AS jsonb)));
 
 -- stale_tables
 SELECT relname FROM pg_stat_user_tables

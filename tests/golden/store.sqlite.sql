@@ -251,6 +251,9 @@ FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
 WHERE hooks.endpoint_id = :endpoint AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
 ORDER BY hooks.id;
 
+-- host_writable
+-- PostgreSQL only: a SQLite file is writable or the server does not start.;
+
 -- insert_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                       outcome, summary, artifact, settled_status, settled_available_at,
@@ -643,6 +646,9 @@ RETURNING lease_expires_at, endpoint_id;
 -- revoke_endpoint
 UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint;
 
+-- role_defaults
+-- PostgreSQL only: SQLite has no roles.;
+
 -- rotate_hook
 UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
     secret = :secret
@@ -710,6 +716,9 @@ LIMIT :limit;
 -- set_session_flash
 UPDATE board_sessions SET flash = :flash
 WHERE session_hash = :session AND expires_at > mf_now();
+
+-- settings_in_force
+-- PostgreSQL only: SQLite has no session settings.;
 
 -- stale_tables
 -- PostgreSQL only: SQLite's plans do not follow statistics.;

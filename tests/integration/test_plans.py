@@ -543,6 +543,8 @@ EXPRESSION = "a SELECT of an expression: reads no table"
 SETTING = "a SET: nothing to plan"
 CATALOG = "a read of PostgreSQL's statistics views, none of Mainframe's tables"
 MAINTENANCE = "an ANALYZE: nothing to plan"
+HOST_STATE = "a read of the host's recovery state and settings, none of Mainframe's tables"
+ADMINISTRATION = "the role's setting statements, built from a JSON value: no table"
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
     "insert_attempt": INSERT_VALUES,
@@ -561,13 +563,19 @@ EXEMPT = {
     "stale_tables": CATALOG,
     "analyze_scans": MAINTENANCE,
     "analyze_attempts": MAINTENANCE,
+    "settings_in_force": CATALOG,
+    "host_writable": HOST_STATE,
+    "role_defaults": ADMINISTRATION,
 }
 _SHAPES = {
     INSERT_VALUES: r"INSERT INTO \w+ \([\w\s,]+\)\s+VALUES \((?:[^()]|\([^()]*\))*\)"
     r"(\s+RETURNING [\w\s,]+)?",
     EXPRESSION: r"SELECT [\w()]+",
     SETTING: r"SET LOCAL [\w\s=]+|--.*",
-    CATALOG: r"SELECT .* FROM pg_stat_user_tables .*|--.*",
+    CATALOG: r"SELECT .* FROM (pg_stat_user_tables|pg_settings) .*|--.*",
+    HOST_STATE: r"SELECT NOT pg_is_in_recovery\(\) AND current_setting\(.*|--.*",
+    ADMINISTRATION: r"SELECT format\('ALTER ROLE CURRENT_USER IN DATABASE .* "
+    r"FROM jsonb_each_text\(.*|--.*",
     MAINTENANCE: r"ANALYZE \(SKIP_LOCKED\) \w+|--.*",
 }
 

@@ -6,19 +6,29 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from mainframe.cli.common import (
     DatabaseOpt,
+    check_revision,
     fail,
     load_settings,
     on_store,
     on_store_or_fail,
 )
-from mainframe.store import StoreError
+from mainframe.cli.failures import database_errors
+from mainframe.settings import Settings
+from mainframe.store import StoreError, session_policy
 from mainframe.store.accounts import NameTaken, UnknownName
 from mainframe.store.audit import CLI
 from mainframe.store.engine import create_store_engine
-from mainframe.store.migrate import current_revision, upgrade
+from mainframe.store.migrate import (
+    current_revision,
+    is_known_revision,
+    set_role_defaults,
+    upgrade,
+)
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
 owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
@@ -32,10 +42,31 @@ def db_upgrade(database_url: DatabaseOpt = None) -> None:
     settings = load_settings(database_url=database_url)
     engine = create_store_engine(settings.database_url)
     try:
-        upgrade(engine, job_timeout=settings.job_timeout)
-        typer.echo(f"schema at revision {current_revision(engine)}")
+        with database_errors(settings.database_url):
+            found = current_revision(engine)
+            if found is not None and not is_known_revision(found):
+                check_revision(found)  # newer than this release: say so, change nothing
+            upgrade(engine, job_timeout=settings.job_timeout)
+            typer.echo(f"schema at revision {current_revision(engine)}")
+            _role_defaults(engine, settings)
     finally:
         engine.dispose()
+
+
+def _role_defaults(engine: Engine, settings: Settings) -> None:
+    policy = session_policy(settings)
+    try:
+        if set_role_defaults(engine, policy):
+            named = ", ".join(f"{k}={v}" for k, v in sorted(policy.role_defaults().items()))
+            typer.echo(f"this role's defaults in the database: {named}")
+    except DBAPIError as exc:  # e.g. a role that may not change its own defaults
+        first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
+        typer.echo(
+            f"mainframe: could not set this role's defaults ({first}); a server behind a "
+            "pooler in transaction pooling will name the settings it misses at start-up "
+            "(docs/scale-out.md)",
+            err=True,
+        )
 
 
 @owner_app.command("create")

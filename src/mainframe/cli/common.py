@@ -12,10 +12,11 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
+from mainframe.cli.failures import SchemaMismatch, database_errors
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.engine import create_store_engine, is_sqlite
-from mainframe.store.migrate import current_revision, head_revision, upgrade
+from mainframe.store.migrate import current_revision, head_revision, is_known_revision, upgrade
 
 T = TypeVar("T")
 
@@ -61,16 +62,29 @@ def ready_schema(settings: Settings, *, create: bool = False) -> None:
         )
     engine = create_store_engine(settings.database_url)
     try:
-        if is_sqlite(settings.database_url):
-            upgrade(engine, job_timeout=settings.job_timeout)
-        elif current_revision(engine) != head_revision():
-            fail("the PostgreSQL schema is not at head; run `mainframe db upgrade` first")
-    except Exception as exc:  # the database is unreachable or unreadable
-        if isinstance(exc, typer.Exit):
-            raise
-        fail(f"cannot open the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
+        with database_errors(settings.database_url):
+            if is_sqlite(settings.database_url):
+                upgrade(engine, job_timeout=settings.job_timeout)
+            else:
+                check_revision(current_revision(engine))
     finally:
         engine.dispose()
+
+
+def check_revision(found: str | None) -> None:
+    """SchemaMismatch unless the schema is the one this release runs on."""
+    head = head_revision()
+    if found == head:
+        return
+    if found is not None and not is_known_revision(found):
+        raise SchemaMismatch(
+            f"the database's schema (revision {found}) is newer than this release of "
+            f"mainframe (revision {head}); run the release that wrote it, or a newer one"
+        )
+    raise SchemaMismatch(
+        f"the database's schema (revision {found or 'none'}) is older than this release "
+        f"(revision {head}); run `mainframe db upgrade` first"
+    )
 
 
 def on_store(
@@ -86,7 +100,9 @@ def on_store(
         finally:
             await store.close()
 
-    return asyncio.run(run())
+    with database_errors(settings.database_url):
+        return asyncio.run(run())
+    raise AssertionError("unreachable: database_errors exits on a failure")
 
 
 DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]

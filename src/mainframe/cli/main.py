@@ -21,6 +21,7 @@ from mainframe.cli.common import (
     on_store,
 )
 from mainframe.cli.dead import dead_app
+from mainframe.cli.failures import Debug
 from mainframe.cli.hooks import hook_app
 from mainframe.store import Store
 from mainframe.store.stats import Snapshot
@@ -38,6 +39,21 @@ app.add_typer(hook_app, name="hook")
 app.add_typer(dead_app, name="dead")
 
 BOOTSTRAP_OWNER = "admin"
+
+
+@app.callback()
+def root(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="MAINFRAME_DEBUG",
+            help="Print the traceback after a one-line database error (for a bug report).",
+        ),
+    ] = False,
+) -> None:
+    """Mainframe: package scans for a fleet of scanner workers."""
+    Debug.enabled = debug
 
 
 @app.command()

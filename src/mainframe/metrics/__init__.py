@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prometheus_client import (
@@ -24,6 +26,10 @@ REQUEUEING_OUTCOMES = (
     AttemptOutcome.LEASE_EXPIRED,
     AttemptOutcome.INTERRUPT_EXPIRED,
 )
+
+
+# The states of `mainframe_db_connections`, in the order the pool counts them.
+POOL_STATES = ("in_use", "idle", "waiting")
 
 
 @dataclass
@@ -123,8 +129,19 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
             registry=r,
         )
+        self.db_connections = Gauge(
+            "mainframe_db_connections",
+            "This process's database connections: in use, idle, and callers waiting for one.",
+            ["state"],
+            registry=r,
+        )
         self.hooks = HookMetrics(r)
         self._prime()
+
+    def watch_pool(self, counts: Callable[[], tuple[int, int, int]]) -> None:
+        """Read the connection gauges from the pool at every scrape (nothing on the hot path)."""
+        for index, state in enumerate(POOL_STATES):
+            self.db_connections.labels(state).set_function(functools.partial(_nth, counts, index))
 
     def _prime(self) -> None:
         # Every labelled series exists from start-up, so rate() and absent() see zeros.
@@ -137,3 +154,7 @@ class Metrics:
         self.reassigned_leases = self.leases.labels("reassigned")
         for reason in DeadLetterReason:
             self.reaps.labels(reason.value)
+
+
+def _nth(counts: Callable[[], tuple[int, int, int]], index: int) -> float:
+    return float(counts()[index])

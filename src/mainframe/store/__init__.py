@@ -20,6 +20,7 @@ from mainframe.store.errors import (
 )
 from mainframe.store.hook_secrets import open_box
 from mainframe.store.intake import ScanSpec, Submitted
+from mainframe.store.pg_settings import SessionPolicy
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.records import Job, Presented, Principal, ScanRecord
 from mainframe.store.sqlite import COMMAND_BUSY_MS, SqliteDatabase
@@ -51,6 +52,7 @@ __all__ = [
     "is_sqlite",
     "open_database",
     "open_store",
+    "session_policy",
 ]
 
 
@@ -61,6 +63,7 @@ def open_database(
     pool_size: int = 16,
     busy_timeout_ms: int = COMMAND_BUSY_MS,
     busy_wait: float = 5.0,
+    policy: SessionPolicy | None = None,
 ) -> Database:
     """SQLite (a file, the process clock) or PostgreSQL (a pool, the database's clock; a
     clock given here is pinned on every connection instead, for tests)."""
@@ -71,7 +74,13 @@ def open_database(
         return SqliteDatabase(
             path, clock=clock, busy_timeout_ms=busy_timeout_ms, busy_wait=busy_wait
         )
-    return PostgresDatabase(url, pool_size=pool_size, clock=clock)
+    return PostgresDatabase(url, pool_size=pool_size, clock=clock, policy=policy)
+
+
+def session_policy(settings: Settings) -> SessionPolicy:
+    """How the server's PostgreSQL connections get the settings the store relies on."""
+    timeout_ms = round(settings.statement_timeout_seconds * 1000)
+    return SessionPolicy(settings.database_pooler, timeout_ms)
 
 
 def open_store(
@@ -87,6 +96,7 @@ def open_store(
         pool_size=settings.pool_size,
         busy_timeout_ms=busy_timeout_ms,
         busy_wait=settings.busy_wait_seconds,
+        policy=session_policy(settings),
     )
     budget = Budget.of(
         job_timeout=settings.job_timeout,

@@ -76,6 +76,10 @@ class Database(Protocol):
         """For work that is one statement: autocommit on PostgreSQL, a write on SQLite."""
         ...
 
+    def pool_counts(self) -> tuple[int, int, int]:
+        """Connections in use and idle, and callers waiting for one."""
+        ...
+
     async def close(self) -> None: ...
 
 

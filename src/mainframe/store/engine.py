@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from mainframe.parsers import libpq_url
 from mainframe.store.postgres import CONNECT_TIMEOUT_S
 from mainframe.store.sqlite import COMMAND_BUSY_MS, PRAGMAS
 
@@ -31,14 +33,27 @@ def create_store_engine(
     if is_sqlite(target):
         return _sqlite_engine(target, busy_timeout_ms)
     return create_engine(
-        target,
+        # The dialect only: libpq reads the URL itself (below), multi-host form included,
+        # which SQLAlchemy's URL parser refuses.
+        "postgresql+psycopg://",
+        creator=lambda: connect_libpq(url),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=False,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
-        # An unreachable host fails a request within this bound (then 503), never hangs it.
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+    )
+
+
+def connect_libpq(url: str) -> psycopg.Connection[Any]:
+    """A psycopg connection to the URL as libpq reads it (hosts, `target_session_attrs`)."""
+    return psycopg.connect(
+        libpq_url(url),
+        # An unreachable host fails within this bound, never hangs the command.
+        connect_timeout=int(CONNECT_TIMEOUT_S),
+        # Never keep a prepared statement: behind a pooler in transaction pooling, the next
+        # transaction may run on a server connection that does not have it.
+        prepare_threshold=None,
     )
 
 
@@ -57,16 +72,17 @@ def _sqlite_engine(target: str, busy_timeout_ms: int) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # Writes take the write lock up front (BEGIN IMMEDIATE), so busy_timeout applies
-        # instead of a deadlock error when two readers both try to upgrade; the unit of work
-        # asks for a deferred BEGIN for reads (uow.py).
-        conn.exec_driver_sql(conn.info.pop("begin", "BEGIN IMMEDIATE"))
+        # Transactions take the write lock up front (BEGIN IMMEDIATE), so busy_timeout applies
+        # instead of a deadlock error when two readers both try to upgrade.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
 
 def database_path(url: str) -> str | None:
     """The file behind a SQLite URL, or None for other databases and in-memory SQLite."""
+    if not is_sqlite(url):
+        return None
     parsed = make_url(sqlalchemy_url(url))
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return None

@@ -76,3 +76,14 @@ class Unavailable(StoreError):
         super().__init__(detail)
         self.code = code
         self.retry_after = retry_after
+
+
+class ReadOnly(Unavailable):
+    """The database host takes no writes (a standby, or a primary being failed over)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "database_unavailable",
+            "the database host is read-only (a standby, or a failover in progress); try again",
+            retry_after=2,
+        )

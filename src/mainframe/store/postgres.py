@@ -7,7 +7,15 @@ through the session setting `mainframe.clock_us`, which production never sets.
 
 Connections come from a small last-in-first-out pool of its own: taking and giving back a
 connection is a list operation, where asyncpg's pool spends a task, a timeout and (by
-default) a reset query on every release: about 60 µs and one round trip per request here."""
+default) a reset query on every release: about 60 µs and one round trip per request here.
+
+Behind a pooler (`MAINFRAME_DATABASE_POOLER`, docs/scale-out.md) a connection sends only the
+startup parameters a pooler passes on; in session pooling the session settings follow as one
+SET after connecting, and in transaction pooling, where nothing outlives a transaction, no
+statement is kept prepared and the settings come from the database (`mainframe db upgrade`
+sets them on the role, `store/pg_settings.py`). A host that turns out to be read-only (a standby,
+a demoted primary) answers 503 and its connection is dropped, so the next connection looks
+for the read-write host again (libpq's `target_session_attrs`, which asyncpg reads too)."""
 
 from __future__ import annotations
 
@@ -21,33 +29,16 @@ import asyncpg
 
 from mainframe.clock import Clock
 from mainframe.lifecycle.events import Event
+from mainframe.parsers import libpq_url
 from mainframe.store.database import NO_PARAMS, Publish, Row, discard, outermost
-from mainframe.store.errors import Invalid, StoreError, Unavailable
+from mainframe.store.errors import Invalid, ReadOnly, StoreError, Unavailable
+from mainframe.store.pg_settings import SessionPolicy
 from mainframe.store.sql import Sql
 
 # A host that cannot be reached fails a request within this bound (then 503), never hangs it.
 CONNECT_TIMEOUT_S = 5.0
 # Prepared statements asyncpg keeps per connection: every named statement, with room.
 STATEMENT_CACHE = 512
-# Session settings of every connection. A server host that vanishes (its link down, its
-# process gone) must not keep its row locks until TCP gives up after minutes or hours: the
-# database drops a peer that stops answering within ~10 s, and a transaction left idle
-# (none of ours waits between statements) within 30 s. JIT compiling a hot CTE costs more
-# than running it. Every prepared statement runs its generic plan, the one the plan tests
-# pin (tests/integration/test_plans.py): left to choose, PostgreSQL keeps planning a
-# statement whose generic plan looks dearer than its custom ones, and planning the whole
-# result request costs more than running it. A search that needs its values planned asks
-# for that itself (store/dead_letters.py).
-SESSION = {
-    "jit": "off",
-    "plan_cache_mode": "force_generic_plan",
-    "application_name": "mainframe",
-    "tcp_keepalives_idle": "5",
-    "tcp_keepalives_interval": "2",
-    "tcp_keepalives_count": "3",
-    "tcp_user_timeout": "10000",
-    "idle_in_transaction_session_timeout": "30000",
-}
 # Errors that mean the database cannot serve the call now, not that the call is wrong. The
 # client-side ones are a connection left mid-operation by a link that failed under it (seen
 # while PostgreSQL restarts): it is closed, and the call answered 503 like the others.
@@ -61,12 +52,18 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.InternalClientError,
 )
 
+# A write sent to a host that is not (or no longer) the primary.
+READ_ONLY: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
+    asyncpg.exceptions.TargetServerAttributeNotMatched,
+)
+
 Setup = Callable[[asyncpg.Connection], Awaitable[None]]
 
 
 def asyncpg_dsn(url: str) -> str:
     """The user-facing URL as asyncpg takes it (it knows no driver suffix)."""
-    return "postgresql://" + url.split("://", 1)[1]
+    return libpq_url(url)
 
 
 class PgTx:
@@ -96,13 +93,26 @@ class Connections:
     """Up to `size` connections, the most recently used handed out first; a broken one (or
     one a cancelled call left mid-statement) is closed and replaced on demand."""
 
-    def __init__(self, dsn: str, size: int, *, setup: Setup | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        size: int,
+        *,
+        setup: Setup | None = None,
+        policy: SessionPolicy | None = None,
+    ) -> None:
         self.dsn = dsn
         self.size = size
         self.setup = setup
+        self.policy = policy or SessionPolicy()
         self._idle: list[asyncpg.Connection] = []
         self._open = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
+
+    def counts(self) -> tuple[int, int, int]:
+        """Connections in use and idle, and callers waiting for one (the pool's gauges)."""
+        idle = len(self._idle)
+        return self._open - idle, idle, len(self._waiting)
 
     async def acquire(self) -> asyncpg.Connection:
         while True:
@@ -121,9 +131,13 @@ class Connections:
             conn: asyncpg.Connection = await asyncpg.connect(
                 self.dsn,
                 timeout=CONNECT_TIMEOUT_S,
-                statement_cache_size=STATEMENT_CACHE,
-                server_settings=SESSION,
+                # Transaction pooling hands each transaction any server connection, where a
+                # statement prepared by another would be missing or named twice.
+                statement_cache_size=STATEMENT_CACHE if self.policy.prepares else 0,
+                server_settings=self.policy.startup(),
             )
+            if self.policy.sets_after_connect():
+                await conn.execute(self.policy.set_statement())
         except BaseException:
             self._open -= 1
             self._wake()
@@ -189,12 +203,20 @@ class PostgresDatabase:
         pool_size: int = 16,
         clock: Clock | None = None,
         publish: Publish = discard,
+        policy: SessionPolicy | None = None,
     ) -> None:
         # clock None: the database's own. A test clock is pinned at every checkout instead.
         self.clock = clock
         self.publish = publish
+        self.policy = policy or SessionPolicy()
         setup = self._pin_clock if clock is not None else None
-        self._connections = Connections(asyncpg_dsn(url), pool_size, setup=setup)
+        self._connections = Connections(
+            asyncpg_dsn(url), pool_size, setup=setup, policy=self.policy
+        )
+
+    def pool_counts(self) -> tuple[int, int, int]:
+        """Connections in use and idle, and callers waiting for one."""
+        return self._connections.counts()
 
     async def _pin_clock(self, conn: asyncpg.Connection) -> None:
         assert self.clock is not None
@@ -211,8 +233,9 @@ class PostgresDatabase:
                     yield conn
                 except (StoreError, asyncpg.PostgresError) as exc:
                     # A refusal, or a statement the database refused (it answered in full):
-                    # the connection is as good as before, unless it is the link that failed.
-                    if isinstance(exc, UNREACHABLE):
+                    # the connection is as good as before, unless it is the link that failed
+                    # or a host that cannot take writes (the next connection looks again).
+                    if isinstance(exc, (*UNREACHABLE, *READ_ONLY, ReadOnly)):
                         self._connections.discard(conn)
                     else:
                         self._connections.release(conn)
@@ -223,6 +246,13 @@ class PostgresDatabase:
                     self._connections.discard(conn)
                     raise
                 self._connections.release(conn)
+            except READ_ONLY as exc:
+                raise ReadOnly() from exc
+            except asyncpg.exceptions.QueryCanceledError as exc:
+                # statement_timeout (or an operator's cancel): the database gave up on it.
+                raise Unavailable(
+                    "database_busy", "a statement ran past its time limit; try again"
+                ) from exc
             except UNREACHABLE as exc:
                 raise Unavailable("database_unavailable", "the database cannot be reached") from exc
             except asyncpg.exceptions.DataError as exc:

@@ -88,6 +88,13 @@ class SqliteDatabase:
         self._conn: sqlite3.Connection | None = None
         self._lock = asyncio.Lock()
         self._now: int | None = None
+        self._waiting = 0
+
+    def pool_counts(self) -> tuple[int, int, int]:
+        """The one connection in use or idle, and callers waiting for it."""
+        in_use = int(self._lock.locked())
+        idle = int(self._conn is not None) - in_use
+        return in_use, max(idle, 0), self._waiting
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -120,7 +127,12 @@ class SqliteDatabase:
     @asynccontextmanager
     async def _transaction(self, begin: str) -> AsyncIterator[SqliteTx]:
         with outermost():
-            async with self._lock:
+            self._waiting += 1
+            try:
+                await self._lock.acquire()
+            finally:
+                self._waiting -= 1
+            try:
                 conn = self._connection()
                 await self._begin(conn, begin)
                 self._now = self.clock.now_us()
@@ -135,6 +147,8 @@ class SqliteDatabase:
                     raise
                 finally:
                     self._now = None
+            finally:
+                self._lock.release()
 
     async def _begin(self, conn: sqlite3.Connection, begin: str) -> None:
         deadline = time.monotonic() + self.busy_wait

@@ -15,6 +15,7 @@ from mainframe.store.budget import Budget
 from mainframe.store.database import Database
 from mainframe.store.dead_letters import DeadLetters
 from mainframe.store.deliveries import Deliveries
+from mainframe.store.errors import ReadOnly
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
 from mainframe.store.intake import Intake
@@ -22,6 +23,8 @@ from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
 from mainframe.store.names import EndpointNames
 from mainframe.store.packages import Packages
+from mainframe.store.pg_settings import host_writable, settings_found
+from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.results import Results
 from mainframe.store.sessions import Sessions
 from mainframe.store.sql import Sql
@@ -29,6 +32,12 @@ from mainframe.store.statistics import Statistics
 from mainframe.store.usage import TokenUse
 
 PING = Sql("ping", "SELECT 1")
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    writable: bool
+    not_in_force: dict[str, str]  # relied-on setting → the value found instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +99,23 @@ class Store:
         )
 
     async def ping(self) -> None:
-        """One round trip to the database (the readiness probe)."""
-        async with self.db.read() as tx:
-            await tx.rows(PING)
+        """One round trip to the database (the readiness probe); ReadOnly when the host this
+        process reached takes no writes."""
+        if self.db.dialect == "sqlite":
+            async with self.db.read() as tx:
+                await tx.rows(PING)
+            return
+        async with self.db.single() as tx:
+            if not await host_writable(tx):
+                raise ReadOnly()
+
+    async def host_report(self) -> HostReport:
+        """What a starting server logs about its database: whether the host takes writes, and
+        the relied-on settings not in force (behind a pooler they come from the role)."""
+        if not isinstance(self.db, PostgresDatabase):
+            return HostReport(True, {})
+        async with self.db.single() as tx:
+            return HostReport(await host_writable(tx), await settings_found(tx, self.db.policy))
 
     async def close(self) -> None:
         await self.db.close()
