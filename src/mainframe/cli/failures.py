@@ -48,7 +48,12 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, SchemaMismatch):
         return str(exc)
     if isinstance(exc, Unavailable):
-        return exc.detail
+        cause = exc.__cause__
+        if cause is None:
+            return exc.detail
+        meaning = describe(cause)
+        # The store's own words when the driver's add nothing an operator can act on.
+        return meaning if not meaning.startswith("the database failed") else exc.detail
     detail = _first_line(exc)
     lowered = detail.lower()
     for needle, meaning in _MEANINGS:

@@ -18,6 +18,7 @@ from typing import Any
 
 from mainframe import logs
 from mainframe.clock import Clock, SystemClock
+from mainframe.parsers import redact_url
 from mainframe.watch.config import (
     AlertmanagerSinkConfig,
     ConfigError,
@@ -111,7 +112,9 @@ def open_watch_store(url: str) -> WatchStore:
     except Exception as exc:  # unreachable or unreadable database
         engine.dispose()
         first = str(exc).splitlines()[0] if str(exc) else ""
-        raise ConfigError(f"database_url: cannot open: {exc.__class__.__name__}: {first}") from exc
+        raise ConfigError(
+            f"database_url: cannot open {redact_url(url)}: {exc.__class__.__name__}: {first}"
+        ) from exc
     return WatchStore(engine)
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from sqlalchemy import Engine, create_engine, event
 
+from mainframe.parsers import libpq_url
+
+# A database host that cannot be reached fails the watcher's tick within this bound.
+CONNECT_TIMEOUT_S = 5
 # WAL lets readers run beside the single writer; a busy file is waited on, not an error.
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -20,10 +25,16 @@ def create_watch_engine(url: str) -> Engine:
     """An engine with the transaction mode the watcher's SQL relies on (see state.py)."""
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
-    target = url
-    if url.startswith("postgresql://"):
-        target = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return create_engine(target, isolation_level="READ COMMITTED")
+    # The dialect only: libpq reads the URL itself, so a multi-host URL with
+    # target_session_attrs finds the primary; no statement is kept prepared, so a pooler in
+    # transaction pooling may hand each transaction any server connection.
+    return create_engine(
+        "postgresql+psycopg://",
+        creator=lambda: psycopg.connect(
+            libpq_url(url), connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None
+        ),
+        isolation_level="READ COMMITTED",
+    )
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -1,0 +1,119 @@
+"""The server's PostgreSQL connections as operators run them (docs/scale-out.md): a statement
+that runs past MAINFRAME_STATEMENT_TIMEOUT_SECONDS is cancelled and answered 503, leaving the
+connection usable; the settings the store relies on are reported when they are not in force
+and are in force once `mainframe db upgrade` made them the role's defaults; the connection
+gauges count in-use, idle and waiting connections on both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from anyio.from_thread import BlockingPortal
+from sqlalchemy import create_engine, text
+
+from mainframe.clock import FakeClock
+from mainframe.store import Budget, Store, Unavailable, open_database
+from mainframe.store.engine import create_store_engine
+from mainframe.store.migrate import set_role_defaults
+from mainframe.store.pg_settings import SessionPolicy
+from tests.blocking import Blocking
+from tests.conftest import drop_pg_database, fresh_pg_database
+from tests.integration.conftest import Api
+
+
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    name = fresh_pg_database(pg_template)
+    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    drop_pg_database(name)
+
+
+def store_on(url: str, loop: BlockingPortal, policy: SessionPolicy) -> Blocking:
+    db = open_database(url, policy=policy)
+    return Blocking(Store.build(db, Budget.of(job_timeout=30, max_attempts=3)), loop)
+
+
+def test_a_statement_past_its_time_limit_is_503_and_the_connection_lives_on(
+    pg_url: str, loop: BlockingPortal
+) -> None:
+    store = store_on(pg_url, loop, SessionPolicy("none", statement_timeout_ms=200))
+    store.accounts.create_owner("alice")
+    store.accounts.create_endpoint("npm", owner="alice", open_intake=False)
+    holder = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with holder.connect() as conn:
+        # Another session holds the endpoint's row: a new credential waits for it.
+        conn.execute(text("SELECT id FROM endpoints WHERE name = 'npm' FOR UPDATE"))
+        with pytest.raises(Unavailable) as stuck:
+            store.accounts.create_token(endpoint="npm", role="worker", principal="w1")
+        assert stuck.value.code == "database_busy"
+        conn.rollback()
+    holder.dispose()
+    assert store.accounts.create_token(endpoint="npm", role="worker", principal="w1")
+    store.close()
+
+
+def test_settings_not_in_force_are_reported_until_the_role_has_them(
+    pg_url: str, loop: BlockingPortal
+) -> None:
+    policy = SessionPolicy("transaction", statement_timeout_ms=12_000)
+    store = store_on(pg_url, loop, policy)
+    report = store.host_report()
+    assert report.writable
+    assert report.not_in_force == {
+        "jit": "on",
+        "plan_cache_mode": "auto",
+        "idle_in_transaction_session_timeout": "0",
+        "statement_timeout": "0",
+    }, "a session that could not be given them is told what is missing"
+    store.close()
+    engine = create_store_engine(pg_url)
+    assert len(set_role_defaults(engine, policy)) == len(policy.role_defaults())
+    engine.dispose()
+    store = store_on(pg_url, loop, policy)
+    assert store.host_report().not_in_force == {}, "new sessions have the role's defaults"
+    store.close()
+
+
+def test_directly_every_setting_is_in_force_without_an_upgrade(
+    pg_url: str, loop: BlockingPortal
+) -> None:
+    store = store_on(pg_url, loop, SessionPolicy("none"))
+    assert store.host_report().not_in_force == {}
+    store.close()
+
+
+def test_the_connection_gauges_are_scraped(api: Api) -> None:
+    api.submit()
+    page = api.client.get("/metrics").text
+    gauges = {
+        line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+        for line in page.splitlines()
+        if line.startswith("mainframe_db_connections{")
+    }
+    assert set(gauges) == {'state="in_use"', 'state="idle"', 'state="waiting"'}
+    # Background work (the reconciliation) may hold the connection while the page is made.
+    assert gauges['state="idle"'] + gauges['state="in_use"'] >= 1, gauges
+    assert gauges['state="waiting"'] == 0, gauges
+
+
+def test_a_fake_clock_still_pins_the_database_clock(pg_url: str, loop: BlockingPortal) -> None:
+    clock = FakeClock()
+    db = open_database(pg_url, clock=clock, policy=SessionPolicy("none"))
+    store = Blocking(Store.build(db, Budget.of(job_timeout=30, max_attempts=3), clock=clock), loop)
+    store.accounts.create_owner("alice")
+    assert store.host_report().writable
+    store.close()
+
+
+def test_the_watcher_reads_a_multi_host_url(pg_url: str) -> None:
+    from mainframe.watch.command import open_watch_store
+    from tests.serverproc import free_port
+
+    host, database = pg_url.rsplit("@", 1)[1].split("/")
+    down = f"127.0.0.1:{free_port()}"  # the first host named is not there at all
+    url = f"postgresql://postgres@{down},{host}/{database}?target_session_attrs=read-write"
+    store = open_watch_store(url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT inet_server_port()")).scalar() == 5432
+    store.engine.dispose()

@@ -1,0 +1,102 @@
+"""A real PgBouncer (Debian's) in front of the test PostgreSQL, in session or transaction
+pooling, with nothing set on its side beyond `ignore_startup_parameters = extra_float_digits`
+(the usual setting): the test's own process, on a free loopback port, stopped by its PID."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IN_CI, PG_ADMIN_URL
+from tests.serverproc import free_port
+
+# PgBouncer refuses to run as root; Debian's PostgreSQL user runs it then.
+RUN_AS = "postgres"
+
+
+def _target() -> tuple[str, int]:
+    host_port = PG_ADMIN_URL.split("@", 1)[1].split("/", 1)[0]
+    host, _, port = host_port.partition(":")
+    return host, int(port or 5432)
+
+
+class PgBouncer:
+    """`pgbouncer` in `mode` pooling in front of the test cluster; `url(db)` reaches `db`."""
+
+    def __init__(self, mode: str, *, pool_size: int = 10) -> None:
+        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        if not os.path.exists(binary):
+            if IN_CI:
+                pytest.fail("PgBouncer is required in CI (apt-get install pgbouncer)")
+            pytest.skip("PgBouncer is not installed (apt-get install pgbouncer)")
+        self.port = free_port()
+        # Its own directory: pytest's are private to root, where PgBouncer runs as postgres.
+        self.dir = Path(tempfile.mkdtemp(prefix=f"mf-pgbouncer-{mode}-"))
+        host, port = _target()
+        (self.dir / "users.txt").write_text('"postgres" ""\n')
+        (self.dir / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host={host} port={port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.dir / 'users.txt'}\n"
+            f"pool_mode = {mode}\ndefault_pool_size = {pool_size}\nmax_client_conn = 500\n"
+            "ignore_startup_parameters = extra_float_digits\n"
+            f"logfile = {self.dir / 'pgbouncer.log'}\n"
+        )
+        command = [binary, str(self.dir / "pgbouncer.ini")]
+        if os.geteuid() == 0:
+            uid = pwd.getpwnam(RUN_AS).pw_uid
+            for path in (self.dir, *self.dir.iterdir()):
+                os.chown(path, uid, -1)
+            command = ["runuser", "-u", RUN_AS, "--", *command]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._wait_listening()
+
+    def _wait_listening(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                said = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                self.stop()
+                raise AssertionError(f"pgbouncer exited: {said} {self.log()}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError("pgbouncer did not start listening")
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def log(self) -> str:
+        path = self.dir / "pgbouncer.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop(self) -> None:
+        # runuser stays the parent of pgbouncer and passes the signal on.
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> PgBouncer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
