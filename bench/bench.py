@@ -270,24 +270,29 @@ def run_database(
 ) -> None:
     """Every server count of --servers on PostgreSQL, each on a fresh database; one on SQLite."""
     counts = args.servers if db == "postgresql" else [1]
+    poolers = args.pooler if db == "postgresql" else ["none"]
     if counts != args.servers:
         notes.append(f"{db}: one server process (--servers applies to PostgreSQL)")
     for count in counts:
-        run_stack(db, count, args, workdir, figures, notes)
+        for pooler in poolers:
+            run_stack(db, count, pooler, args, workdir, figures, notes)
 
 
 def run_stack(
     db: str,
     count: int,
+    pooler: str,
     args: argparse.Namespace,
     workdir: Path,
     figures: list[Figure],
     notes: list[str],
 ) -> None:
-    with fresh_database(db, workdir, f"{db[:2]}{count}") as url:
-        log(f"{db}, {count} server process(es): credentials")
+    with fresh_database(db, workdir, f"{db[:2]}{count}{pooler[:3]}") as url:
+        through = "" if pooler == "none" else f" through PgBouncer ({pooler} pooling)"
+        log(f"{db}, {count} server process(es){through}: credentials")
         creds = make_credentials(url, workers=args.workers, sources=args.load_procs)
-        with running(db, url, workdir, count=count, workers=args.server_workers) as stack:
+        workers = args.server_workers
+        with running(db, url, workdir, count=count, workers=workers, pooler=pooler) as stack:
             sizes = list(args.intake_at if "intake" in args.mode else [])
             sizes += list(args.queued if "loop" in args.mode else [])
             Bench(stack, creds, args, figures, notes).run_sizes(sizes)
@@ -305,7 +310,8 @@ def main(argv: list[str] | None = None) -> None:
         f"load procs={args.load_procs}, {args.duration}s x {args.runs} runs, "
         f"ceiling {args.ceiling_duration}s, cores={psutil.cpu_count()}, "
         f"server processes={' then '.join(map(str, args.servers))} (PG) "
-        f"x {args.server_workers} workers, loops={' '.join(args.loop)}",
+        f"x {args.server_workers} workers, loops={' '.join(args.loop)}, "
+        f"PostgreSQL {' and '.join(args.pooler)} (pooler)",
         flush=True,
     )
     figures: list[Figure] = []

@@ -26,6 +26,9 @@ PG_CPU_LIMIT = 1.5
 LOOP_FLOORS = {1: 0.6, 10: 3.0}
 # N server processes on one PostgreSQL database serve at least what one does.
 SERVERS_FLOOR = 1.0
+# The same servers through PgBouncer serve as much of their ceiling as reaching PostgreSQL
+# directly (each run's own ceiling: the pooler is measured, not the machine's mood).
+POOLER_FLOOR = 1.0
 _LOOP = re.compile(r"^loop b(\d+)$")  # the complete-and-fetch loop; not its no-fetch "before"
 
 
@@ -56,7 +59,16 @@ def _ratio(a: float, b: float) -> float:
 
 def _workers(label: str) -> str:
     """The `--server-workers` part of a server label ("1x2w" -> "x2w"), "" without it."""
-    return label.lstrip("0123456789")
+    return _direct(label).lstrip("0123456789")
+
+
+def _direct(label: str) -> str:
+    """The label without its pooler ("1@transaction" -> "1")."""
+    return label.partition("@")[0]
+
+
+def _pooled(label: str) -> bool:
+    return "@" in label
 
 
 def _count(label: str) -> int:
@@ -96,7 +108,8 @@ def pair(left: list[Row], right: list[Row]) -> list[Pair]:
 def pg_over_sqlite(rows: list[Row]) -> list[Pair]:
     """Every PostgreSQL figure (each server count) beside SQLite's in the same report."""
     pairs = []
-    for label in sorted({r["servers"] for r in rows if r["db"] == "postgresql"}, key=_count):
+    labels = {r["servers"] for r in rows if r["db"] == "postgresql" and not _pooled(r["servers"])}
+    for label in sorted(labels, key=_count):
         pg = [r for r in rows if r["db"] == "postgresql" and r["servers"] == label]
         sqlite = [
             r for r in rows if r["db"] == "sqlite" and _workers(r["servers"]) == _workers(label)
@@ -107,11 +120,21 @@ def pg_over_sqlite(rows: list[Row]) -> list[Pair]:
 
 def servers_over_one(rows: list[Row]) -> list[Pair]:
     """Every PostgreSQL figure at N > 1 server processes beside the same at one."""
-    pg = [r for r in rows if r["db"] == "postgresql"]
+    pg = [r for r in rows if r["db"] == "postgresql" and not _pooled(r["servers"])]
     pairs = []
     for label in sorted({r["servers"] for r in pg if _count(r["servers"]) > 1}, key=_count):
         one = [r for r in pg if r["servers"] == "1" + _workers(label)]
         pairs += pair([r for r in pg if r["servers"] == label], one)
+    return pairs
+
+
+def pooled_over_direct(rows: list[Row]) -> list[Pair]:
+    """Every PostgreSQL figure through PgBouncer beside the same servers reaching it directly."""
+    pg = [r for r in rows if r["db"] == "postgresql"]
+    pairs = []
+    for label in sorted({r["servers"] for r in pg if _pooled(r["servers"])}):
+        direct = [r for r in pg if r["servers"] == _direct(label)]
+        pairs += pair([r for r in pg if r["servers"] == label], direct)
     return pairs
 
 
@@ -174,6 +197,14 @@ def checks(rows: list[Row]) -> list[Check]:
         lambda v: v >= SERVERS_FLOOR,
         "{:,.0f}",
         "needs --servers 1 N on PostgreSQL",
+    )
+    found += _pair_checks(
+        f"PostgreSQL through PgBouncer: scans/ceiling >= {POOLER_FLOOR:g} x direct",
+        pooled_over_direct(rows),
+        "scans_vs_ceiling",
+        lambda v: v >= POOLER_FLOOR,
+        "{:.2f}",
+        "needs --pooler none transaction (or session) on PostgreSQL",
     )
     return found
 

@@ -13,6 +13,7 @@ MODES = ("intake", "loop")
 # The worker loop: complete-and-fetch (a result reply hands out the next jobs), or the
 # two-request loop (poll, then report) it replaces, kept for before/after figures.
 LOOPS = ("fetch", "no-fetch")
+POOLERS = ("none", "session", "transaction")
 
 
 def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
@@ -79,6 +80,15 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         help="server processes on one PostgreSQL database; several counts (e.g. 1 3) measure "
         "each on a fresh database of its own",
     )
+    add(
+        "--pooler",
+        nargs="+",
+        choices=POOLERS,
+        default=["none"],
+        help="PostgreSQL: reach it directly (none) and/or through a PgBouncer of the bench's "
+        "own in session or transaction pooling, each on a fresh database (e.g. none "
+        "transaction, for PgBouncer beside direct in one run)",
+    )
     add("--server-workers", type=int, default=1, help="`mainframe serve --workers N` if N > 1")
     add("--fill-step", type=int, default=250_000, help="scans per reported fill step")
     add("--fill-timeout", type=float, default=3600.0, help="seconds a fill step may take")
@@ -104,6 +114,7 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.servers = sorted(set(args.servers))
     args.loop = list(dict.fromkeys(args.loop))
+    args.pooler = list(dict.fromkeys(args.pooler))
     positive = (args.workers, args.load_procs, args.runs, *args.servers, args.server_workers)
     if min(positive) < 1 or args.duration <= 0 or args.fill_step < 1:
         parser.error("counts and durations must be positive")

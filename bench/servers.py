@@ -25,6 +25,10 @@ from pathlib import Path
 
 import psutil
 
+# The tests' PgBouncer (tests/pgbouncer.py): Debian's, on a free port, stopped by its PID.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.pgbouncer import PgBouncer
+
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 HOST = "127.0.0.1"
 ENDPOINT = "bench"
@@ -33,6 +37,7 @@ SOURCE = "bench-source"
 # Leases must outlive a run so that no scan is reclaimed mid-measurement.
 JOB_TIMEOUT_SECONDS = "900"
 RSS_SAMPLE_SECONDS = 0.1
+POOL_SIZE = 16  # MAINFRAME_POOL_SIZE's default: each server process's connections
 # Every wait in this module is bounded by one of these.
 SERVER_START_SECONDS = 120.0
 CLI_SECONDS = 300.0
@@ -52,11 +57,12 @@ def free_port() -> int:
         return port
 
 
-def server_env(database_url: str) -> dict[str, str]:
+def server_env(database_url: str, pooler: str = "none") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
     env.update(
         {
             "MAINFRAME_DATABASE_URL": database_url,
+            "MAINFRAME_DATABASE_POOLER": pooler,
             "MAINFRAME_LOG_FORMAT": "json",
             "MAINFRAME_JOB_TIMEOUT": JOB_TIMEOUT_SECONDS,
             "MAINFRAME_MAX_JOB_ATTEMPTS": "3",
@@ -181,7 +187,9 @@ def pg_backends(database_url: str) -> list[psutil.Process]:
 class Server:
     """One `mainframe serve` on loopback (with `--workers N` when N > 1), sampled for RSS."""
 
-    def __init__(self, database_url: str, workdir: Path, *, workers: int = 1) -> None:
+    def __init__(
+        self, database_url: str, workdir: Path, *, workers: int = 1, pooler: str = "none"
+    ) -> None:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.workers = workers
@@ -192,7 +200,10 @@ class Server:
         if workers > 1:
             command += ["--workers", str(workers)]
         self.proc = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, env=server_env(database_url)
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=server_env(database_url, pooler),
         )
         self.ps = psutil.Process(self.proc.pid)
         self.rss_samples: list[tuple[float, int]] = []
@@ -263,8 +274,9 @@ class Stack:
     """What one configuration measures: a database and the servers in front of it."""
 
     db: str
-    database_url: str
+    database_url: str  # direct, for the CLI's figures and finding PostgreSQL's backends
     servers: list[Server]
+    pooler: str = "none"
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -273,7 +285,8 @@ class Stack:
     @property
     def label(self) -> str:
         workers = self.servers[0].workers
-        return f"{len(self.servers)}" + (f"x{workers}w" if workers > 1 else "")
+        label = f"{len(self.servers)}" + (f"x{workers}w" if workers > 1 else "")
+        return label + (f"@{self.pooler}" if self.pooler != "none" else "")
 
     def success_total(self) -> float:
         return sum(server.counter("packages_success_total") for server in self.servers)
@@ -285,17 +298,25 @@ class Stack:
 
 @contextlib.contextmanager
 def running(
-    db: str, database_url: str, workdir: Path, *, count: int, workers: int
+    db: str, database_url: str, workdir: Path, *, count: int, workers: int, pooler: str = "none"
 ) -> Iterator[Stack]:
-    """`count` servers on the database, stopped afterwards."""
+    """`count` servers on the database (through a PgBouncer of their own unless `pooler` is
+    none), stopped afterwards."""
     if workers > 1 and "--workers" not in cli(database_url, "serve", "--help"):
         raise RuntimeError("this `mainframe serve` has no --workers option: drop --server-workers")
-    started: list[Server] = []
-    try:
-        for _ in range(count):
-            started.append(Server(database_url, workdir, workers=workers))
-            log(f"  server pid {started[-1].proc.pid} on {started[-1].url}")
-        yield Stack(db, database_url, started)
-    finally:
-        for server in started:
-            server.stop()
+    with contextlib.ExitStack() as stack:
+        server_url = database_url
+        if pooler != "none":
+            # As many server connections as the servers' pools would open directly.
+            bouncer = stack.enter_context(PgBouncer(pooler, pool_size=POOL_SIZE * count * workers))
+            server_url = bouncer.url(database_url.rsplit("/", 1)[1])
+            log(f"  PgBouncer ({pooler} pooling) pid {bouncer.proc.pid} on port {bouncer.port}")
+        started: list[Server] = []
+        try:
+            for _ in range(count):
+                started.append(Server(server_url, workdir, workers=workers, pooler=pooler))
+                log(f"  server pid {started[-1].proc.pid} on {started[-1].url}")
+            yield Stack(db, database_url, started, pooler)
+        finally:
+            for server in started:
+                server.stop()
