@@ -3,11 +3,14 @@ processes on loopback for end-to-end tests."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -29,6 +32,36 @@ DATABASES = (
     if IN_CI
     else os.environ.get("MAINFRAME_TEST_DATABASES", "sqlite,postgresql").split(",")
 )
+
+
+# Names this test process may look up: a lookup of any other name would send a DNS query off
+# the machine (a hook URL a route walk makes, say). Address literals need no query.
+LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+_system_getaddrinfo = socket.getaddrinfo
+
+
+def _local_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    name = host.decode() if isinstance(host, bytes) else host
+    if name is not None and not _is_address(name) and name.lower() not in LOCAL_NAMES:
+        raise socket.gaierror(socket.EAI_NONAME, f"tests look up loopback names only: {name}")
+    return _system_getaddrinfo(host, *args, **kwargs)
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.fixture(autouse=True, scope="session")
+def loopback_names_only() -> Iterator[None]:
+    """No test of this process resolves a name beyond loopback (servers started as processes
+    get their own guards: hook address policies, namespaces)."""
+    socket.getaddrinfo = _local_getaddrinfo
+    yield
+    socket.getaddrinfo = _system_getaddrinfo
 
 
 def _pg_url(database: str) -> str:

@@ -24,9 +24,23 @@ def neutralize(text: str | None, *, limit: int = MAX_LOGGED_TEXT) -> str | None:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "\u2026"
 
 
+class _CurrentStderr:
+    """Whatever `sys.stderr` is when a line is written: a command run in process by a test
+    runner gets a stderr of its own, closed after it, which later lines must not reach."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure(*, fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     """Set up structlog once for the process."""
-    out = stream or sys.stderr
+    out: Any = stream or _CurrentStderr()
     use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer(sort_keys=False)
@@ -51,7 +65,7 @@ def configure(*, fmt: str = "auto", level: str = "info", stream: TextIO | None =
     _route_stdlib(out, renderer, stamp, level)
 
 
-def _route_stdlib(out: TextIO, renderer: Any, stamp: Any, level: str) -> None:
+def _route_stdlib(out: Any, renderer: Any, stamp: Any, level: str) -> None:
     # Libraries (SQLAlchemy's pool, uvicorn, httpx) log through `logging`; render their
     # records like ours, one line each with any traceback inside, never a plain-text block.
     handler = logging.StreamHandler(out)

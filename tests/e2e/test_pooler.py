@@ -20,6 +20,7 @@ from standardwebhooks.webhooks import Webhook
 from mainframe.client import Client, Job, ResultReport
 from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.hookreceiver import Receiver, receiver
+from tests.integration.test_every_route_input import requests
 from tests.pgbouncer import PgBouncer
 from tests.serverproc import ServerProcess, cli
 
@@ -166,6 +167,27 @@ def _dead_letter(http: httpx.Client, tokens: dict[str, str]) -> int:
     return scan_id
 
 
+def _every_route(http: httpx.Client, tokens: dict[str, str], https: Receiver) -> None:
+    """Every operation of the OpenAPI document, its valid request as each credential (the
+    destructive ones last): none answers 5xx, and the owner's reads answer."""
+    document = http.get("/openapi.json").json()
+    read = 0
+    for method, url, sent, template in requests(document):
+        if template is None:
+            continue  # only the valid request of each operation
+        body = sent
+        if template == "/api/v1/endpoints/{name}/hooks" and method == "post":
+            # The walk's hook announces to the test's receiver, never off this machine.
+            body = dict(sent, url=f"https://localhost:{https.port}/walk")
+        for who in ("owner", "w0", "source"):
+            kw: dict[str, Any] = {} if body is None else {"json": body}
+            done = http.request(method.upper(), url, headers=auth(tokens[who]), **kw)
+            assert done.status_code < 500, (method, url, who, done.text[:300])
+            if who == "owner" and method == "get" and template.startswith("/api/v1/"):
+                read += done.status_code == 200  # the walk's fixed values do not suit all
+    assert read >= 6, "the owner's read routes answered through the pooler"
+
+
 def _errors(server: ServerProcess) -> list[dict[str, Any]]:
     expected = {"scan_dead_lettered"}  # the dead letter this test makes on purpose
     return [
@@ -197,11 +219,12 @@ def test_two_servers_through_pgbouncer_serve_a_fleet(
                 assert 'packages_scan_outcomes{outcome="finished"}' in stats
                 _operator_routes(http, tokens)
                 dead = _dead_letter(http, tokens)
-            ready = https.wait_for(3)  # scan.ready, scan.dead_lettered, scan.ready (redrive)
-            events = [Webhook(tokens["hook"]).verify(r.body, r.headers) for r in ready]
-            kinds = Counter(e["type"] for e in events)
-            assert kinds == Counter({"scan.ready": 2, "scan.dead_lettered": 1})
-            assert {e["data"]["scan_id"] for e in events} == {dead}
+                ready = https.wait_for(3)  # scan.ready, scan.dead_lettered, scan.ready (redrive)
+                events = [Webhook(tokens["hook"]).verify(r.body, r.headers) for r in ready]
+                kinds = Counter(e["type"] for e in events)
+                assert kinds == Counter({"scan.ready": 2, "scan.dead_lettered": 1})
+                assert {e["data"]["scan_id"] for e in events} == {dead}
+                _every_route(http, tokens, https)
         finally:
             for server in servers:
                 server.stop()
