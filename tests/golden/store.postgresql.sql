@@ -170,7 +170,8 @@ SELECT count(*), 0 FROM board_sessions WHERE expires_at <= mf_now() - $1;
 -- count_due_dead_letters
 SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
 FROM scans
-WHERE scans.dead_lettered_at IS NOT NULL AND scans.dead_lettered_at <= mf_now() - $1;
+WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
+  AND scans.dead_lettered_at <= mf_now() - $1;
 
 -- count_due_delivery_counts
 SELECT count(*), 0 FROM delivery_counts WHERE minute_us <= mf_now() - $1 - 60000000;
@@ -277,7 +278,8 @@ WHERE id = $2 AND enabled = TRUE AND consecutive_failures >= $3;
 
 -- due_dead_letters
 SELECT id FROM scans
-WHERE dead_lettered_at IS NOT NULL AND dead_lettered_at <= mf_now() - $1
+WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
+  AND dead_lettered_at <= mf_now() - $1
 ORDER BY dead_lettered_at LIMIT $2
 FOR UPDATE SKIP LOCKED;
 

@@ -100,7 +100,8 @@ SELECT count(*), 0 FROM board_sessions WHERE expires_at <= mf_now() - :kept;
 -- count_due_dead_letters
 SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
 FROM scans
-WHERE scans.dead_lettered_at IS NOT NULL AND scans.dead_lettered_at <= mf_now() - :kept;
+WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
+  AND scans.dead_lettered_at <= mf_now() - :kept;
 
 -- count_due_delivery_counts
 SELECT count(*), 0 FROM delivery_counts WHERE minute_us <= mf_now() - :kept - 60000000;
@@ -207,7 +208,8 @@ WHERE id = :hook AND enabled = TRUE AND consecutive_failures >= :at_least;
 
 -- due_dead_letters
 SELECT id FROM scans
-WHERE dead_lettered_at IS NOT NULL AND dead_lettered_at <= mf_now() - :kept
+WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
+  AND dead_lettered_at <= mf_now() - :kept
 ORDER BY dead_lettered_at LIMIT :limit;
 
 -- due_failed_scans

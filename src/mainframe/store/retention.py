@@ -51,17 +51,20 @@ DUE_FAILED = Sql(
     FOR UPDATE SKIP LOCKED
     """,
 )
-# A redrive clears dead_lettered_at: a redriven scan is never found here.
+# A dead letter is FAILED with dead_lettered_at set; a redrive clears it, so a redriven scan
+# is never found here.
 DUE_DEAD_LETTERS = Sql(
     "due_dead_letters",
     """
     SELECT id FROM scans
-    WHERE dead_lettered_at IS NOT NULL AND dead_lettered_at <= mf_now() - :kept
+    WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
+      AND dead_lettered_at <= mf_now() - :kept
     ORDER BY dead_lettered_at LIMIT :limit
     """,
     """
     SELECT id FROM scans
-    WHERE dead_lettered_at IS NOT NULL AND dead_lettered_at <= mf_now() - :kept
+    WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
+      AND dead_lettered_at <= mf_now() - :kept
     ORDER BY dead_lettered_at LIMIT :limit
     FOR UPDATE SKIP LOCKED
     """,
@@ -159,7 +162,8 @@ COUNT_DEAD_LETTERS = Sql(
     """
     SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
     FROM scans
-    WHERE scans.dead_lettered_at IS NOT NULL AND scans.dead_lettered_at <= mf_now() - :kept
+    WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
+      AND scans.dead_lettered_at <= mf_now() - :kept
     """,
 )
 COUNT_AUDIT = Sql("count_due_audit", "SELECT count(*), 0 FROM audit WHERE at <= mf_now() - :kept")
