@@ -4,9 +4,10 @@ SQLite's write lock for milliseconds; the sweeper (sweeper.py) and `mainframe db
 repeat it with a pause between batches. Each batch reports what it removed as a
 `RowsPruned` event, counted and logged after commit (effects.py).
 
-Every statement walks an index over the kind's end time (migration 0016), oldest first,
-and judges "past its retention" by `mf_now()` as leasing judges a lease: the SQL twin of
-`lifecycle.retention.is_due`. A scan's attempts go in the transaction that removes it.
+Each kind is found through an index over its end time (migration 0016), oldest first, and
+"past its retention" is judged by `mf_now()` as leasing judges a lease: the SQL twin of
+`lifecycle.retention.is_due` (tests/integration/test_sql_twins.py). A scan's attempts go in
+the transaction that removes it, by key.
 The outcome totals (`scan_totals`) are never touched: the reconciled
 `packages_scan_outcomes` is unchanged by pruning."""
 
