@@ -287,7 +287,9 @@ def run_stack(
     with fresh_database(db, workdir, f"{db[:2]}{count}") as url:
         log(f"{db}, {count} server process(es): credentials")
         creds = make_credentials(url, workers=args.workers, sources=args.load_procs)
-        with running(db, url, workdir, count=count, workers=args.server_workers) as stack:
+        with running(
+            db, url, workdir, count=count, workers=args.server_workers, settings=args.server_env
+        ) as stack:
             sizes = list(args.intake_at if "intake" in args.mode else [])
             sizes += list(args.queued if "loop" in args.mode else [])
             Bench(stack, creds, args, figures, notes).run_sizes(sizes)
@@ -310,6 +312,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     figures: list[Figure] = []
     notes: list[str] = []
+    if args.server_env:
+        settings = " ".join(f"{name}={value}" for name, value in args.server_env.items())
+        notes.append(f"servers ran with {settings}")
     failures = []
     try:
         for db in dbs:

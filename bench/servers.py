@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +52,9 @@ def free_port() -> int:
         return port
 
 
-def server_env(database_url: str) -> dict[str, str]:
+def server_env(database_url: str, settings: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The bench's settings over this environment's (never its MAINFRAME_* variables), then
+    `settings` (`--server-env`) on top."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
     env.update(
         {
@@ -62,6 +64,7 @@ def server_env(database_url: str) -> dict[str, str]:
             "MAINFRAME_MAX_JOB_ATTEMPTS": "3",
         }
     )
+    env.update(settings or {})
     return env
 
 
@@ -181,7 +184,14 @@ def pg_backends(database_url: str) -> list[psutil.Process]:
 class Server:
     """One `mainframe serve` on loopback (with `--workers N` when N > 1), sampled for RSS."""
 
-    def __init__(self, database_url: str, workdir: Path, *, workers: int = 1) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        workdir: Path,
+        *,
+        workers: int = 1,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.workers = workers
@@ -192,7 +202,10 @@ class Server:
         if workers > 1:
             command += ["--workers", str(workers)]
         self.proc = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, env=server_env(database_url)
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=server_env(database_url, settings),
         )
         self.ps = psutil.Process(self.proc.pid)
         self.rss_samples: list[tuple[float, int]] = []
@@ -285,15 +298,22 @@ class Stack:
 
 @contextlib.contextmanager
 def running(
-    db: str, database_url: str, workdir: Path, *, count: int, workers: int
+    db: str,
+    database_url: str,
+    workdir: Path,
+    *,
+    count: int,
+    workers: int,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[Stack]:
-    """`count` servers on the database, stopped afterwards."""
+    """`count` servers on the database (with `settings` in their environment), stopped
+    afterwards."""
     if workers > 1 and "--workers" not in cli(database_url, "serve", "--help"):
         raise RuntimeError("this `mainframe serve` has no --workers option: drop --server-workers")
     started: list[Server] = []
     try:
         for _ in range(count):
-            started.append(Server(database_url, workdir, workers=workers))
+            started.append(Server(database_url, workdir, workers=workers, settings=settings))
             log(f"  server pid {started[-1].proc.pid} on {started[-1].url}")
         yield Stack(db, database_url, started)
     finally:
