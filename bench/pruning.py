@@ -30,8 +30,8 @@ from mainframe.store.retention import Retention
 from mainframe.sweeper import prune_forever, prune_once
 
 PAYLOAD = '{"distributions": ["https://files.example/pkg-1.0.tar.gz"]}'
-AT_ONCE = RetentionPolicy(*(0 for _ in range(6)))
-FOREVER = RetentionPolicy(*(None for _ in range(6)))
+AT_ONCE = RetentionPolicy.uniform(0)
+FOREVER = RetentionPolicy.uniform(None)
 
 
 async def _no_pause(_seconds: float) -> None:

@@ -216,7 +216,7 @@ def test_a_redriven_scan_is_not_pruned_as_a_dead_letter(defaults: Kept) -> None:
 def test_live_scans_are_never_pruned(
     database_url: str, loop: BlockingPortal, engine: Engine
 ) -> None:
-    at_once = kept_world(database_url, loop, engine, RetentionPolicy(*(0 for _ in range(6))))
+    at_once = kept_world(database_url, loop, engine, RetentionPolicy.uniform(0))
     try:
         at_once.world.submit("queued")
         at_once.world.submit("pending")
@@ -234,7 +234,7 @@ def test_pruning_changes_no_total_and_no_counter_and_is_counted_after_commit(
 ) -> None:
     """The reconciled outcomes (database truth kept as counts) and the process counters are
     what they were; the pruned rows are counted by kind and each batch logs one line."""
-    at_once = kept_world(database_url, loop, engine, RetentionPolicy(*(0 for _ in range(6))))
+    at_once = kept_world(database_url, loop, engine, RetentionPolicy.uniform(0))
     metrics, lines = Metrics(), _Lines()
     try:
         at_once.store.target.db.publish = effects.wire(metrics, log=lines)
@@ -335,7 +335,7 @@ def test_at_a_retention_of_zero_the_tables_and_the_file_stay_flat(
     or an attempt behind, the SQLite file stays within DRIFT_PAGES of its size after the
     warm-up (its freed pages are reused: auto_vacuum is NONE), and the outcome totals count
     every scan finished."""
-    at_once = kept_world(database_url, loop, engine, RetentionPolicy(*(0 for _ in range(6))))
+    at_once = kept_world(database_url, loop, engine, RetentionPolicy.uniform(0))
     sqlite = engine.dialect.name == "sqlite"
     try:
         for number in range(ROUNDS):
@@ -370,7 +370,7 @@ def test_without_pruning_the_same_rounds_grow_the_file(
     """The control of the test above: kept forever, ten rounds already outgrow its bound."""
     if engine.dialect.name != "sqlite":
         pytest.skip("the file's size is SQLite's")
-    forever = kept_world(database_url, loop, engine, RetentionPolicy(*(None for _ in range(6))))
+    forever = kept_world(database_url, loop, engine, RetentionPolicy.uniform(None))
     try:
         _round(forever, 0)
         start = _pages(engine)

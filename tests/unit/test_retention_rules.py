@@ -89,7 +89,7 @@ def test_a_plain_failure_is_kept_for_the_failed_retention() -> None:
 @pytest.mark.parametrize("status", LIVE)
 def test_a_live_scan_is_never_due(status: Status) -> None:
     """A redriven dead letter is QUEUED again, its dead_lettered_at cleared: live, not due."""
-    policy = RetentionPolicy(*(0 for _ in range(6)))
+    policy = RetentionPolicy.uniform(0)
     assert not scan_is_due(
         status=status, finished_at=None, dead_lettered_at=None, now_us=NOW, policy=policy
     )

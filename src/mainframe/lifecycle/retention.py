@@ -93,6 +93,11 @@ class RetentionPolicy:
             board_sessions=kept_us(board_sessions),
         )
 
+    @classmethod
+    def uniform(cls, kept: int | None) -> RetentionPolicy:
+        """Every kind kept `kept` microseconds (0: pruned at once; None: kept forever)."""
+        return cls(kept, kept, kept, kept, kept, kept)
+
     def kept(self, kind: PruneKind) -> int | None:
         """How long `kind` is kept; attempts follow their scan, so they have no retention."""
         if kind is PruneKind.ATTEMPTS:
