@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import shutil
 import statistics
 import tempfile
 import time
@@ -77,8 +78,16 @@ async def _window(store: Store, worker: Principal, seconds: float, *, pruned: bo
 
 
 async def main(args: argparse.Namespace) -> None:
-    path = Path(tempfile.mkdtemp(prefix="mainframe-pruning-")) / "bench.db"
-    url = f"sqlite:///{path}"
+    workdir = Path(tempfile.mkdtemp(prefix="mainframe-pruning-"))
+    try:
+        await measure(args, f"sqlite:///{workdir / 'bench.db'}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def measure(args: argparse.Namespace, url: str) -> None:
+    """Both arms, alternating, on a fresh database at `url`; prints every window and the
+    ratios."""
     engine = create_store_engine(url)
     upgrade(engine)
     engine.dispose()
