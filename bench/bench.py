@@ -292,7 +292,15 @@ def run_stack(
         log(f"{db}, {count} server process(es){through}: credentials")
         creds = make_credentials(url, workers=args.workers, sources=args.load_procs)
         workers = args.server_workers
-        with running(db, url, workdir, count=count, workers=workers, pooler=pooler) as stack:
+        with running(
+            db,
+            url,
+            workdir,
+            count=count,
+            workers=workers,
+            pooler=pooler,
+            settings=args.server_env,
+        ) as stack:
             sizes = list(args.intake_at if "intake" in args.mode else [])
             sizes += list(args.queued if "loop" in args.mode else [])
             Bench(stack, creds, args, figures, notes).run_sizes(sizes)
@@ -316,6 +324,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     figures: list[Figure] = []
     notes: list[str] = []
+    if args.server_env:
+        settings = " ".join(f"{name}={value}" for name, value in args.server_env.items())
+        notes.append(f"servers ran with {settings}")
     failures = []
     try:
         for db in dbs:

@@ -110,6 +110,14 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         metavar="DIR",
         help="run the server and CLI from this source tree (first on PYTHONPATH)",
     )
+    add(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="MAINFRAME_NAME=VALUE",
+        help="a setting for the servers (repeat for more), e.g. MAINFRAME_SWEEP_SECONDS=1 "
+        "MAINFRAME_FINISHED_RETENTION_DAYS=0 to measure the loop while it is pruned",
+    )
     add("--json", type=Path, help="also write every figure here")
     args = parser.parse_args(argv)
     args.servers = sorted(set(args.servers))
@@ -120,4 +128,12 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         parser.error("counts and durations must be positive")
     if args.profile is not None:
         measure.py_spy()
+    args.server_env = dict(_setting(parser, item) for item in args.server_env)
     return args
+
+
+def _setting(parser: argparse.ArgumentParser, item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name.startswith("MAINFRAME_"):
+        parser.error(f"--server-env takes MAINFRAME_NAME=VALUE, not {item!r}")
+    return name, value

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +57,11 @@ def free_port() -> int:
         return port
 
 
-def server_env(database_url: str, pooler: str = "none") -> dict[str, str]:
+def server_env(
+    database_url: str, pooler: str = "none", settings: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The bench's settings over this environment's (never its MAINFRAME_* variables), then
+    `settings` (`--server-env`) on top."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
     env.update(
         {
@@ -68,6 +72,7 @@ def server_env(database_url: str, pooler: str = "none") -> dict[str, str]:
             "MAINFRAME_MAX_JOB_ATTEMPTS": "3",
         }
     )
+    env.update(settings or {})
     return env
 
 
@@ -188,7 +193,13 @@ class Server:
     """One `mainframe serve` on loopback (with `--workers N` when N > 1), sampled for RSS."""
 
     def __init__(
-        self, database_url: str, workdir: Path, *, workers: int = 1, pooler: str = "none"
+        self,
+        database_url: str,
+        workdir: Path,
+        *,
+        workers: int = 1,
+        pooler: str = "none",
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
@@ -203,7 +214,7 @@ class Server:
             command,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=server_env(database_url, pooler),
+            env=server_env(database_url, pooler, settings),
         )
         self.ps = psutil.Process(self.proc.pid)
         self.rss_samples: list[tuple[float, int]] = []
@@ -298,10 +309,17 @@ class Stack:
 
 @contextlib.contextmanager
 def running(
-    db: str, database_url: str, workdir: Path, *, count: int, workers: int, pooler: str = "none"
+    db: str,
+    database_url: str,
+    workdir: Path,
+    *,
+    count: int,
+    workers: int,
+    pooler: str = "none",
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[Stack]:
     """`count` servers on the database (through a PgBouncer of their own unless `pooler` is
-    none), stopped afterwards."""
+    none; with `settings` in their environment), stopped afterwards."""
     if workers > 1 and "--workers" not in cli(database_url, "serve", "--help"):
         raise RuntimeError("this `mainframe serve` has no --workers option: drop --server-workers")
     with contextlib.ExitStack() as stack:
@@ -314,8 +332,11 @@ def running(
         started: list[Server] = []
         try:
             for _ in range(count):
-                started.append(Server(server_url, workdir, workers=workers, pooler=pooler))
-                log(f"  server pid {started[-1].proc.pid} on {started[-1].url}")
+                server = Server(
+                    server_url, workdir, workers=workers, pooler=pooler, settings=settings
+                )
+                started.append(server)
+                log(f"  server pid {server.proc.pid} on {server.url}")
             yield Stack(db, database_url, started, pooler)
         finally:
             for server in started:

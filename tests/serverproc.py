@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from mainframe.cli import app
 
@@ -35,16 +35,22 @@ def mainframe_env(database_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def cli(database_url: str, *args: str, **extra_env: str) -> str:
+def cli_run(database_url: str, *args: str, **extra_env: str) -> Result:
     """Run `mainframe ARGS...` in this process (as the installed command would, with its own
-    environment) and return the last line of stdout (the new secret). Provisioning a test's
-    owner, endpoints and tokens this way costs no interpreter start per command."""
+    environment); its exit code and output, whatever they are."""
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("MAINFRAME_")}
     env.update(mainframe_env(database_url, **extra_env))
     # On a thread of its own: the command runs its own event loop, and a test may be inside
     # one (Playwright's synchronous API keeps one running).
     with ThreadPoolExecutor(1) as thread:
-        done = thread.submit(CliRunner().invoke, app, list(args), env=env).result()
+        return thread.submit(CliRunner().invoke, app, list(args), env=env).result()
+
+
+def cli(database_url: str, *args: str, **extra_env: str) -> str:
+    """Run `mainframe ARGS...` in this process and return the last line of stdout (the new
+    secret). Provisioning a test's owner, endpoints and tokens this way costs no interpreter
+    start per command."""
+    done = cli_run(database_url, *args, **extra_env)
     if done.exit_code != 0:
         raise AssertionError(f"mainframe {' '.join(args)} failed: {done.stderr or done.output}")
     return done.stdout.strip().splitlines()[-1]

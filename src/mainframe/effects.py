@@ -13,12 +13,14 @@ from mainframe.lifecycle.events import (
     EndpointRevoked,
     Event,
     LeasesGranted,
+    RowsPruned,
     ScanDeadLettered,
     ScanFailed,
     ScanFinished,
     ScansRedriven,
     StaleResultRejected,
 )
+from mainframe.lifecycle.retention import PruneKind
 from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
 from mainframe.store.database import Publish
@@ -82,7 +84,15 @@ def _apply(event: Event, metrics: Metrics, log: Any) -> None:
                 skipped=event.skipped,
             )
         case _:
-            pass
+            _apply_upkeep(event, metrics, log)
+
+
+def _apply_upkeep(event: Event, metrics: Metrics, log: Any) -> None:
+    """The database's upkeep: a pruning batch is counted by kind and logged once."""
+    if isinstance(event, RowsPruned):
+        metrics.pruned.labels(event.kind.value).inc(event.count)
+        metrics.pruned.labels(PruneKind.ATTEMPTS.value).inc(event.attempts)
+        log.info("pruned", kind=event.kind.value, count=event.count, attempts=event.attempts)
 
 
 def _log_dead_letter(event: ScanDeadLettered, log: Any) -> None:

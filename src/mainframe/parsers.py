@@ -89,3 +89,30 @@ def parse_keys(text: str) -> list[bytes]:
     for key in keys:
         Fernet(key)  # raises ValueError for anything but 32 url-safe base64 bytes
     return keys
+
+
+# The word that keeps rows forever wherever a retention in days is configured.
+KEEP_FOREVER = "never"
+# The longest retention a number may give (a century): keeps microseconds inside 64 bits.
+MAX_RETENTION_DAYS = 36_500.0
+
+
+def parse_retention_days(value: object) -> float | None:
+    """A retention in days (fractional allowed, 0 prunes at once) or `never` (None: kept
+    forever); ValueError for anything else, negative, NaN or beyond a century."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == KEEP_FOREVER:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"give a number of days or {KEEP_FOREVER!r}") from None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"give a number of days or {KEEP_FOREVER!r}")
+    days = float(value)
+    if not 0 <= days <= MAX_RETENTION_DAYS:  # NaN fails too
+        raise ValueError(f"give between 0 and {MAX_RETENTION_DAYS:g} days, or {KEEP_FOREVER!r}")
+    return days

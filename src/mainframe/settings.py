@@ -8,12 +8,33 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mainframe.lifecycle.retention import (
+    AUDIT_DAYS,
+    BOARD_SESSION_DAYS,
+    DEAD_LETTER_DAYS,
+    DELIVERY_DAYS,
+    FAILED_DAYS,
+    FINISHED_DAYS,
+    RetentionPolicy,
+)
 from mainframe.parsers import (
     DEFAULT_DATABASE_URL,
     check_database_url,
     parse_backoff,
     parse_cidrs,
     parse_keys,
+    parse_retention_days,
+)
+
+# The retention settings: days a kind of row is kept after it ended (fractional allowed, 0
+# prunes at the sweeper's next pass, `never` keeps it forever). docs/reliability.md.
+RETENTIONS = (
+    "finished_retention_days",
+    "failed_retention_days",
+    "dead_letter_retention_days",
+    "audit_retention_days",
+    "delivery_retention_days",
+    "board_session_retention_days",
 )
 
 
@@ -80,11 +101,37 @@ class Settings(BaseSettings):
     dragonfly_session_seconds: int = Field(default=86_400, ge=300, le=30 * 86400)
     # The directory whose *.yara files GET /dragonfly/rules serves; unset serves no rules.
     dragonfly_rules_dir: Path | None = None
+    # Retention (docs/reliability.md): days each kind is kept after it ended, pruned by the
+    # sweeper; the defaults and why are in lifecycle/retention.py. FINISHED scans (with their
+    # attempts), plain failures, dead letters from when they were dead-lettered, the audit
+    # trail, per-minute delivery counts, ended board sessions.
+    finished_retention_days: float | None = FINISHED_DAYS
+    failed_retention_days: float | None = FAILED_DAYS
+    dead_letter_retention_days: float | None = DEAD_LETTER_DAYS
+    audit_retention_days: float | None = AUDIT_DAYS
+    delivery_retention_days: float | None = DELIVERY_DAYS
+    board_session_retention_days: float | None = BOARD_SESSION_DAYS
 
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:
         return check_database_url(value)
+
+    @field_validator(*RETENTIONS, mode="before")
+    @classmethod
+    def _retention(cls, value: object) -> float | None:
+        return parse_retention_days(value)
+
+    def retention_policy(self) -> RetentionPolicy:
+        """The retention settings as the pure policy the store prunes by."""
+        return RetentionPolicy.of_days(
+            finished=self.finished_retention_days,
+            failed=self.failed_retention_days,
+            dead_lettered=self.dead_letter_retention_days,
+            audit=self.audit_retention_days,
+            delivery_counts=self.delivery_retention_days,
+            board_sessions=self.board_session_retention_days,
+        )
 
     @field_validator("hooks_allow_cidrs")
     @classmethod

@@ -1,17 +1,28 @@
 """The periodic sweeper: reaps lapsed, budget-spent scans so dead letters are announced even
-when no worker polls."""
+when no worker polls, and prunes what is past its retention (store/retention.py) so the
+database stops growing in a steady state."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter as Tally
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import Counter
 
+from mainframe.lifecycle.events import RowsPruned
+from mainframe.lifecycle.retention import PruneKind
 from mainframe.logs import get_logger
 from mainframe.store import Store
 
 # Dead letters reaped per sweep transaction; the sweep repeats until fewer come back.
 SWEEP_BATCH = 500
+# Rows pruned per transaction: a few milliseconds of SQLite's write lock (docs/reliability.md
+# has the measured figure), the same bound as a sweep's or a redrive's chunk.
+PRUNE_BATCH = 500
+# The pause after a full batch, so requests waiting for the write lock go first and pruning
+# a large backlog takes a small share of the database (docs/performance.md: the loop's cost).
+PRUNE_PAUSE_SECONDS = 0.05
 # How often the planner's statistics are checked on PostgreSQL (store/statistics.py).
 STATISTICS_SECONDS = 5.0
 # How often the credentials requests presented have their last use written (store/usage.py).
@@ -42,6 +53,45 @@ async def sweep_forever(store: Store, *, every: float, failures: Counter | None 
             continue
         if reaped:
             log.info("sweep_reaped", reaped=reaped)
+
+
+async def prune_once(
+    store: Store,
+    *,
+    batch: int = PRUNE_BATCH,
+    pause: float = PRUNE_PAUSE_SECONDS,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    progress: Callable[[RowsPruned], None] | None = None,
+) -> Tally[PruneKind]:
+    """Prune every kind past its retention, a batch per transaction with a pause after each
+    full one, until a batch comes back short; return the rows pruned per kind (attempts too).
+    `progress` hears of every batch; the counter and the log line come from the event the
+    store published after commit (effects.py)."""
+    pruned: Tally[PruneKind] = Tally()
+    for kind in store.retention.policy.pruned():
+        while True:
+            done = await store.retention.prune(kind, limit=batch)
+            pruned[kind] += done.count
+            pruned[PruneKind.ATTEMPTS] += done.attempts
+            if progress is not None:
+                progress(done)
+            if done.count < batch:
+                break
+            await sleep(pause)
+    return pruned
+
+
+async def prune_forever(store: Store, *, every: float, failures: Counter | None = None) -> None:
+    """Prune every `every` seconds (the sweep's period), beside the reaping, never in its way."""
+    log = get_logger()
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await prune_once(store)
+        except Exception as exc:  # keep pruning: the next round may succeed
+            log.error("prune_failed", error=f"{type(exc).__name__}: {exc}")
+            if failures is not None:
+                failures.inc()
 
 
 async def keep_statistics(store: Store, *, every: float) -> None:

@@ -29,6 +29,7 @@ from mainframe.sweeper import (
     TOKEN_USE_SECONDS,
     keep_statistics,
     keep_token_use,
+    prune_forever,
     sweep_forever,
     sweep_once,
 )
@@ -116,7 +117,9 @@ def _background(rt: Runtime, *, sweeper: bool) -> list[Coroutine[Any, Any, None]
         work.append(keep_statistics(rt.store, every=STATISTICS_SECONDS))
     if sweeper:
         every = rt.settings.sweep_seconds
-        work.append(sweep_forever(rt.store, every=every, failures=rt.metrics.sweep_failures))
+        failures = rt.metrics.sweep_failures
+        work.append(sweep_forever(rt.store, every=every, failures=failures))
+        work.append(prune_forever(rt.store, every=every, failures=failures))
     return work
 
 

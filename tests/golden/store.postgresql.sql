@@ -161,6 +161,32 @@ WHERE scans.dead_lettered_at IS NOT NULL
   AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
   AND (CAST($7 AS text) IS NULL OR scans.queue = $7);
 
+-- count_due_audit
+SELECT count(*), 0 FROM audit WHERE at <= mf_now() - $1;
+
+-- count_due_board_sessions
+SELECT count(*), 0 FROM board_sessions WHERE expires_at <= mf_now() - $1;
+
+-- count_due_dead_letters
+SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+FROM scans
+WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
+  AND scans.dead_lettered_at <= mf_now() - $1;
+
+-- count_due_delivery_counts
+SELECT count(*), 0 FROM delivery_counts WHERE minute_us <= mf_now() - $1 - 60000000;
+
+-- count_due_failed_scans
+SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+FROM scans
+WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NULL
+  AND scans.finished_at <= mf_now() - $1;
+
+-- count_due_finished_scans
+SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+FROM scans
+WHERE scans.status = 'FINISHED' AND scans.finished_at <= mf_now() - $1;
+
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = $1;
 
@@ -224,9 +250,6 @@ WHERE endpoints.owner_id = $1
   AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
   AND scan_totals.outcome = 'dead_lettered';
 
--- delete_expired_sessions
-DELETE FROM board_sessions WHERE expires_at <= mf_now() - $1;
-
 -- delete_hook
 DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2 RETURNING url;
 
@@ -252,6 +275,25 @@ WHERE id = $1 AND endpoint_id = $2;
 -- disable_hook
 UPDATE hooks SET enabled = FALSE, disabled_reason = $1
 WHERE id = $2 AND enabled = TRUE AND consecutive_failures >= $3;
+
+-- due_dead_letters
+SELECT id FROM scans
+WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
+  AND dead_lettered_at <= mf_now() - $1
+ORDER BY dead_lettered_at LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- due_failed_scans
+SELECT id FROM scans
+WHERE status = 'FAILED' AND dead_lettered_at IS NULL AND finished_at <= mf_now() - $1
+ORDER BY finished_at LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- due_finished_scans
+SELECT id FROM scans
+WHERE status = 'FINISHED' AND finished_at <= mf_now() - $1
+ORDER BY finished_at LIMIT $2
+FOR UPDATE SKIP LOCKED;
 
 -- enable_hook
 UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
@@ -643,6 +685,33 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
+
+-- prune_attempts
+DELETE FROM attempts WHERE scan_id IN (
+    SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+);
+
+-- prune_audit
+DELETE FROM audit WHERE id = ANY(ARRAY(
+    SELECT id FROM audit WHERE at <= mf_now() - $1 ORDER BY at LIMIT $2
+));
+
+-- prune_board_sessions
+DELETE FROM board_sessions WHERE session_hash = ANY(ARRAY(
+    SELECT session_hash FROM board_sessions
+    WHERE expires_at <= mf_now() - $1 ORDER BY expires_at LIMIT $2
+));
+
+-- prune_delivery_counts
+DELETE FROM delivery_counts WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM delivery_counts
+    WHERE minute_us <= mf_now() - $1 - 60000000 ORDER BY minute_us LIMIT $2
+));
+
+-- prune_scans
+DELETE FROM scans WHERE id IN (
+    SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+);
 
 -- quarantined_count
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';

@@ -91,6 +91,32 @@ WHERE scans.dead_lettered_at IS NOT NULL
   AND (:since IS NULL OR scans.dead_lettered_at >= :since)
   AND (:queue IS NULL OR scans.queue = :queue);
 
+-- count_due_audit
+SELECT count(*), 0 FROM audit WHERE at <= mf_now() - :kept;
+
+-- count_due_board_sessions
+SELECT count(*), 0 FROM board_sessions WHERE expires_at <= mf_now() - :kept;
+
+-- count_due_dead_letters
+SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+FROM scans
+WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
+  AND scans.dead_lettered_at <= mf_now() - :kept;
+
+-- count_due_delivery_counts
+SELECT count(*), 0 FROM delivery_counts WHERE minute_us <= mf_now() - :kept - 60000000;
+
+-- count_due_failed_scans
+SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+FROM scans
+WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NULL
+  AND scans.finished_at <= mf_now() - :kept;
+
+-- count_due_finished_scans
+SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+FROM scans
+WHERE scans.status = 'FINISHED' AND scans.finished_at <= mf_now() - :kept;
+
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint;
 
@@ -154,9 +180,6 @@ WHERE endpoints.owner_id = :owner
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND scan_totals.outcome = 'dead_lettered';
 
--- delete_expired_sessions
-DELETE FROM board_sessions WHERE expires_at <= mf_now() - :kept;
-
 -- delete_hook
 DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url;
 
@@ -182,6 +205,22 @@ WHERE id = :scan AND endpoint_id = :endpoint;
 -- disable_hook
 UPDATE hooks SET enabled = FALSE, disabled_reason = :reason
 WHERE id = :hook AND enabled = TRUE AND consecutive_failures >= :at_least;
+
+-- due_dead_letters
+SELECT id FROM scans
+WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
+  AND dead_lettered_at <= mf_now() - :kept
+ORDER BY dead_lettered_at LIMIT :limit;
+
+-- due_failed_scans
+SELECT id FROM scans
+WHERE status = 'FAILED' AND dead_lettered_at IS NULL AND finished_at <= mf_now() - :kept
+ORDER BY finished_at LIMIT :limit;
+
+-- due_finished_scans
+SELECT id FROM scans
+WHERE status = 'FINISHED' AND finished_at <= mf_now() - :kept
+ORDER BY finished_at LIMIT :limit;
 
 -- enable_hook
 UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
@@ -566,6 +605,29 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
+
+-- prune_attempts
+DELETE FROM attempts WHERE scan_id IN (SELECT value FROM json_each(:ids));
+
+-- prune_audit
+DELETE FROM audit WHERE id IN (
+    SELECT id FROM audit WHERE at <= mf_now() - :kept ORDER BY at LIMIT :limit
+);
+
+-- prune_board_sessions
+DELETE FROM board_sessions WHERE session_hash IN (
+    SELECT session_hash FROM board_sessions
+    WHERE expires_at <= mf_now() - :kept ORDER BY expires_at LIMIT :limit
+);
+
+-- prune_delivery_counts
+DELETE FROM delivery_counts WHERE (endpoint_id, minute_us) IN (
+    SELECT endpoint_id, minute_us FROM delivery_counts
+    WHERE minute_us <= mf_now() - :kept - 60000000 ORDER BY minute_us LIMIT :limit
+);
+
+-- prune_scans
+DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- quarantined_count
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 
 from mainframe.api.app import create_app
 from mainframe.clock import FakeClock
@@ -17,6 +18,7 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import Event
 from mainframe.settings import Settings
 from mainframe.store import Budget, Principal, Publish, ScanRecord, ScanSpec, Store, open_database
+from mainframe.store.engine import create_store_engine
 from tests.blocking import Blocking, portal
 
 JOB_TIMEOUT = 30.0
@@ -108,11 +110,14 @@ def blocking_store(
     return Blocking(store, loop)
 
 
-@pytest.fixture
-def world(database_url: str, loop: BlockingPortal) -> Iterator[World]:
-    clock = FakeClock()
+def open_world(
+    database_url: str, loop: BlockingPortal, clock: FakeClock | None = None, **store_kwargs: Any
+) -> World:
+    """Two owners' endpoints and a source and two workers of bob's `npm`, on a Store built
+    with `store_kwargs` (e.g. a retention policy); close its store when done."""
+    clock = clock or FakeClock()
     recorder = Recorder()
-    store = blocking_store(database_url, loop, clock, publish=recorder)
+    store = blocking_store(database_url, loop, clock, publish=recorder, **store_kwargs)
     store.accounts.create_owner("alice")
     store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
     owner = store.accounts.authenticate(store.accounts.create_owner("bob"))
@@ -124,7 +129,7 @@ def world(database_url: str, loop: BlockingPortal) -> Iterator[World]:
     }
     found = {key: store.accounts.authenticate(secret) for key, secret in tokens.items()}
     assert owner is not None and all(found.values())
-    yield World(
+    return World(
         store,
         clock,
         recorder,
@@ -133,7 +138,21 @@ def world(database_url: str, loop: BlockingPortal) -> Iterator[World]:
         found["worker"],  # type: ignore[arg-type]
         found["other"],
     )  # type: ignore[arg-type]
-    store.close()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """An engine on the test's database, to read its tables beside the store."""
+    found = create_store_engine(database_url)
+    yield found
+    found.dispose()
+
+
+@pytest.fixture
+def world(database_url: str, loop: BlockingPortal) -> Iterator[World]:
+    found = open_world(database_url, loop)
+    yield found
+    found.store.close()
 
 
 # The HTTP contract, in process (fastapi.testclient), for test_api.py and its siblings.

@@ -47,6 +47,7 @@ from mainframe.store import (
     refusals,
     replays,
     results,
+    retention,
     revoke,
     sessions,
     stats,
@@ -308,6 +309,9 @@ LIST = {"owner": 1, "endpoint": None, "status": None, "queue": None, "dead": Non
 HOOK = {"hook": 5, "endpoint": 2}
 HOOK_BY_KEY = (sqlite_pk("hooks"), pg_index("hooks_pkey", "hooks"))
 SESSION = {"session": _digest("session1")}
+# A retention of half a day and the batch the sweeper prunes; the ids of one such batch.
+DUE = {"kept": 43_200_000_000, "limit": 500}
+PRUNED_IDS = {"ids": orjson.dumps(list(range(1, 501))).decode()}
 # The primary-key probe of the scans a result closes, inside COMPLETE's `closed`.
 PG_CLOSES = pg_within("closed", pg_index("scans_pkey"))
 
@@ -507,10 +511,7 @@ CASES = {
                                    sqlite_index("sqlite_autoindex_delivery_counts_1",
                                                 "delivery_counts") + r"endpoint_id=\? AND minute",
                                    pg_index("delivery_counts_pkey", "delivery_counts")),
-    # Board sessions: each sign-in sweeps the long-ended ones through their expiry.
-    "delete_expired_sessions": Case(sessions.DELETE_EXPIRED, {"kept": sessions.ENDED_KEPT_US},
-                                    sqlite_index("ix_board_sessions_expires", "board_sessions"),
-                                    pg_small("board_sessions", "ix_board_sessions_expires")),
+    # Board sessions.
     "find_session": Case(sessions.FIND_SESSION, SESSION,
                          (sqlite_index("sqlite_autoindex_board_sessions_1", "board_sessions"),
                           sqlite_pk("owners")),
@@ -531,6 +532,55 @@ CASES = {
                           pg_small("endpoints", "endpoints_pkey")),
     "add_to_audit_count": Case(store_audit.ADD_TO_COUNT, {"n": 1, "audit": 1}, sqlite_pk("audit"),
                                pg_index("audit_pkey", "audit")),
+    # Retention: each kind's rows past it, oldest first, through the index over its end
+    # (0016); half the fill's history is past a retention of half a day.
+    "due_finished_scans": Case(retention.DUE_FINISHED, DUE,
+                               sqlite_index("ix_scans_finished_at") + r"finished_at<\?\)",
+                               pg_index("ix_scans_finished_at")),
+    "due_failed_scans": Case(retention.DUE_FAILED, DUE,
+                             sqlite_index("ix_scans_failed_at") + r"finished_at<\?\)",
+                             pg_index("ix_scans_failed_at")),
+    "due_dead_letters": Case(retention.DUE_DEAD_LETTERS, DUE,
+                             sqlite_index("ix_scans_dead_recent") + r"dead_lettered_at>\? AND "
+                             r"dead_lettered_at<\?\)",
+                             pg_index("ix_scans_dead_recent")),
+    "prune_attempts": Case(retention.PRUNE_ATTEMPTS, PRUNED_IDS,
+                           sqlite_index("sqlite_autoindex_attempts_1", "attempts")
+                           + r"scan_id=\?\)",
+                           pg_index("(attempts_pkey|uq_attempts_assignment)", "attempts")),
+    "prune_scans": Case(retention.PRUNE_SCANS, PRUNED_IDS, PK, PG_PK),
+    "prune_audit": Case(retention.PRUNE_AUDIT, DUE,
+                        (sqlite_index("ix_audit_at", "audit"), sqlite_pk("audit")),
+                        (pg_index("ix_audit_at", "audit"), pg_index("audit_pkey", "audit"))),
+    "prune_delivery_counts": Case(retention.PRUNE_DELIVERY_COUNTS, DUE,
+                                  sqlite_index("ix_delivery_counts_minute", "delivery_counts"),
+                                  (pg_index("ix_delivery_counts_minute", "delivery_counts"),
+                                   r"Tid Scan on delivery_counts\b")),
+    "prune_board_sessions": Case(retention.PRUNE_BOARD_SESSIONS, DUE,
+                                 sqlite_index("ix_board_sessions_expires", "board_sessions"),
+                                 (pg_index("ix_board_sessions_expires", "board_sessions"),
+                                  pg_small("board_sessions", "board_sessions_pkey"))),
+    "count_due_finished_scans": Case(retention.COUNT_FINISHED, DUE,
+                                     (sqlite_index("ix_scans_finished_at"),
+                                      sqlite_index("sqlite_autoindex_attempts_1", "attempts")),
+                                     pg_index("ix_scans_finished_at")),
+    "count_due_failed_scans": Case(retention.COUNT_FAILED, DUE,
+                                   (sqlite_index("ix_scans_failed_at"),
+                                    sqlite_index("sqlite_autoindex_attempts_1", "attempts")),
+                                   pg_index("ix_scans_failed_at")),
+    "count_due_dead_letters": Case(retention.COUNT_DEAD_LETTERS, DUE,
+                                   (sqlite_index("ix_scans_dead_recent"),
+                                    sqlite_index("sqlite_autoindex_attempts_1", "attempts")),
+                                   pg_index("ix_scans_dead_recent")),
+    "count_due_audit": Case(retention.COUNT_AUDIT, DUE, sqlite_index("ix_audit_at", "audit"),
+                            pg_index("ix_audit_at", "audit")),
+    "count_due_delivery_counts": Case(retention.COUNT_DELIVERY_COUNTS, DUE,
+                                      sqlite_index("ix_delivery_counts_minute",
+                                                   "delivery_counts"),
+                                      pg_index("ix_delivery_counts_minute", "delivery_counts")),
+    "count_due_board_sessions": Case(retention.COUNT_BOARD_SESSIONS, DUE,
+                                     sqlite_index("ix_board_sessions_expires", "board_sessions"),
+                                     pg_small("board_sessions", "ix_board_sessions_expires")),
 }
 # fmt: on
 

@@ -4,7 +4,9 @@
 counts the same states in SQL, judged by `mf_now()`; `lifecycle.rules.diagnose_stale` says
 why a report misses the current assignment, and the compare-and-set the server runs to close
 a result (COMPLETE on PostgreSQL, CLOSE_RESULTS on SQLite) or to touch a lease (HEARTBEAT,
-WAIT, RESUME) must miss exactly then, refusing with the rule's code. Hypothesis draws rows
+WAIT, RESUME) must miss exactly then, refusing with the rule's code; and pruning
+(`store/retention.py`) removes exactly the scans and delivery minutes `lifecycle.retention`
+finds past their retention. Hypothesis draws rows
 around the boundaries (equal times, the attempt cap, the rollout form); each is written
 directly, judged through the store on the fake clock that pins the database's clock, and
 removed before the next example."""
@@ -23,12 +25,20 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, insert, text
 
 from mainframe.clock import FakeClock
+from mainframe.lifecycle.retention import (
+    DELIVERY_MINUTE_US,
+    SCAN_KINDS,
+    PruneKind,
+    RetentionPolicy,
+    delivery_minute_is_due,
+    scan_is_due,
+)
 from mainframe.lifecycle.rules import Holding, QueueState, Status, diagnose_stale, queue_state
 from mainframe.store import Presented, Report, Stale, stats
 from mainframe.store.accounts import digest
 from mainframe.store.database import Database
 from mainframe.store.engine import create_store_engine
-from mainframe.store.schema import scans
+from mainframe.store.schema import delivery_counts, scans
 from tests.integration.conftest import MAX_ATTEMPTS, blocking_store
 
 NOW = 1_750_000_000_000_000  # the fake clock, and so `mf_now()` on both databases
@@ -248,3 +258,106 @@ def test_the_compare_and_set_takes_exactly_when_the_rule_names_no_reason(
     holding = Holding(row.status, row.attempt_count, row.assignment_id, row.worker)
     reason = diagnose_stale(holding, worker=drawn.worker, attempt=attempt, assignment_id=assignment)
     assert refused == (None if reason is None else reason.value)
+
+
+# Retention: `lifecycle.retention.scan_is_due` and `delivery_minute_is_due` against the
+# pruning statements (store/retention.py), at the default policy the twins' store has.
+POLICY = RetentionPolicy()
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A scan's status and the two end times pruning reads, drawn independently of each
+    other, each a microsecond either side of some kind's boundary."""
+
+    status: Status
+    finished_at: int | None
+    dead_lettered_at: int | None
+
+
+def _boundary(kind: PruneKind) -> st.SearchStrategy[int]:
+    kept = POLICY.kept(kind)
+    assert kept is not None
+    return _near.map(lambda t: t - kept)
+
+
+_ENDS = st.none() | st.one_of(*(_boundary(kind) for kind in SCAN_KINDS))
+
+
+@st.composite
+def ended_rows(draw: st.DrawFn) -> Ended:
+    status = draw(st.sampled_from([Status.FINISHED, Status.FAILED]) | st.sampled_from(list(Status)))
+    return Ended(status, draw(_ENDS), draw(_ENDS))
+
+
+async def _prune_scans(store: Any) -> None:
+    for kind in SCAN_KINDS:
+        await store.retention.prune(kind, limit=1_000)
+
+
+@EXAMPLES
+@given(rows=st.lists(ended_rows(), max_size=12))
+def test_pruning_removes_exactly_the_scans_the_rule_finds_due(
+    twins: Twins, rows: list[Ended]
+) -> None:
+    values = [
+        twins._values(n, Row(Status.QUEUED, None, None, 0))
+        | {
+            "status": r.status.value,
+            "finished_at": r.finished_at,
+            "dead_lettered_at": r.dead_lettered_at,
+        }
+        for n, r in enumerate(rows, start=1)
+    ]
+    # A live key is unique: give each live row its own package.
+    with twins.engine.begin() as conn:
+        ids = [
+            conn.execute(insert(scans).values(**v).returning(scans.c.id)).scalar_one()
+            for v in values
+        ]
+    try:
+        twins.store.run(_prune_scans, twins.store.target)
+        with twins.engine.connect() as conn:
+            left = set(conn.execute(text("SELECT id FROM scans")).scalars())
+    finally:
+        twins.clear()
+    due = {
+        scan_id
+        for scan_id, r in zip(ids, rows, strict=True)
+        if scan_is_due(
+            status=r.status,
+            finished_at=r.finished_at,
+            dead_lettered_at=r.dead_lettered_at,
+            now_us=NOW,
+            policy=POLICY,
+        )
+    }
+    assert set(ids) - left == due
+
+
+@EXAMPLES
+@given(offsets=st.lists(st.integers(min_value=-3, max_value=3), max_size=6, unique=True))
+def test_pruning_removes_exactly_the_minutes_the_rule_finds_due(
+    twins: Twins, offsets: list[int]
+) -> None:
+    """Minutes starting a microsecond either side of the instant their retention has passed
+    since they ended."""
+    kept = POLICY.kept(PruneKind.DELIVERY_COUNTS)
+    assert kept is not None
+    starts = [NOW - kept - DELIVERY_MINUTE_US + offset for offset in offsets]
+    with twins.engine.begin() as conn:
+        for start in starts:
+            conn.execute(
+                insert(delivery_counts).values(
+                    endpoint_id=twins.endpoint_id, minute_us=start, attempts=1, failures=0
+                )
+            )
+    try:
+        twins.store.retention.prune(PruneKind.DELIVERY_COUNTS, limit=100)
+        with twins.engine.connect() as conn:
+            left = set(conn.execute(text("SELECT minute_us FROM delivery_counts")).scalars())
+    finally:
+        with twins.engine.begin() as conn:
+            conn.execute(text("DELETE FROM delivery_counts"))
+    due = {start for start in starts if delivery_minute_is_due(start, now_us=NOW, kept=kept)}
+    assert set(starts) - left == due

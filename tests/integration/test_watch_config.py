@@ -33,6 +33,7 @@ from mainframe.watch.config import (
 )
 from mainframe.watch.policies import DeliveryPolicy, ObserverPolicy
 from mainframe.watch.ports import AlertMessage
+from mainframe.watch.retention import WatchRetention
 from mainframe.watch.sources import MainframeSource
 from mainframe.watch.windows import Window, closed_windows
 
@@ -85,6 +86,13 @@ def test_a_minimal_file_takes_the_defaults(tmp_path: Path) -> None:
     assert config.delivery.policy() == DeliveryPolicy("v1", 0.1, 20, 10)
     assert config.observer.policy() == ObserverPolicy("v1", 300, 3, 300)
     assert [sink.name for sink in config.sinks] == ["alertmanager"]
+    assert config.retention.policy() == WatchRetention(7 * 86_400_000_000, 30 * 86_400_000_000)
+
+
+def test_a_retention_is_days_or_never() -> None:
+    raw = minimal(retention={"poll_log_days": 0.5, "delivered_outbox_days": "never"})
+    policy = parse_config(raw, environ={}).retention.policy()
+    assert policy == WatchRetention(43_200_000_000, None)
 
 
 def test_the_example_parses_and_documents_every_key() -> None:
@@ -115,7 +123,7 @@ def test_the_example_parses_and_documents_every_key() -> None:
 
 def test_the_example_documents_each_source_and_sink_type() -> None:
     text = EXAMPLE.read_text()
-    for table in ("source", "delivery", "observer", "telemetry"):
+    for table in ("source", "delivery", "observer", "telemetry", "retention"):
         assert f"[{table}]" in text
     for kind in ("mainframe", "prometheus", "alertmanager", "webhook"):
         assert f'type = "{kind}"' in text
@@ -254,6 +262,14 @@ def test_secrets_and_tokens_can_come_from_the_environment() -> None:
         (
             minimal(sinks=[{"type": "webhook", "url": "http://h", "secret_env": "NONE"}]),
             "sinks[0]: environment variable NONE is not set",
+        ),
+        (
+            minimal(retention={"poll_log_days": -1}),
+            "retention.poll_log_days: give between 0 and 36500 days, or 'never'",
+        ),
+        (
+            minimal(retention={"delivered_outbox_days": "forever"}),
+            "retention.delivered_outbox_days: give a number of days or 'never'",
         ),
     ],
 )

@@ -23,6 +23,7 @@ from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import AlertState, DeliveryPolicy, ObserverPolicy
 from mainframe.watch.ports import AlertMessage, DeliveryError
 from mainframe.watch.relay import Relay
+from mainframe.watch.retention import WatchRetention
 from mainframe.watch.state import AlertUpdate, Completed, WatchStore
 from mainframe.watch.windows import Window
 
@@ -87,6 +88,7 @@ class RecordingTelemetry:
     streaks: list[int] = field(default_factory=list)
     ages: list[float] = field(default_factory=list)
     deliveries: list[tuple[str, str]] = field(default_factory=list)
+    forgotten: dict[str, int] = field(default_factory=dict)  # pruned rows by table
 
     def poll(self, source: str, poll_class: PollClass) -> None:
         self.polls.append(poll_class)
@@ -102,6 +104,9 @@ class RecordingTelemetry:
 
     def delivery(self, sink: str, outcome: str) -> None:
         self.deliveries.append((sink, outcome))
+
+    def pruned(self, table: str, count: int) -> None:
+        self.forgotten[table] = self.forgotten.get(table, 0) + count
 
 
 @dataclass
@@ -577,3 +582,51 @@ def test_the_relay_reports_the_oldest_undelivered_age(world: World) -> None:
 def test_sink_names_must_be_unique(world: World) -> None:
     with pytest.raises(ValueError):
         world.relay([RecordingSink("x"), RecordingSink("x")])
+
+
+def test_windows_leave_with_their_poll_log_once_past_the_lookback_and_the_retention(
+    world: World,
+) -> None:
+    """A retention of 0 still keeps every window of the lookback (the next tick may poll it
+    again); once W2 has left it, the next tick forgets it and its polls, and counts them."""
+    at_once = WatchRetention(poll_log_us=0, delivered_outbox_us=None)
+    engine = world.watcher(ScriptedSource({W2.key: [throttled(), HEALTHY]}), retention=at_once)
+    assert engine.tick().pruned == {}
+    assert len(world.classes(W2)) == 2
+    world.clock.advance(W2.end_us / MICROS + 60 - world.clock.now_us() / MICROS)
+    assert engine.tick().pruned == {}, "W2 ended a lookback ago: still inside it"
+    world.clock.advance(1)
+    report = engine.tick()
+    assert report.pruned == {"windows": 1, "polls": 2}
+    assert world.store.window(W2.key) is None and world.classes(W2) == []
+    assert world.telemetry.forgotten == {"windows": 1, "polls": 2}
+    kept = world.watcher(ScriptedSource({}), retention=WatchRetention(None, None))
+    world.clock.advance(86_400)
+    assert kept.tick().pruned == {} and world.store.checkpoint() is not None
+
+
+def test_delivered_alerts_go_after_their_retention_and_undelivered_ones_never(
+    world: World,
+) -> None:
+    day = 86_400
+    retention = WatchRetention(poll_log_us=None, delivered_outbox_us=day * MICROS)
+    source = ScriptedSource({W2.key: [FAILING]})
+    engine = world.watcher(source, retention=retention)
+    engine.tick()
+    sink = RecordingSink("am")
+    assert world.relay([sink]).run_once() == 1  # the firing alert, delivered at T + 10 s
+    world.clock.advance(60)
+    engine.tick()  # the next window is healthy: resolved, and its sink is down
+    down = RecordingSink("am", failing=True)
+    assert world.relay([down]).run_once() == 0
+    firing, resolved = world.store.outbox()
+    assert firing.delivered_at is not None and resolved.delivered_at is None
+    world.clock.advance(day - 60)
+    assert engine.tick().pruned == {}, "delivered exactly a day ago: kept"
+    world.clock.advance(1)
+    report = engine.tick()
+    assert report.pruned == {"outbox": 1} and world.telemetry.forgotten == {"outbox": 1}
+    world.clock.advance(30 * day)
+    engine.tick()
+    undelivered = [item.id for item in world.store.outbox() if item.delivered_at is None]
+    assert resolved.id in undelivered, "an undelivered alert stays, however old"

@@ -238,6 +238,42 @@ def test_prune_forgets_windows_that_left_the_retention(store: WatchStore) -> Non
     for window in (W1, W2):
         store.take_lease(window, owner="a", now_us=T, lease_us=LEASE)
         store.record_poll(window, Observation(PollClass.PARTIAL), owner="a", attempt=1, now_us=T)
-    store.prune(before_us=W2.end_us)
+    assert store.prune_windows(before_us=W2.end_us, limit=500) == (1, 1)
     assert store.window(W1.key) is None and store.polls(W1.key) == []
     assert store.window(W2.key) is not None and len(store.polls(W2.key)) == 1
+
+
+def test_windows_go_in_batches_oldest_first_with_their_polls(store: WatchStore) -> None:
+    windows = [Window(T - n * 60 * MICROS, 60) for n in range(5, 0, -1)]
+    for window in windows:
+        store.take_lease(window, owner="a", now_us=T, lease_us=LEASE)
+        for attempt in (1, 2):
+            store.record_poll(
+                window, Observation(PollClass.PARTIAL), owner="a", attempt=attempt, now_us=T
+            )
+    newest = windows[-1]
+    assert store.prune_windows(before_us=newest.end_us, limit=3) == (3, 6)
+    assert [store.window(w.key) is None for w in windows] == [True, True, True, False, False]
+    assert store.prune_windows(before_us=newest.end_us, limit=3) == (1, 2)
+    assert store.prune_windows(before_us=newest.end_us, limit=3) == (0, 0)
+    assert len(store.polls(newest.key)) == 2
+
+
+def test_only_delivered_alerts_go_with_the_sinks_that_took_them(store: WatchStore) -> None:
+    """Alerts delivered before the cutoff go (their sink rows first); an alert still waiting
+    for a sink stays however old it is, and so does one delivered since."""
+    for window, firing in ((W1, True), (W2, False), (Window(T, 60), True)):
+        store.take_lease(window, owner="a", now_us=T, lease_us=LEASE)
+        complete(store, window, "a", Counts(100, 50 if firing else 0), firing)
+    old, recent, waiting = store.outbox()
+    store.accept(old.id, sink="am", now_us=T)
+    store.mark_delivered(old.id, now_us=T)
+    store.accept(recent.id, sink="am", now_us=T + 10)
+    store.mark_delivered(recent.id, now_us=T + 10)
+    store.accept(waiting.id, sink="am", now_us=T)  # another sink still refuses it
+    assert store.prune_delivered(before_us=T + 10, limit=500) == 1
+    assert [item.id for item in store.outbox()] == [recent.id, waiting.id]
+    assert store.prune_delivered(before_us=T + 10**12, limit=500) == 1
+    [left] = store.outbox()
+    assert left.id == waiting.id and left.accepted == frozenset({"am"})
+    assert store.oldest_undelivered_us() == waiting.created_at

@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mainframe.watch.observations import PollClass
+from mainframe.watch.retention import TABLES
 from mainframe.watch.telemetry import DELIVERY_OUTCOMES, PrometheusTelemetry
 from mainframe.watch.windows import Window
 from tests.tools import promtool
@@ -63,6 +64,7 @@ def test_telemetry_is_served_primed_on_its_own_port_and_stops() -> None:
         telemetry.outbox_oldest_age(12.5)
         telemetry.incomplete_streak(2)
         telemetry.delivery("am", "failed")
+        telemetry.pruned("polls", 3)
         body = httpx.get(f"http://127.0.0.1:{server.port}/metrics").text
     finally:
         server.stop()
@@ -82,6 +84,9 @@ def test_telemetry_is_served_primed_on_its_own_port_and_stops() -> None:
         for outcome in DELIVERY_OUTCOMES:
             key = ("mainframe_watch_alert_deliveries_total", (("outcome", outcome), ("sink", sink)))
             assert samples[key] == (1.0 if (sink, outcome) == ("am", "failed") else 0.0)
+    for table in TABLES:
+        key = ("mainframe_watch_pruned_rows_total", (("table", table),))
+        assert samples[key] == (3.0 if table == "polls" else 0.0)
     end = Window.from_key("2026-09-27T10:14:00Z/60s").end_us / 1e6
     assert samples[("mainframe_watch_newest_completed_window_timestamp_seconds", ())] == end
     assert samples[("mainframe_watch_outbox_oldest_age_seconds", ())] == 12.5

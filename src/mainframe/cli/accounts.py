@@ -30,7 +30,7 @@ from mainframe.store.migrate import (
     upgrade,
 )
 
-db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema and retention.")
 owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
 endpoint_app = typer.Typer(no_args_is_help=True, help="Scanner fleets' lanes of work.")
 token_app = typer.Typer(no_args_is_help=True, help="Worker and source credentials.")

@@ -23,6 +23,7 @@ from mainframe.cli.common import (
 from mainframe.cli.dead import dead_app
 from mainframe.cli.failures import Debug
 from mainframe.cli.hooks import hook_app
+from mainframe.cli.retention import db_prune
 from mainframe.store import Store
 from mainframe.store.stats import Snapshot
 
@@ -31,6 +32,7 @@ app = typer.Typer(
     add_completion=False,
     help="Mainframe: package scans for a fleet of scanner workers.",
 )
+db_app.command("prune")(db_prune)
 app.add_typer(db_app, name="db")
 app.add_typer(owner_app, name="owner")
 app.add_typer(endpoint_app, name="endpoint")

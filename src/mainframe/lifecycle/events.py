@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mainframe.lifecycle.retention import PruneKind
 from mainframe.lifecycle.rules import DeadLetterReason, StaleCode
 
 
@@ -116,6 +117,16 @@ class ScansRedriven:
     by: str  # "ids" | "filter"
 
 
+@dataclass(frozen=True, slots=True)
+class RowsPruned:
+    """One pruning batch: `count` rows of `kind` past their retention removed, and with scans
+    the `attempts` that went with them (lifecycle/retention.py)."""
+
+    kind: PruneKind
+    count: int
+    attempts: int = 0
+
+
 Event = (
     ScanReady
     | LeasesGranted
@@ -127,4 +138,5 @@ Event = (
     | EndpointRevoked
     | ScanRedriven
     | ScansRedriven
+    | RowsPruned
 )

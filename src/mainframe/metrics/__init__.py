@@ -14,6 +14,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from mainframe.lifecycle.retention import PruneKind
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason, StaleCode
 from mainframe.metrics.hooks import HookMetrics
 
@@ -83,6 +84,13 @@ class Metrics:
             "Dead letters put back in the queue by an operator's redrive.",
             registry=r,
         )
+        self.pruned = Counter(
+            "mainframe_pruned_rows",
+            "Rows removed past their retention, by kind (attempts go with their scans); "
+            "the outcome totals are never pruned.",
+            ["kind"],
+            registry=r,
+        )
         self.outcomes = Gauge(
             "packages_scan_outcomes",
             "Terminal scans by outcome, reconciled from the database; failed excludes dead "
@@ -114,7 +122,8 @@ class Metrics:
         )
         self.sweep_failures = Counter(
             "packages_sweep_failures",
-            "Sweeps that failed, e.g. while the database was unreachable (the next one retries).",
+            "Sweeps (reaping or pruning) that failed, e.g. while the database was unreachable "
+            "(the next one retries).",
             registry=r,
         )
         self.reconcile_duration = Gauge(
@@ -154,6 +163,8 @@ class Metrics:
         self.reassigned_leases = self.leases.labels("reassigned")
         for reason in DeadLetterReason:
             self.reaps.labels(reason.value)
+        for kind in PruneKind:
+            self.pruned.labels(kind.value)
 
 
 def _nth(counts: Callable[[], tuple[int, int, int]], index: int) -> float:

@@ -113,4 +113,5 @@ def open_store(
         clock=clock,
         hook_box=open_box(key, settings.database_url),
         rotation_grace_us=to_us(settings.hooks_rotation_grace_seconds),
+        retention=settings.retention_policy(),
     )

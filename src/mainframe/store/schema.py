@@ -153,6 +153,13 @@ scans = Table(
         "id",
         **partial("status IN ('FINISHED', 'FAILED')"),
     ),
+    # Pruning past the retention walks each kind's ended scans oldest first (0016).
+    Index("ix_scans_finished_at", "finished_at", **partial("status = 'FINISHED'")),
+    Index(
+        "ix_scans_failed_at",
+        "finished_at",
+        **partial("status = 'FAILED' AND dead_lettered_at IS NULL"),
+    ),
     # Resubmitting a live (endpoint, name, version, kind) returns the existing scan.
     Index(
         "ux_scans_live_key",
@@ -211,6 +218,8 @@ delivery_counts = Table(
     Column("minute_us", BigInteger, primary_key=True),
     Column("attempts", BigInteger, nullable=False, server_default=text("0")),
     Column("failures", BigInteger, nullable=False, server_default=text("0")),
+    # Pruning past the retention walks the minutes oldest first (0016).
+    Index("ix_delivery_counts_minute", "minute_us"),
 )
 
 # Outbound webhooks of an endpoint (revision 0007). Secrets are Fernet tokens under a key the
@@ -254,6 +263,8 @@ audit = Table(
     Column("endpoint", String(200)),  # the endpoint the change touched, by name (0012)
     Column("detail", Text),  # JSON object: a token's id, name and kind; a hook's id and URL
     Index("ix_audit_owner", "owner_id", "id"),
+    # Pruning past the retention walks the trail oldest first (0016).
+    Index("ix_audit_at", "at"),
 )
 
 # Signed-in board sessions (revision 0008): the cookie's secret is stored only as its sha256,

@@ -1,7 +1,8 @@
 """Board sessions: an owner token exchanged for a cookie secret with an expiry and a CSRF
 token. Only the secret's sha256 is stored; expiry is judged by `mf_now()`, so every server
-process agrees on it. An ended session is kept for ENDED_KEPT_US, so a browser that comes
-back with its cookie is told why it must sign in again; sign-in sweeps the older ones.
+process agrees on it. An ended session is kept, so a browser that comes back with its cookie
+is told why it must sign in again, until the sweeper prunes it past
+`MAINFRAME_BOARD_SESSION_RETENTION_DAYS` (store/retention.py).
 
 A session carries one flash at a time: what the page after a form's redirect shows once (a
 notice, a freshly issued secret). It is sealed under a key derived from the cookie secret,
@@ -23,18 +24,17 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store import audit
 from mainframe.store.accounts import authenticate, digest
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, first
 from mainframe.store.sql import Sql
 
-# How long an ended session is kept to say "your session ended" (a day: back next morning).
-ENDED_KEPT_US = 86_400 * 1_000_000
+# How long the browser keeps the cookie after its session ended, so a browser back the next
+# morning presents it and is told the session ended: the default retention of ended sessions.
+ENDED_KEPT_US = round(BOARD_SESSION_DAYS * DAY_US)
 
-DELETE_EXPIRED = Sql(
-    "delete_expired_sessions", "DELETE FROM board_sessions WHERE expires_at <= mf_now() - :kept"
-)
 INSERT_SESSION = Sql(
     "insert_session",
     """
@@ -95,7 +95,6 @@ class Sessions:
             principal = await authenticate(tx, digest(owner_secret))
             if principal is None or principal.role != "owner" or principal.owner_id is None:
                 return None
-            await tx.run(DELETE_EXPIRED, {"kept": ENDED_KEPT_US})
             secret, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
             params = {
                 "session": digest(secret),

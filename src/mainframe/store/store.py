@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.assignments import Assignments
 from mainframe.store.budget import Budget
@@ -26,6 +27,7 @@ from mainframe.store.packages import Packages
 from mainframe.store.pg_settings import host_writable, settings_found
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.results import Results
+from mainframe.store.retention import Retention
 from mainframe.store.sessions import Sessions
 from mainframe.store.sql import Sql
 from mainframe.store.statistics import Statistics
@@ -58,6 +60,7 @@ class Store:
     sessions: Sessions
     statistics: Statistics
     usage: TokenUse
+    retention: Retention
 
     @classmethod
     def build(
@@ -70,9 +73,11 @@ class Store:
         rng: random.Random | None = None,
         hook_box: SecretBox | None = None,
         rotation_grace_us: int = DEFAULT_ROTATION_GRACE_US,
+        retention: RetentionPolicy | None = None,
     ) -> Store:
         """The capabilities over `db`; `clock` is this process's (the database keeps its own
-        on PostgreSQL) and `rng` draws the retries' jitter."""
+        on PostgreSQL), `rng` draws the retries' jitter and `retention` says what is pruned
+        when (the defaults unless given)."""
         policy = retry or RetryPolicy()
         process_clock = clock or SystemClock()
         draws = rng or random.Random()
@@ -96,6 +101,7 @@ class Store:
             sessions=Sessions(db),
             statistics=Statistics(db),
             usage=TokenUse(db),
+            retention=Retention(db, retention or RetentionPolicy()),
         )
 
     async def ping(self) -> None:

@@ -157,6 +157,7 @@ def build_watcher(
         rng=rng or random.Random(),
         telemetry=telemetry,
         max_attempts=config.max_attempts,
+        retention=config.retention.policy(),
     )
     relay = Relay(
         store,
@@ -233,7 +234,7 @@ def log_tick(log: Any, report: TickReport, delivered: int) -> None:
             window=message.window_key,
             policy_version=message.policy_version,
         )
-    busy = report.polls or report.failed or report.lost or delivered
+    busy = report.polls or report.failed or report.lost or delivered or report.pruned
     emit = log.info if busy else log.debug
     emit(
         "watch_tick",
@@ -245,6 +246,7 @@ def log_tick(log: Any, report: TickReport, delivered: int) -> None:
         stopped=None if report.stopped is None else report.stopped.value,
         firing=sorted(name for name, firing in report.observer.items() if firing),
         delivered=delivered,
+        pruned=report.pruned,
     )
 
 

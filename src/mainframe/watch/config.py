@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -23,8 +24,14 @@ from pydantic import (
     model_validator,
 )
 
-from mainframe.parsers import check_database_url
+from mainframe.parsers import check_database_url, parse_retention_days
 from mainframe.watch.policies import DeliveryPolicy, ObserverPolicy
+from mainframe.watch.retention import (
+    DELIVERED_OUTBOX_DAYS,
+    POLL_LOG_DAYS,
+    WatchRetention,
+    days_us,
+)
 from mainframe.watch.sinks import check_labels, parse_secrets
 
 DEFAULT_DATABASE_URL = "sqlite:///./watch.db"
@@ -175,6 +182,21 @@ class WebhookSinkConfig(_Strict):
 SinkConfig = Annotated[AlertmanagerSinkConfig | WebhookSinkConfig, Field(discriminator="type")]
 
 
+# Days, fractional allowed, or "never" (None): kept forever.
+RetentionDays = Annotated[float | None, BeforeValidator(parse_retention_days)]
+
+
+class RetentionConfig(_Strict):
+    # Windows that ended this long ago are forgotten with their poll log (never one still
+    # inside lookback_seconds).
+    poll_log_days: RetentionDays = POLL_LOG_DAYS
+    # Alerts every sink took this long ago are forgotten (never an undelivered one).
+    delivered_outbox_days: RetentionDays = DELIVERED_OUTBOX_DAYS
+
+    def policy(self) -> WatchRetention:
+        return WatchRetention(days_us(self.poll_log_days), days_us(self.delivered_outbox_days))
+
+
 class TelemetryConfig(_Strict):
     host: str = "127.0.0.1"
     # Where the watcher's own /metrics listens, apart from Mainframe's; port 0 turns it off.
@@ -204,6 +226,7 @@ class WatchConfig(_Strict):
     observer: ObserverConfig = Field(default_factory=ObserverConfig)
     sinks: Annotated[list[SinkConfig], Field(min_length=1)]
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
     @field_validator("database_url")
     @classmethod

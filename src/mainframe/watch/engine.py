@@ -16,6 +16,7 @@ from mainframe.clock import MICROS, Clock, rfc3339, to_us
 from mainframe.watch.observations import RETRYABLE, Observation, PollClass
 from mainframe.watch.policies import DeliveryPolicy, ObserverHealth, ObserverPolicy
 from mainframe.watch.ports import AlertMessage, NoTelemetry, Source, Telemetry
+from mainframe.watch.retention import WatchRetention
 from mainframe.watch.state import AlertUpdate, WatchStore
 from mainframe.watch.windows import BACKOFF_CAP_SECONDS, Window, closed_windows, retry_delay
 
@@ -24,8 +25,9 @@ OBSERVER_ALERT_PREFIX = "observer_"  # + a key of ObserverPolicy.firing: observe
 # The source itself is unavailable (quota spent, or no answer): polling the remaining windows
 # now would only add load, so the tick stops there and the next one resumes.
 STOPS_TICK = frozenset({PollClass.THROTTLE_EXHAUSTED, PollClass.TRANSPORT_ERROR})
-# How long windows and their poll log are kept once they leave the lookback.
-DEFAULT_RETENTION_S = 7 * 86400
+# Rows forgotten per transaction when pruning past the retention, so a long-stopped
+# watcher's first tick never holds a shared SQLite file's write lock for long.
+PRUNE_BATCH = 500
 
 
 @dataclass
@@ -39,6 +41,7 @@ class TickReport:
     lost: list[str] = field(default_factory=list)  # taken over after our lease lapsed
     transitions: list[AlertMessage] = field(default_factory=list)
     observer: dict[str, bool] = field(default_factory=dict)
+    pruned: dict[str, int] = field(default_factory=dict)  # rows past the retention, by table
     polls: int = 0
     stopped: PollClass | None = None  # why windows were left for the next tick
 
@@ -67,7 +70,7 @@ class Engine:
         telemetry: Telemetry = NoTelemetry(),
         max_attempts: int = 5,
         max_wait_s: float = BACKOFF_CAP_SECONDS,
-        retention_s: int = DEFAULT_RETENTION_S,
+        retention: WatchRetention = WatchRetention(),
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -89,7 +92,7 @@ class Engine:
         # A Retry-After longer than this ends the invocation instead of sleeping through it;
         # polling resumes once it has passed (the store keeps it for the next invocation).
         self.max_wait_s = max_wait_s
-        self.retention_us = max(retention_s, lookback_s) * MICROS
+        self.retention = retention
         self._held: set[str] = set()  # windows this instance is evaluating (re-entrant ticks)
 
     def tick(self) -> TickReport:
@@ -108,8 +111,33 @@ class Engine:
             completed = done | set(report.completed)
             self.telemetry.incomplete_streak(_trailing_incomplete(windows, completed))
         self._observe(report)
-        self.store.prune(before_us=now - self.retention_us)
+        self._prune(now, report)
         return report
+
+    def _prune(self, now: int, report: TickReport) -> None:
+        """Forget what is past the retention, a batch per transaction; count it."""
+        windows_before = self.retention.windows_before(now_us=now, lookback_s=self.lookback_s)
+        if windows_before is not None:
+            while True:
+                windows, polls = self.store.prune_windows(
+                    before_us=windows_before, limit=PRUNE_BATCH
+                )
+                self._pruned(report, windows=windows, polls=polls)
+                if windows < PRUNE_BATCH:
+                    break
+        delivered_before = self.retention.delivered_before(now_us=now)
+        if delivered_before is not None:
+            while True:
+                outbox = self.store.prune_delivered(before_us=delivered_before, limit=PRUNE_BATCH)
+                self._pruned(report, outbox=outbox)
+                if outbox < PRUNE_BATCH:
+                    break
+
+    def _pruned(self, report: TickReport, **counts: int) -> None:
+        for table, count in counts.items():
+            if count:
+                report.pruned[table] = report.pruned.get(table, 0) + count
+                self.telemetry.pruned(table, count)
 
     def _evaluate_all(self, windows: Iterable[Window], report: TickReport) -> None:
         for window in windows:

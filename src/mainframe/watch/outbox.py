@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, or_, select, update
+from sqlalchemy import Connection, Engine, Table, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from mainframe.watch.ports import AlertMessage
@@ -98,6 +98,23 @@ class OutboxStore:
     def oldest_undelivered_us(self) -> int | None:
         with self.engine.begin() as conn:
             return oldest_undelivered(conn)
+
+    def prune_delivered(self, *, before_us: int, limit: int) -> int:
+        """Forget at most `limit` alerts delivered before `before_us`, oldest first, with the
+        sinks that took them, in one transaction (never one still undelivered); how many."""
+        o, s = watch_outbox.c, watch_outbox_sinks.c
+        with self.engine.begin() as conn:
+            ids = conn.scalars(
+                select(o.id)
+                .where(o.delivered_at.is_not(None), o.delivered_at < before_us)
+                .order_by(o.delivered_at)
+                .limit(limit)
+            ).all()
+            if not ids:
+                return 0
+            conn.execute(delete(watch_outbox_sinks).where(s.outbox_id.in_(ids)))
+            pruned: int = conn.execute(delete(watch_outbox).where(o.id.in_(ids))).rowcount
+            return pruned
 
     def claim_resends(self, *, now_us: int, interval_us: int) -> list[Resend]:
         """Claim firing alerts not sent for `interval_us` whose transition was delivered."""

@@ -57,6 +57,7 @@ class Telemetry(Protocol):
     def incomplete_streak(self, count: int) -> None: ...
     def outbox_oldest_age(self, seconds: float) -> None: ...
     def delivery(self, sink: str, outcome: str) -> None: ...
+    def pruned(self, table: str, count: int) -> None: ...
 
 
 class NoTelemetry:
@@ -73,4 +74,7 @@ class NoTelemetry:
         return None
 
     def delivery(self, sink: str, outcome: str) -> None:
+        return None
+
+    def pruned(self, table: str, count: int) -> None:
         return None

@@ -246,12 +246,19 @@ class WatchStore(OutboxStore):
                 for r in rows
             ]
 
-    def prune(self, *, before_us: int) -> None:
-        """Forget windows (and their poll log) that ended before `before_us`."""
-        old = select(watch_windows.c.window_key).where(watch_windows.c.end_us < before_us)
+    def prune_windows(self, *, before_us: int, limit: int) -> tuple[int, int]:
+        """Forget at most `limit` windows that ended before `before_us`, oldest first, with
+        their poll log, in one transaction; how many windows and polls went."""
+        w, p = watch_windows.c, watch_polls.c
         with self.engine.begin() as conn:
-            conn.execute(delete(watch_polls).where(watch_polls.c.window_key.in_(old)))
-            conn.execute(delete(watch_windows).where(watch_windows.c.end_us < before_us))
+            keys = conn.scalars(
+                select(w.window_key).where(w.end_us < before_us).order_by(w.end_us).limit(limit)
+            ).all()
+            if not keys:
+                return 0, 0
+            polls = conn.execute(delete(watch_polls).where(p.window_key.in_(keys))).rowcount
+            windows = conn.execute(delete(watch_windows).where(w.window_key.in_(keys))).rowcount
+            return windows, polls
 
     # Alerts and observer health.
 

@@ -26,8 +26,9 @@ metadata = MetaData()
 
 # SQLite only aliases the rowid for exactly "INTEGER PRIMARY KEY"; BigInteger keeps 64 bits on PG.
 Id = BigInteger().with_variant(Integer(), "sqlite")
-# The outbox's partial index, with the same predicate on both databases.
+# The outbox's partial indexes, with the same predicates on both databases.
 UNDELIVERED = text("delivered_at IS NULL")
+DELIVERED = text("delivered_at IS NOT NULL")
 
 # One row per window the watcher has tried: its lease (owner + expiry, taken by compare-and-set)
 # and, once a complete observation arrived, its counts. The checkpoint is the newest end_us of
@@ -122,6 +123,13 @@ watch_outbox = Table(
         "id",
         postgresql_where=UNDELIVERED,
         sqlite_where=UNDELIVERED,
+    ),
+    # Delivered rows by delivery time, pruned past their retention oldest first (w0003).
+    Index(
+        "ix_watch_outbox_delivered",
+        "delivered_at",
+        postgresql_where=DELIVERED,
+        sqlite_where=DELIVERED,
     ),
 )
 

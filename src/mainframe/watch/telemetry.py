@@ -2,8 +2,8 @@
 watcher never mixes with Mainframe's. Each poll class and delivery outcome is its own
 series, primed at zero, so a rate over any of them exists from the first scrape.
 
-Labels are bounded: `source` and `sink` are configured names, `class` and `outcome` come
-from fixed sets. Windows, counts and errors stay in the logs."""
+Labels are bounded: `source` and `sink` are configured names, `class`, `outcome` and
+`table` come from fixed sets. Windows, counts and errors stay in the logs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from prometheus_client import (
 
 from mainframe.clock import MICROS
 from mainframe.watch.observations import PollClass
+from mainframe.watch.retention import TABLES
 from mainframe.watch.windows import Window
 
 # What the relay reports per attempt to deliver one alert to one sink: an outbox row
@@ -86,6 +87,13 @@ class PrometheusTelemetry:
             ["sink", "outcome"],
             registry=self.registry,
         )
+        self._pruned = Counter(
+            "mainframe_watch_pruned_rows",
+            "Rows the watcher forgot past their retention: windows, their polls, delivered "
+            "alerts of the outbox.",
+            ["table"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
         self._newest_us = 0
         for source in sources:
@@ -94,6 +102,8 @@ class PrometheusTelemetry:
         for sink in sinks:
             for outcome in DELIVERY_OUTCOMES:
                 self._deliveries.labels(sink, outcome)
+        for table in TABLES:
+            self._pruned.labels(table)
 
     def poll(self, source: str, poll_class: PollClass) -> None:
         self._polls.labels(source, poll_class.value).inc()
@@ -118,6 +128,9 @@ class PrometheusTelemetry:
 
     def delivery(self, sink: str, outcome: str) -> None:
         self._deliveries.labels(sink, outcome).inc()
+
+    def pruned(self, table: str, count: int) -> None:
+        self._pruned.labels(table).inc(count)
 
     def serve(self, host: str, port: int) -> MetricsServer:
         """Serve /metrics on (host, port) in a daemon thread; port 0 picks a free one."""
