@@ -168,3 +168,29 @@ def test_changes_made_with_the_cli_are_audited_as_from_the_cli(fleet: Fleet) -> 
         fleet.store.accounts.owner_id("mallory"), before_id=None, limit=10
     )
     assert all(e.endpoint == "evil" for e in theirs), "alice's changes are hers alone"
+
+
+def test_causes_lists_the_owners_causes_and_narrows_list_and_redrive(fleet: Fleet) -> None:
+    for index in range(2):
+        summary = f"timed out after {index + 3} s on /tmp/x{index}.whl"
+        fleet.dead(fleet.alice_source, fleet.alice_worker, f"w{index}", summary)
+    other = fleet.dead(fleet.alice_source, fleet.alice_worker, "k", "KeyError: 'dist'")
+    fleet.dead(fleet.mallory_source, fleet.mallory_worker, "m", "mallory's own failure")
+    done = dead(fleet, "causes", "--owner", "alice", "--json")
+    assert done.returncode == 0, done.stderr
+    causes = {c["pattern"]: c for c in json.loads(done.stdout)["causes"]}
+    assert set(causes) == {"timed out after <n> s on <path>", "KeyError: <quoted>"}
+    timeout = causes["timed out after <n> s on <path>"]
+    assert timeout["count"] == 2 and len(timeout["last_24_hours"]) == 24
+    table = dead(fleet, "causes", "--owner", "alice")
+    header, *rows = table.stdout.splitlines()
+    assert header.split() == ["CAUSE", "DEAD", "LAST", "SEEN", "PATTERN"]
+    assert any(row.startswith(timeout["cause"]) and " 2 " in row for row in rows)
+    listed = dead(fleet, "list", "--owner", "alice", "--cause", timeout["cause"], "--json")
+    assert json.loads(listed.stdout)["count"] == 2
+    bad = dead(fleet, "list", "--owner", "alice", "--cause", "nope")
+    assert bad.returncode == 2 and "--cause takes a cause's key" in bad.stderr
+    redriven = dead(fleet, "redrive", "--owner", "alice", "--cause", timeout["cause"], "--yes")
+    assert redriven.returncode == 0 and "redriven 2" in redriven.stdout
+    left = json.loads(dead(fleet, "causes", "--owner", "alice", "--json").stdout)["causes"]
+    assert [c["example_scan_id"] for c in left] == [other]

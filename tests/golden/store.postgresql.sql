@@ -29,15 +29,57 @@ WHERE tokens.token_hash = $1;
 UPDATE scan_totals SET count = count + $1
 WHERE endpoint_id = $2 AND outcome = $3 AND shard = $4;
 
+-- cause_facets
+SELECT cause_facets.cause, cause_facets.facet, cause_facets.value,
+       SUM(cause_facets.hits) AS hits
+FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
+WHERE endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND cause_facets.cause IN (SELECT jsonb_array_elements_text(CAST($3 AS jsonb)))
+GROUP BY cause_facets.cause, cause_facets.facet, cause_facets.value
+ORDER BY hits DESC, cause_facets.value;
+
+-- cause_hours
+SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
+FROM cause_hours JOIN endpoints ON endpoints.id = cause_hours.endpoint_id
+WHERE endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND cause_hours.cause IN (SELECT jsonb_array_elements_text(CAST($3 AS jsonb)))
+  AND cause_hours.hour_us >= $4
+GROUP BY cause_hours.cause, cause_hours.hour_us;
+
+-- cause_pattern
+SELECT pattern FROM causes WHERE cause = $1;
+
+-- causes_page
+SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
+       counted.last_seen_at, counted.example_scan_id
+FROM (
+    SELECT dead_letter_causes.cause, SUM(dead_letter_causes.dead_letters) AS dead_letters,
+           MIN(dead_letter_causes.first_seen_at) AS first_seen_at,
+           MAX(dead_letter_causes.last_seen_at) AS last_seen_at,
+           MAX(dead_letter_causes.example_scan_id) AS example_scan_id
+    FROM dead_letter_causes JOIN endpoints
+        ON endpoints.id = dead_letter_causes.endpoint_id
+    WHERE endpoints.owner_id = $1
+      AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+    GROUP BY dead_letter_causes.cause
+    HAVING SUM(dead_letter_causes.dead_letters) > 0
+) AS counted JOIN causes ON causes.cause = counted.cause
+WHERE (counted.last_seen_at, counted.cause) < ($3, $4)
+ORDER BY counted.last_seen_at DESC, counted.cause DESC
+LIMIT $5;
+
 -- close_as_operator
 UPDATE scans SET status = $1, updated_at = mf_now(), lease_expires_at = NULL,
     wait_reason = NULL, fail_reason = $2,
     finished_at = CASE WHEN CAST($3 AS boolean) THEN mf_now() END,
     dead_lettered_at = CASE WHEN CAST($4 AS boolean) THEN mf_now() END,
-    result = $5,
-    available_at = CASE WHEN $3 THEN NULL ELSE mf_now() + CAST($6 AS bigint) END
-WHERE id = $7 AND status = 'PENDING' AND attempt_count = $8
-  AND assignment_id = $9
+    cause = CASE WHEN CAST($4 AS boolean) THEN CAST($5 AS text) END,
+    result = $6,
+    available_at = CASE WHEN $3 THEN NULL ELSE mf_now() + CAST($7 AS bigint) END
+WHERE id = $8 AND status = 'PENDING' AND attempt_count = $9
+  AND assignment_id = $10
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
@@ -45,19 +87,19 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
 
 -- close_lapsed_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                      outcome, summary, artifact)
+                      outcome, summary, artifact, cause)
 VALUES ($1, $2, $3, $4, $5, $6, mf_now(), $7,
-        $8, NULL);
+        $8, NULL, $9);
 
 -- close_results
 -- SQLite only: PostgreSQL closes results inside COMPLETE.;
 
 -- close_revoked_attempts
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                      outcome, summary, artifact)
+                      outcome, summary, artifact, cause)
 SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
-       mf_now(), 'endpoint_revoked', NULL, NULL
-FROM scans WHERE endpoint_id = $1 AND status = 'PENDING';
+       mf_now(), 'endpoint_revoked', NULL, NULL, $1
+FROM scans WHERE endpoint_id = $2 AND status = 'PENDING';
 
 -- complete
 WITH who AS (
@@ -69,12 +111,13 @@ WITH who AS (
     SELECT * FROM jsonb_to_recordset(CAST($2 AS jsonb)) AS item(
         scan bigint, attempt integer, assignment text, status text, fail_reason text,
         terminal boolean, dead boolean, result text, delay bigint, outcome text,
-        summary text, artifact text, result_digest text)
+        summary text, artifact text, result_digest text, cause text, pattern text)
 ), closed AS (
     UPDATE scans SET status = item.status, updated_at = mf_now(),
         lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
         finished_at = CASE WHEN item.terminal THEN mf_now() END,
         dead_lettered_at = CASE WHEN item.dead THEN mf_now() END,
+        cause = CASE WHEN item.dead THEN item.cause END,
         result = item.result,
         available_at = CASE WHEN item.terminal THEN NULL ELSE mf_now() + item.delay END
     FROM item, who
@@ -90,7 +133,13 @@ WITH who AS (
               scans.updated_at, scans.finished_at, scans.dead_lettered_at,
               scans.fail_reason, scans.attempt_base, scans.available_at,
               scans.redriven_at, scans.redrive_count,
-              item.outcome, item.summary, item.artifact, item.result_digest
+              item.outcome, item.summary, item.artifact, item.result_digest,
+              item.cause AS attempt_cause
+), named AS (
+    INSERT INTO causes (cause, pattern, first_seen_at)
+    SELECT DISTINCT item.cause, item.pattern, mf_now() FROM item
+    WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
+    ON CONFLICT (cause) DO NOTHING
 ), replay AS (
     SELECT attempts.scan_id FROM attempts
     WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
@@ -119,11 +168,11 @@ WITH who AS (
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                           closed_at, outcome, summary, artifact, settled_status,
                           settled_available_at, settled_fail_reason, next_assignments,
-                          result_digest)
+                          result_digest, cause)
     SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
            leased_at, mf_now(), outcome, summary, artifact, status, available_at,
            fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased),
-           result_digest
+           result_digest, attempt_cause
     FROM closed
 ), total AS (
     UPDATE scan_totals SET count = scan_totals.count + ended.n
@@ -159,7 +208,8 @@ WHERE scans.dead_lettered_at IS NOT NULL
        OR scans.id = $4)
   AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
   AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
-  AND (CAST($7 AS text) IS NULL OR scans.queue = $7);
+  AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+  AND (CAST($8 AS text) IS NULL OR scans.cause = $8);
 
 -- count_due_audit
 SELECT count(*), 0 FROM audit WHERE at <= mf_now() - $1;
@@ -200,7 +250,8 @@ WHERE scans.dead_lettered_at IS NOT NULL
        OR scans.id = $4)
   AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
   AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
-  AND (CAST($7 AS text) IS NULL OR scans.queue = $7);
+  AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+  AND (CAST($8 AS text) IS NULL OR scans.cause = $8);
 
 -- count_scans
 SELECT count(*) FROM (
@@ -229,19 +280,20 @@ WHERE scans.dead_lettered_at IS NOT NULL
   AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
   AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
   AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+  AND (CAST($8 AS text) IS NULL OR scans.cause = $8)
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC;
 
 -- dead_letter_lapsed
 UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
     updated_at = mf_now(), fail_reason = $1, lease_expires_at = NULL,
-    wait_reason = NULL
-WHERE id = $2 AND status = 'PENDING';
+    wait_reason = NULL, cause = $2
+WHERE id = $3 AND status = 'PENDING';
 
 -- dead_letter_revoked
 UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
     updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
-    fail_reason = 'endpoint_revoked'
-WHERE endpoint_id = $1 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+    fail_reason = 'endpoint_revoked', cause = $1
+WHERE endpoint_id = $2 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
 -- dead_letter_total
 SELECT COALESCE(SUM(scan_totals.count), 0)
@@ -249,6 +301,12 @@ FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
 WHERE endpoints.owner_id = $1
   AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
   AND scan_totals.outcome = 'dead_lettered';
+
+-- dead_letters_of_cause
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0)
+FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
+WHERE endpoints.owner_id = $1 AND dead_letter_causes.cause = $2
+  AND (CAST($3 AS text) IS NULL OR endpoints.name = $3);
 
 -- delete_hook
 DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2 RETURNING url;
@@ -371,10 +429,10 @@ SELECT NOT pg_is_in_recovery()
 -- insert_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                       outcome, summary, artifact, settled_status, settled_available_at,
-                      settled_fail_reason, next_assignments, result_digest)
+                      settled_fail_reason, next_assignments, result_digest, cause)
 VALUES ($1, $2, $3, $4, $5, $6, mf_now(), $7,
         $8, $9, $10, $11,
-        $12, $13, $14);
+        $12, $13, $14, $15);
 
 -- insert_audit_entry
 INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
@@ -519,6 +577,54 @@ WHERE scans.dead_lettered_at IS NOT NULL
 ORDER BY scans.dead_lettered_at, scans.id
 LIMIT $8;
 
+-- list_dead_letters_of_cause
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.cause = $1 AND scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = $2
+  AND (CAST($3 AS text) IS NULL OR endpoints.name = $3)
+  AND (CAST($4 AS text) IS NULL OR scans.fail_reason = $4)
+  AND (CAST($5 AS bigint) IS NULL OR scans.dead_lettered_at >= $5)
+  AND (CAST($6 AS text) IS NULL OR scans.queue = $6)
+  AND (scans.dead_lettered_at, scans.id) < ($7, $8)
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+LIMIT $9;
+
+-- list_dead_letters_of_cause_newer
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.cause = $1 AND scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = $2
+  AND (CAST($3 AS text) IS NULL OR endpoints.name = $3)
+  AND (CAST($4 AS text) IS NULL OR scans.fail_reason = $4)
+  AND (CAST($5 AS bigint) IS NULL OR scans.dead_lettered_at >= $5)
+  AND (CAST($6 AS text) IS NULL OR scans.queue = $6)
+  AND (scans.dead_lettered_at, scans.id) > ($7, $8)
+ORDER BY scans.dead_lettered_at, scans.id
+LIMIT $9;
+
 -- list_hooks
 SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
        consecutive_failures, last_delivery_at
@@ -595,6 +701,10 @@ SELECT revoked_at FROM endpoints WHERE id = $1 FOR UPDATE;
 SELECT id FROM scans
 WHERE endpoint_id = $1 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
 ORDER BY id FOR UPDATE;
+
+-- name_cause
+INSERT INTO causes (cause, pattern, first_seen_at) VALUES ($1, $2, mf_now())
+ON CONFLICT (cause) DO NOTHING;
 
 -- note_hook_delivered
 UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
@@ -749,7 +859,7 @@ WHERE dead.id IN (
 -- redrive_requeue
 UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
     attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
-    lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+    lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
     finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
     redriven_at = mf_now(), redrive_count = redrive_count + 1
 WHERE id IN (
@@ -822,7 +932,8 @@ WITH matched AS MATERIALIZED (
       AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
       AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
       AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
-      AND (scans.dead_lettered_at, scans.id) < ($8, $9)
+      AND (CAST($8 AS text) IS NULL OR scans.cause = $8)
+      AND (scans.dead_lettered_at, scans.id) < ($9, $10)
 )
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
        scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -838,7 +949,7 @@ JOIN endpoints ON endpoints.id = scans.endpoint_id
 LEFT JOIN attempts AS final
     ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
-LIMIT $10;
+LIMIT $11;
 
 -- search_dead_letters_newer
 WITH matched AS MATERIALIZED (
@@ -851,7 +962,8 @@ WITH matched AS MATERIALIZED (
       AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
       AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
       AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
-      AND (scans.dead_lettered_at, scans.id) > ($8, $9)
+      AND (CAST($8 AS text) IS NULL OR scans.cause = $8)
+      AND (scans.dead_lettered_at, scans.id) > ($9, $10)
 )
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
        scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -867,7 +979,7 @@ JOIN endpoints ON endpoints.id = scans.endpoint_id
 LEFT JOIN attempts AS final
     ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
 ORDER BY scans.dead_lettered_at, scans.id
-LIMIT $10;
+LIMIT $11;
 
 -- set_session_flash
 UPDATE board_sessions SET flash = $1

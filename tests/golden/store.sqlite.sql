@@ -29,11 +29,50 @@ WHERE tokens.token_hash = :digest;
 UPDATE scan_totals SET count = count + :n
 WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard;
 
+-- cause_facets
+SELECT cause_facets.cause, cause_facets.facet, cause_facets.value,
+       SUM(cause_facets.hits) AS hits
+FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
+WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND cause_facets.cause IN (SELECT value FROM json_each(:causes))
+GROUP BY cause_facets.cause, cause_facets.facet, cause_facets.value
+ORDER BY hits DESC, cause_facets.value;
+
+-- cause_hours
+SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
+FROM cause_hours JOIN endpoints ON endpoints.id = cause_hours.endpoint_id
+WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND cause_hours.cause IN (SELECT value FROM json_each(:causes))
+  AND cause_hours.hour_us >= :since
+GROUP BY cause_hours.cause, cause_hours.hour_us;
+
+-- cause_pattern
+SELECT pattern FROM causes WHERE cause = :cause;
+
+-- causes_page
+SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
+       counted.last_seen_at, counted.example_scan_id
+FROM (
+    SELECT dead_letter_causes.cause, SUM(dead_letter_causes.dead_letters) AS dead_letters,
+           MIN(dead_letter_causes.first_seen_at) AS first_seen_at,
+           MAX(dead_letter_causes.last_seen_at) AS last_seen_at,
+           MAX(dead_letter_causes.example_scan_id) AS example_scan_id
+    FROM dead_letter_causes JOIN endpoints
+        ON endpoints.id = dead_letter_causes.endpoint_id
+    WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+    GROUP BY dead_letter_causes.cause
+    HAVING SUM(dead_letter_causes.dead_letters) > 0
+) AS counted JOIN causes ON causes.cause = counted.cause
+WHERE (counted.last_seen_at, counted.cause) < (:after_seen, :after_cause)
+ORDER BY counted.last_seen_at DESC, counted.cause DESC
+LIMIT :limit;
+
 -- close_as_operator
 UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
     wait_reason = NULL, fail_reason = :fail_reason,
     finished_at = CASE WHEN :terminal THEN mf_now() END,
     dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
+    cause = CASE WHEN :dead THEN :cause END,
     result = :result,
     available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
 WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
@@ -45,9 +84,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
 
 -- close_lapsed_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                      outcome, summary, artifact)
+                      outcome, summary, artifact, cause)
 VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
-        :summary, NULL);
+        :summary, NULL, :cause);
 
 -- close_results
 UPDATE scans SET status = item.value ->> '$.status', updated_at = mf_now(),
@@ -55,6 +94,7 @@ UPDATE scans SET status = item.value ->> '$.status', updated_at = mf_now(),
     fail_reason = item.value ->> '$.fail_reason',
     finished_at = CASE WHEN item.value ->> '$.terminal' THEN mf_now() END,
     dead_lettered_at = CASE WHEN item.value ->> '$.dead' THEN mf_now() END,
+    cause = CASE WHEN item.value ->> '$.dead' THEN item.value ->> '$.cause' END,
     result = item.value ->> '$.result',
     available_at = CASE WHEN item.value ->> '$.terminal' THEN NULL
                         ELSE mf_now() + (item.value ->> '$.delay') END
@@ -71,9 +111,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
 
 -- close_revoked_attempts
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                      outcome, summary, artifact)
+                      outcome, summary, artifact, cause)
 SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
-       mf_now(), 'endpoint_revoked', NULL, NULL
+       mf_now(), 'endpoint_revoked', NULL, NULL, :cause
 FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING';
 
 -- complete
@@ -89,7 +129,8 @@ WHERE scans.dead_lettered_at IS NOT NULL
        OR scans.id = :term_id)
   AND (:reason IS NULL OR scans.fail_reason = :reason)
   AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue);
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (:cause IS NULL OR scans.cause = :cause);
 
 -- count_due_audit
 SELECT count(*), 0 FROM audit WHERE at <= mf_now() - :kept;
@@ -130,7 +171,8 @@ WHERE scans.dead_lettered_at IS NOT NULL
        OR scans.id = :term_id)
   AND (:reason IS NULL OR scans.fail_reason = :reason)
   AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue);
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (:cause IS NULL OR scans.cause = :cause);
 
 -- count_scans
 SELECT count(*) FROM (
@@ -159,18 +201,19 @@ WHERE scans.dead_lettered_at IS NOT NULL
   AND (:reason IS NULL OR scans.fail_reason = :reason)
   AND (:since IS NULL OR scans.dead_lettered_at >= :since)
   AND (:queue IS NULL OR scans.queue = :queue)
+  AND (:cause IS NULL OR scans.cause = :cause)
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC;
 
 -- dead_letter_lapsed
 UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
     updated_at = mf_now(), fail_reason = :reason, lease_expires_at = NULL,
-    wait_reason = NULL
+    wait_reason = NULL, cause = :cause
 WHERE id = :scan AND status = 'PENDING';
 
 -- dead_letter_revoked
 UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
     updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
-    fail_reason = 'endpoint_revoked'
+    fail_reason = 'endpoint_revoked', cause = :cause
 WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
 -- dead_letter_total
@@ -179,6 +222,12 @@ FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
 WHERE endpoints.owner_id = :owner
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND scan_totals.outcome = 'dead_lettered';
+
+-- dead_letters_of_cause
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0)
+FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
+WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint);
 
 -- delete_hook
 DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url;
@@ -296,10 +345,10 @@ ORDER BY hooks.id;
 -- insert_attempt
 INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                       outcome, summary, artifact, settled_status, settled_available_at,
-                      settled_fail_reason, next_assignments, result_digest)
+                      settled_fail_reason, next_assignments, result_digest, cause)
 VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
         :summary, :artifact, :settled_status, :settled_available_at,
-        :settled_fail_reason, :next_assignments, :result_digest);
+        :settled_fail_reason, :next_assignments, :result_digest, :cause);
 
 -- insert_audit_entry
 INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
@@ -440,6 +489,54 @@ WHERE scans.dead_lettered_at IS NOT NULL
 ORDER BY scans.dead_lettered_at, scans.id
 LIMIT :limit;
 
+-- list_dead_letters_of_cause
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+LIMIT :limit;
+
+-- list_dead_letters_of_cause_newer
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+       final.outcome, final.summary, final.artifact
+FROM scans
+CROSS JOIN endpoints
+LEFT JOIN attempts AS final
+    ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+  AND endpoints.id = scans.endpoint_id
+  AND endpoints.owner_id = :owner
+  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (:reason IS NULL OR scans.fail_reason = :reason)
+  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+ORDER BY scans.dead_lettered_at, scans.id
+LIMIT :limit;
+
 -- list_hooks
 SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
        consecutive_failures, last_delivery_at
@@ -515,6 +612,10 @@ SELECT revoked_at FROM endpoints WHERE id = :endpoint;
 -- lock_revoked_scans
 SELECT id FROM scans
 WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
+
+-- name_cause
+INSERT INTO causes (cause, pattern, first_seen_at) VALUES (:cause, :pattern, mf_now())
+ON CONFLICT (cause) DO NOTHING;
 
 -- note_hook_delivered
 UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
@@ -661,7 +762,7 @@ WHERE dead.id IN (SELECT value FROM json_each(:ids));
 -- redrive_requeue
 UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
     attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
-    lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+    lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
     finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
     redriven_at = mf_now(), redrive_count = redrive_count + 1
 WHERE id IN (SELECT value FROM json_each(:ids)) AND dead_lettered_at IS NOT NULL
@@ -728,6 +829,7 @@ WITH matched AS MATERIALIZED (
       AND (:reason IS NULL OR scans.fail_reason = :reason)
       AND (:since IS NULL OR scans.dead_lettered_at >= :since)
       AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
       AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
 )
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -757,6 +859,7 @@ WITH matched AS MATERIALIZED (
       AND (:reason IS NULL OR scans.fail_reason = :reason)
       AND (:since IS NULL OR scans.dead_lettered_at >= :since)
       AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
       AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
 )
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,

@@ -469,3 +469,35 @@ def test_every_board_path_refuses_with_the_boards_own_page(board: Desk) -> None:
         assert answer.headers["content-type"].startswith("text/html"), path
         assert "<h1>" in answer.text and "Signed in as" in answer.text, path
     assert board.client.get("/api/v1/nowhere").headers["content-type"] == "application/json"
+
+
+def test_the_causes_view_groups_opens_and_redrives_a_cause(board: Desk) -> None:
+    for index in range(3):
+        body = {"name": f"wheel-{index}", "version": "1"}
+        scan = board.ok("POST", "/api/v1/scans", board.source, body)
+        summary = f"YARA scan timed out after {10 + index} s on scratch/x{index}/w.whl"
+        board.fail_only_attempt(scan["scan_id"], board.worker, summary)
+    other = board.dead("other")  # "boom other": a cause of its own
+    csrf = sign_in(board, board.alice)
+    html = board.client.get("/board/causes").text
+    rows = html.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
+    assert len(rows) == 2
+    timeouts = next(r for r in rows if "YARA scan timed out after &lt;n&gt; s on &lt;path&gt;" in r)
+    assert '<td data-label="Dead letters" class="count">3</td>' in timeouts
+    # The sparkline is a picture with its numbers in words, and the numbers in the text too.
+    assert re.search(r'<svg class="spark" role="img" aria-label="dead letters per hour over '
+                     r'the last 24 hours: 3 in all, at most 3 in one"', timeouts)  # fmt: skip
+    assert "<title>" in timeouts and "0, 0, 3 per hour, oldest first" in timeouts
+    key = re.search(r'href="/board\?status=dead&amp;cause=([0-9a-f]{16})"', timeouts)
+    assert key is not None
+    listed = board.client.get(f"/board?status=dead&cause={key.group(1)}").text
+    assert "3</strong> dead letters match" in unescape(listed).replace("\n", "")
+    assert "wheel-0" in listed and "boom other" not in listed
+    confirm = board.client.get(f"/board/redrive?status=dead&cause={key.group(1)}").text
+    assert "Redrive 3 dead letters?" in confirm and "YARA scan timed out after" in unescape(confirm)
+    done = board.client.post(
+        "/board/redrive", data={"csrf": csrf, "cause": key.group(1), "confirm": "3"}
+    )
+    assert done.status_code == 200 and "Redriven 3 dead letters" in done.text
+    left = board.client.get("/board/causes").text
+    assert "YARA" not in left and f"/board/scans/{other}" in left

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, text
 
-from mainframe.store import audit, redrive
+from mainframe.store import audit, causes, redrive
 from mainframe.store.dead_letters import (
     COUNT_DEAD_LETTERS,
     COUNT_REDRIVABLE,
@@ -24,6 +24,8 @@ from mainframe.store.dead_letters import (
     DEAD_LETTER_TOTAL,
     LIST_DEAD_LETTERS,
     LIST_DEAD_LETTERS_NEWER,
+    LIST_DEAD_LETTERS_OF_CAUSE,
+    LIST_DEAD_LETTERS_OF_CAUSE_NEWER,
     NEWEST,
     SEARCH_DEAD_LETTERS,
     SEARCH_DEAD_LETTERS_NEWER,
@@ -47,6 +49,7 @@ FINISHED = 50_000  # the history a listing must never read
 DEAD = 5_000  # dead letters, over endpoints 1 and 2 (alice's) and 3 (mallory's)
 LIVE = 2_000  # QUEUED scans: keys a redrive must not duplicate
 AUDIT = 2_000  # audit rows, alternating over the two owners
+CAUSES = 50  # the dead letters' causes
 FIRST_DEAD = 1_000_000  # dead letter i has id FIRST_DEAD + i
 SERIES = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :rows)"
 
@@ -70,20 +73,25 @@ def name_of(i: int) -> str:
 _COLUMNS = (
     "id, endpoint_id, queue, name, version, kind, status, verified, source, worker, leased_at, "
     "created_at, updated_at, finished_at, fail_reason, result, attempt_count, assignment_id, "
-    "dead_lettered_at, attempt_base, redrive_count"
+    "dead_lettered_at, attempt_base, redrive_count, cause"
+)
+# A dead letter's cause, one of CAUSES keys (16 digits, valid hex), in both dialects.
+CAUSE_OF_I = (
+    "'00000000000000' || CASE WHEN i % 50 < 10 THEN '0' ELSE '' END || CAST(i % 50 AS TEXT)"
 )
 # fmt: off
 _SEGMENTS = {
     "finished": f"SELECT i, 1 + i % 3, 'default', {NAME}, '1.0', 'scan', 'FINISHED', TRUE, "
                 "'feed', 'w1', :now + i, :now + i, :now + i, :now + i, NULL, '{}', 1, "
-                "'a-' || CAST(i AS TEXT), NULL, 0, 0 FROM n",
+                "'a-' || CAST(i AS TEXT), NULL, 0, 0, NULL FROM n",
     "dead": f"SELECT :first + i, 1 + i % 3, CASE WHEN i % 7 = 0 THEN 'priority' ELSE 'default' "
             f"END, {NAME}, '2.0', 'scan', 'FAILED', TRUE, 'feed', 'w1', :now + i * 1000, "
             ":now + i * 1000, :now + i * 1000, :now + i * 1000, CASE WHEN i % 5 = 0 THEN "
             "'lease_expired' ELSE 'attempts_exhausted' END, NULL, 3, 'd-' || CAST(i AS TEXT), "
-            ":now + i * 1000 + 5, 0, 0 FROM n",
+            f":now + i * 1000 + 5, 0, 0, {CAUSE_OF_I} FROM n",
     "live": f"SELECT :first * 2 + i, 1 + i % 3, 'default', {NAME}, '3.0', 'scan', 'QUEUED', "
-            "TRUE, 'feed', NULL, NULL, :now, :now, NULL, NULL, NULL, 0, NULL, NULL, 0, 0 FROM n",
+            "TRUE, 'feed', NULL, NULL, :now, :now, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, NULL "
+            "FROM n",
 }
 # fmt: on
 _ROWS = {"finished": FINISHED, "dead": DEAD, "live": LIVE}
@@ -117,6 +125,7 @@ def _fill(conn: Connection) -> None:
             "WHERE dead_lettered_at IS NOT NULL"
         )
     )
+    _causes(conn)
     conn.execute(
         text(
             "INSERT INTO scan_totals (endpoint_id, outcome, shard, count) SELECT endpoint_id, "
@@ -130,6 +139,39 @@ def _fill(conn: Connection) -> None:
             "SELECT 1 + i % 2, :now + i, 'redrive', 1, '[1]', NULL FROM n"
         ),
         {"rows": AUDIT, "now": NOW},
+    )
+
+
+def _causes(conn: Connection) -> None:
+    """The dead letters' causes named, and the counts the triggers would keep."""
+    conn.execute(
+        text(
+            "INSERT INTO causes (cause, pattern, first_seen_at) SELECT DISTINCT cause, "
+            "'failed: ' || cause, 0 FROM scans WHERE cause IS NOT NULL"
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO dead_letter_causes (endpoint_id, cause, dead_letters, first_seen_at, "
+            "last_seen_at, example_scan_id) SELECT endpoint_id, cause, count(*), "
+            "min(dead_lettered_at), max(dead_lettered_at), max(id) FROM scans "
+            "WHERE cause IS NOT NULL GROUP BY endpoint_id, cause"
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO cause_facets (endpoint_id, cause, facet, value, hits, last_seen_at) "
+            "SELECT endpoint_id, cause, 'queue', queue, count(*), max(dead_lettered_at) "
+            "FROM scans WHERE cause IS NOT NULL GROUP BY endpoint_id, cause, queue"
+        )
+    )
+    hour = "dead_lettered_at - dead_lettered_at % 3600000000"
+    conn.execute(
+        text(
+            "INSERT INTO cause_hours (endpoint_id, cause, hour_us, dead_letters) "
+            f"SELECT endpoint_id, cause, {hour}, count(*) FROM scans "
+            f"WHERE cause IS NOT NULL GROUP BY endpoint_id, cause, {hour}"
+        )
     )
 
 
@@ -161,6 +203,8 @@ def newer(f: DeadLetterFilter, keyset: tuple[int, int]) -> dict[str, Any]:
 LATER = (NOW + 2_000 * 1_000 + 5, FIRST_DEAD + 2_000)
 TERM = name_of(4_242)  # one dead letter's package name, as an operator would type it
 LEASE_EXPIRED = DeadLetterFilter(reason="lease_expired")
+CAUSE = "0000000000000007"  # one of the fill's causes
+OF_A_CAUSE = DeadLetterFilter(cause=CAUSE)
 REDRIVEN = "[1000010, 1000011, 5, 99999999]"  # two dead letters, a finished scan, nothing
 # fmt: off
 CASES = {
@@ -197,6 +241,33 @@ CASES = {
                             SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "ids_of_a_filter": Case(DEAD_LETTER_IDS, DeadLetterFilter(queue="priority").params(1),
                             SQLITE_DEAD, PG_DEAD, sorts=SORTS),
+    # One cause (the causes view opens it): its own index, never the listing's order.
+    # Planned with its values, as a search is: a generic plan would guess the cause holds a
+    # few dead letters and sort all of a big one's.
+    "page_of_a_cause": Case(LIST_DEAD_LETTERS_OF_CAUSE, page(OF_A_CAUSE),
+                            sqlite_index("ix_scans_dead_cause"), pg_index("ix_scans_dead_cause"),
+                            custom_plan=True),
+    "earlier_page_of_a_cause": Case(LIST_DEAD_LETTERS_OF_CAUSE_NEWER, newer(OF_A_CAUSE, LATER),
+                                    sqlite_index("ix_scans_dead_cause"),
+                                    pg_index("ix_scans_dead_cause"), custom_plan=True),
+    "count_of_a_cause": Case(causes.DEAD_LETTERS_OF_CAUSE,
+                             {"owner": 1, "endpoint": None, "cause": CAUSE},
+                             r"\bdead_letter_causes\b", r"on dead_letter_causes\b"),
+    "causes_page": Case(causes.CAUSES_PAGE,
+                        {"owner": 1, "endpoint": None, "after_seen": causes.NEWEST[0],
+                         "after_cause": causes.NEWEST[1], "limit": 50},
+                        r"\bdead_letter_causes\b", r"on dead_letter_causes\b", sorts=SORTS),
+    "facets_of_causes": Case(causes.CAUSE_FACETS,
+                             {"owner": 1, "endpoint": None, "causes": f'["{CAUSE}"]'},
+                             r"\bcause_facets\b", r"on cause_facets\b", sorts=SORTS),
+    "hours_of_causes": Case(causes.CAUSE_HOURS,
+                            {"owner": 1, "endpoint": None, "causes": f'["{CAUSE}"]',
+                             "since": NOW},
+                            r"\bcause_hours\b", r"on cause_hours\b", sorts=SORTS),
+    "pattern_of_a_cause": Case(causes.CAUSE_PATTERN, {"cause": CAUSE},
+                               r"USING INDEX sqlite_autoindex_causes_1",
+                               # a few pages, which PostgreSQL may read whole
+                               pg_index("causes_pkey", "causes") + r"|Seq Scan on causes\b"),
     "unfiltered_count": Case(DEAD_LETTER_TOTAL, {"owner": 1, "endpoint": None},
                              r"\bscan_totals\b", r"on scan_totals\b"),
     "redrive_candidates": Case(redrive.CANDIDATES, {"ids": REDRIVEN, "owner": 1},

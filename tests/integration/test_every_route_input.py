@@ -47,7 +47,7 @@ PATH_VALUES = {"scan_id": "1", "name": "pypi", "hook_id": "1", "token_id": "1"}
 QUERY_VALUES = {"status": "QUEUED", "queue": "q", "endpoint": "pypi", "limit": "5",
                 "cursor": "1", "batch": "1", "next": "1", "q": "p", "reason": "lease_expired",
                 "since": "2026-01-01T00:00:00Z", "start": "2026-01-01T00:00:00Z",
-                "end": "2026-01-01T00:01:00Z"}  # fmt: skip
+                "end": "2026-01-01T00:01:00Z", "cause": "0123456789abcdef"}  # fmt: skip
 
 
 def leaves(body: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:

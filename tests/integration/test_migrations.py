@@ -193,6 +193,82 @@ def test_queued_scans_are_due_at_once_after_the_retry_revision(empty_database_ur
     engine.dispose()
 
 
+def _dead_letters_before_causes(engine: Engine) -> dict[str, int]:
+    """A database as the release before causes left it (revision 0016): three dead letters
+    (two of one failure, one lapsed lease), a revocation's, and a finished scan."""
+    ids: dict[str, int] = {}
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO owners (id, name, created_at) VALUES (1, 'o', {NOW})"))
+        conn.execute(
+            text(
+                "INSERT INTO endpoints (id, name, owner_id, open_intake, created_at) "
+                f"VALUES (1, 'e', 1, false, {NOW})"
+            )
+        )
+        dead = [
+            ("timeout-a", "attempts_exhausted", "failed", "timed out after 10 s on /x/a.whl"),
+            ("timeout-b", "attempts_exhausted", "failed", "timed out after 12 s on /y/b.whl"),
+            ("vanished", "lease_expired", "lease_expired", None),
+            ("revoked", "endpoint_revoked", None, None),
+        ]
+        for index, (name, reason, outcome, summary) in enumerate(dead):
+            at = NOW + index
+            scan_id = conn.execute(
+                text(
+                    "INSERT INTO scans (endpoint_id, queue, name, version, kind, status, "
+                    "verified, worker, attempt_count, created_at, updated_at, finished_at, "
+                    "dead_lettered_at, fail_reason, attempt_base) VALUES (1, 'q', :name, '1', "
+                    "'scan', 'FAILED', true, 'w1', :n, :at, :at, :at, :at, :reason, 0) "
+                    "RETURNING id"
+                ),
+                {"name": name, "n": 0 if outcome is None else 1, "at": at, "reason": reason},
+            ).scalar_one()
+            ids[name] = scan_id
+            if outcome is not None:
+                conn.execute(
+                    text(
+                        "INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, "
+                        "closed_at, outcome, summary) VALUES (:scan, 1, 1, :a, 'w1', :at, "
+                        ":outcome, :summary)"
+                    ),
+                    {"scan": scan_id, "a": f"a-{scan_id}", "at": at, "outcome": outcome,
+                     "summary": summary},
+                )  # fmt: skip
+    return ids
+
+
+@BOTH
+def test_dead_letters_from_before_causes_get_theirs_and_are_counted(
+    empty_database_url: str, loop: BlockingPortal
+) -> None:
+    from mainframe.clock import FakeClock
+    from mainframe.lifecycle.causes import cause_of
+    from mainframe.store.audit import CLI
+
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision="0016")
+    ids = _dead_letters_before_causes(engine)
+    upgrade(engine)
+    assert _diff(engine) == []
+    timeout = cause_of("failed", "timed out after 10 s on /x/a.whl")
+    with engine.connect() as conn:
+        causes = dict(conn.execute(text("SELECT id, cause FROM scans")).all())
+        counts = dict(
+            conn.execute(text("SELECT cause, dead_letters FROM dead_letter_causes")).all()
+        )
+    assert causes[ids["timeout-a"]] == causes[ids["timeout-b"]] == timeout.key
+    assert causes[ids["vanished"]] == cause_of("lease_expired", None).key
+    assert causes[ids["revoked"]] == cause_of("endpoint_revoked", None).key
+    assert counts == {timeout.key: 2, causes[ids["vanished"]]: 1, causes[ids["revoked"]]: 1}
+    store = blocking_store(empty_database_url, loop, FakeClock(NOW + 10))
+    store.dead_letters.redrive_ids(1, [ids["timeout-a"]], origin=CLI)
+    page = store.causes.page(1, endpoint=None, after=None, limit=10)
+    found = {item.pattern: item.dead_letters for item in page.items}
+    assert found["timed out after <n> s on <path>"] == 1, "the triggers keep them from here"
+    store.close()
+    engine.dispose()
+
+
 # --- the watcher's own chain ---------------------------------------------------------------
 # Its tables live beside the server's or alone, recorded in their own version table.
 

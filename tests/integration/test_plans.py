@@ -35,6 +35,7 @@ from mainframe.store import (
     Presented,
     accounts,
     assignments,
+    causes,
     deliveries,
     hooks,
     intake,
@@ -311,6 +312,7 @@ HOOK_BY_KEY = (sqlite_pk("hooks"), pg_index("hooks_pkey", "hooks"))
 SESSION = {"session": _digest("session1")}
 # A retention of half a day and the batch the sweeper prunes; the ids of one such batch.
 DUE = {"kept": 43_200_000_000, "limit": 500}
+CAUSE = "0123456789abcdef"  # a cause's key, as the store writes them
 PRUNED_IDS = {"ids": orjson.dumps(list(range(1, 501))).decode()}
 # The primary-key probe of the scans a result closes, inside COMPLETE's `closed`.
 PG_CLOSES = pg_within("closed", pg_index("scans_pkey"))
@@ -326,7 +328,8 @@ CASES = {
     "lapsed_anywhere": Case(leasing.LAPSED_ANYWHERE, {"limit": 500},
                             sqlite_index("ix_scans_lease_due"), pg_index("ix_scans_lease_due")),
     "dead_letter_lapsed": Case(leasing.DEAD_LETTER_LAPSED,
-                               {"scan": PENDING_ID, "reason": "lease_expired"}, PK, PG_PK),
+                               {"scan": PENDING_ID, "reason": "lease_expired", "cause": CAUSE},
+                               PK, PG_PK),
     "requeue_lapsed": Case(leasing.REQUEUE_LAPSED, {"scan": PENDING_ID, "delay": 10_000_000},
                            PK, PG_PK),
     # Results: COMPLETE on PostgreSQL; SQLite's steps; replays and refusals.
@@ -389,10 +392,10 @@ CASES = {
                             pg_small("endpoints", "endpoints_pkey")),
     "lock_revoked_scans": Case(revoke.LOCK_LIVE, {"endpoint": 1}, LIVE_OF_ENDPOINT,
                                PG_LIVE_OF_ENDPOINT, sorts=SORTS_ON_PG),
-    "close_revoked_attempts": Case(revoke.CLOSE_HELD_ATTEMPTS, {"endpoint": 1}, LIVE_OF_ENDPOINT,
-                                   PG_LIVE_OF_ENDPOINT),
-    "dead_letter_revoked": Case(revoke.DEAD_LETTER_LIVE, {"endpoint": 1}, LIVE_OF_ENDPOINT,
-                                PG_LIVE_OF_ENDPOINT),
+    "close_revoked_attempts": Case(revoke.CLOSE_HELD_ATTEMPTS, {"endpoint": 1, "cause": CAUSE},
+                                   LIVE_OF_ENDPOINT, PG_LIVE_OF_ENDPOINT),
+    "dead_letter_revoked": Case(revoke.DEAD_LETTER_LIVE, {"endpoint": 1, "cause": CAUSE},
+                                LIVE_OF_ENDPOINT, PG_LIVE_OF_ENDPOINT),
     # The metrics' snapshot: each live status through its partial index.
     "queued_states": Case(stats.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
                           r"ix_scans_queued$", pg_index("ix_scans_queued")),
@@ -503,6 +506,9 @@ CASES = {
                                                      "at_least": 5},
                          *HOOK_BY_KEY),
     # Delivery counts.
+    # A cause's pattern, named once: the insert only probes the key for a conflict.
+    "name_cause": Case(causes.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
+                       NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),
     "record_delivery_minute": Case(deliveries.RECORD_MINUTE,
                                    {"endpoint": 1, "attempts": 1, "failures": 0}, NO_READ,
                                    r"Conflict Arbiter Indexes: delivery_counts_pkey$"),

@@ -23,6 +23,7 @@ from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
 from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.audit import AuditEntry
+from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.closing import Closed
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
 from mainframe.store.deliveries import DeliveryTotals
@@ -127,6 +128,14 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
         operator_schemas.DeadLetterPublic,
         lambda e: operator.dead_letter(filled(DeadLetter, empty=e)),
     ),
+    operator.cause: (
+        operator_schemas.CausePublic,
+        lambda e: operator.cause(filled(CauseSummary, empty=e)),
+    ),
+    operator.cause_page: (
+        operator_schemas.CausePage,
+        lambda e: operator.cause_page(filled(CausePage, empty=e)),
+    ),
     operator.dead_letter_page: (
         operator_schemas.DeadLetterPage,
         lambda e: operator.dead_letter_page(filled(DeadLetterPage, empty=e)),
@@ -165,7 +174,7 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
 }
 # Parts of a reply, or not a reply: each is covered through the reply that uses it.
 PARTS = {operator.card, operator.audit_entry, operator.audit_target, operator.cursor}
-PARTS |= {operator.parse_cursor}
+PARTS |= {operator.parse_cursor, operator.parse_cause_cursor}
 
 
 def _validation() -> ValidationError:

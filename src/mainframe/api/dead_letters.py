@@ -11,9 +11,11 @@ from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
 from mainframe.clock import parse_rfc3339
 from mainframe.contract.operator_schemas import (
+    CAUSE_KEY,
     PRINTABLE,
     RFC3339,
     AuditPage,
+    CausePage,
     DeadLetterPage,
     OverviewPublic,
     RedriveBody,
@@ -52,13 +54,15 @@ async def list_dead_letters(
     ] = None,
     queue: Annotated[str | None, Query(max_length=100, pattern=PRINTABLE)] = None,
     endpoint: Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)] = None,
+    cause: Annotated[str | None, Query(pattern=CAUSE_KEY, description="A cause's key.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=40)] = None,
 ) -> JSON:
     """Dead letters across every endpoint the owner has, revocation cascades included, newest
-    first; `q` is a substring of the package name, source or kind, or an exact scan id."""
+    first; `q` is a substring of the package name, source or kind, or an exact scan id;
+    `cause` one cause of `GET /api/v1/dead-letters/causes`."""
     f = DeadLetterFilter(q, reason.value if reason else None, to_us(since, "query.since"),
-                         endpoint, queue)  # fmt: skip
+                         endpoint, queue, cause)  # fmt: skip
     found = await rt.store.dead_letters.page(
         owner_id(owner), f, after=shape.parse_cursor(cursor), limit=limit
     )
@@ -72,7 +76,26 @@ def filter_of(body: RedriveFilter) -> DeadLetterFilter:
         to_us(body.since, "body.filter.since"),
         body.endpoint,
         body.queue,
+        body.cause,
     )
+
+
+@router.get("/dead-letters/causes", response_model=CausePage, responses=REFUSALS)
+async def list_causes(
+    rt: RuntimeDep,
+    owner: OwnerDep,
+    endpoint: Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=40)] = None,
+) -> JSON:
+    """The owner's dead letters grouped by cause (the fingerprint of the final failure's
+    meaningful line), newest last seen first: each with its pattern, how many dead letters it
+    holds now, when it was first and last seen, the queues, kinds and workers it hit, an
+    example, and its dead letters per hour over the last day."""
+    found = await rt.store.causes.page(
+        owner_id(owner), endpoint=endpoint, after=shape.parse_cause_cursor(cursor), limit=limit
+    )
+    return JSON(shape.cause_page(found))
 
 
 @router.post("/dead-letters/redrive", response_model=RedrivePublic, responses=REFUSALS)

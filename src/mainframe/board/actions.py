@@ -139,12 +139,13 @@ async def redrive_one(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Resp
 async def redrive_filter(request: Request, rt: RuntimeDep) -> Response:
     session, form = await _signed_in(request, rt)
     try:
-        f = filters.parse({k: _text(form, k) for k in ("q", "endpoint", "queue", "reason")})
+        fields = ("q", "endpoint", "queue", "reason", "cause")
+        f = filters.parse({k: _text(form, k) for k in fields})
         confirm = int(_text(form, "confirm", 12))
     except (filters.BadFilter, ValueError):
         context = {"session": session}
         return error_page(request, context, 422, "This redrive form is not usable.")
-    f = filters.BoardFilter("dead", f.q, f.endpoint, f.queue, f.reason)
+    f = filters.BoardFilter("dead", f.q, f.endpoint, f.queue, f.reason, cause=f.cause)
     try:
         done = await rt.store.dead_letters.redrive_filter(
             session.owner_id, f.dead_letters(), confirm=confirm, origin=BOARD

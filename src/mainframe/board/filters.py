@@ -4,11 +4,13 @@ and checked like the API checks them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from starlette.datastructures import ImmutableMultiDict
 
+from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import printable
 from mainframe.lifecycle.rules import DeadLetterReason, Status
 from mainframe.store.dead_letters import DeadLetterFilter
@@ -35,6 +37,7 @@ TITLES = {
 }
 REASONS = tuple(reason.value for reason in DeadLetterReason)
 PAGE_SIZE = 50
+CAUSE = re.compile(CAUSE_KEY)
 _LIMITS = {"q": MAX_QUERY_LENGTH, "endpoint": 200, "queue": 100, "cursor": 40, "newer": 40}
 _DIGITS = 18  # a cursor's numbers stay within the database's 64 bits
 
@@ -56,9 +59,10 @@ class BoardFilter:
     reason: str | None = None
     cursor: str | None = None  # the page holds what is older than this
     newer: str | None = None  # the page holds what is just newer than this
+    cause: str | None = None  # a cause's key: the dead letters of one cause
 
     def dead_letters(self) -> DeadLetterFilter:
-        return DeadLetterFilter(self.q, self.reason, None, self.endpoint, self.queue)
+        return DeadLetterFilter(self.q, self.reason, None, self.endpoint, self.queue, self.cause)
 
     def listing(self, pill: str | None = None) -> ListingFilter:
         """The store's filter of a pill's listing (this one's by default)."""
@@ -78,7 +82,8 @@ class BoardFilter:
         """This filter as a query string, with `changes` applied (None drops a field)."""
         fields = {
             "status": self.pill, "q": self.q, "endpoint": self.endpoint, "queue": self.queue,
-            "reason": self.reason, "cursor": self.cursor, "newer": self.newer, **changes,
+            "reason": self.reason, "cause": self.cause, "cursor": self.cursor,
+            "newer": self.newer, **changes,
         }  # fmt: skip
         return urlencode({k: v for k, v in fields.items() if v})
 
@@ -127,6 +132,9 @@ def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
     reason = params.get("reason") or None
     if reason is not None and reason not in REASONS:
         raise BadFilter("reason", f"one of {', '.join(REASONS)}")
+    cause = params.get("cause") or None
+    if cause is not None and not CAUSE.fullmatch(cause):
+        raise BadFilter("cause", "a cause's key, as the Causes view links it")
     keyset = dead_keyset if pill == "dead" else scan_keyset
     for field in ("cursor", "newer"):
         try:
@@ -141,6 +149,7 @@ def parse(params: ImmutableMultiDict[str, str] | dict[str, str]) -> BoardFilter:
         reason,
         values["cursor"],
         values["newer"],
+        cause,
     )
 
 

@@ -21,10 +21,11 @@ from mainframe.board.auth import (
     set_cookie,
     signed_in_page,
 )
+from mainframe.board.charts import sparkline
 from mainframe.board.render import page
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
-from mainframe.store import NotFound
+from mainframe.store import Invalid, NotFound
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
 from mainframe.wiring import RuntimeDep
@@ -35,6 +36,7 @@ SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
 # A pill's count under a search or a queue is counted up to this, then shown as "1000+":
 # each count walks the listing as a page of it does, and a few thousand rows stay quick.
 COUNT_CAP = 1000
+SPARK_WHAT = "dead letters per hour over the last 24 hours"
 ENDED = "Your session ended; sign in again to continue."
 # An audit page's cursor: an audit row's id, ASCII digits within the database's 64 bits.
 AUDIT_CURSOR = re.compile(r"[0-9]{1,18}")
@@ -175,7 +177,27 @@ async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
         return error_page(request, context, 422, f"The filter field {exc.field!r} is not usable.")
     count = await rt.store.dead_letters.redrivable(session.owner_id, f.dead_letters())
     dead = replace(f, pill="dead", cursor=None, newer=None)
-    return page(request, "confirm.html", context | {"f": dead, "count": count})
+    pattern = await rt.store.causes.pattern(f.cause) if f.cause else None
+    return page(request, "confirm.html", context | {"f": dead, "count": count, "pattern": pattern})
+
+
+@router.get("/causes")
+async def causes_page(request: Request, rt: RuntimeDep) -> Response:
+    """The Dead tab's Causes view: dead letters grouped by what killed them."""
+    session, context = await signed_in_page(request, rt)
+    try:
+        after = operator_shapes.parse_cause_cursor(request.query_params.get("cursor") or None)
+    except Invalid:
+        return error_page(request, context, 422, "Use the Older link's cursor.")
+    found = await rt.store.causes.page(
+        session.owner_id, endpoint=None, after=after, limit=filters.PAGE_SIZE
+    )
+    rows = [
+        (operator_shapes.cause(item), sparkline(item.hours, what=SPARK_WHAT))
+        for item in found.items
+    ]
+    nxt = operator_shapes.cause_page(found)["next_cursor"]
+    return page(request, "causes.html", context | {"rows": rows, "next_cursor": nxt})
 
 
 @router.get("/audit")

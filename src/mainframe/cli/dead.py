@@ -5,6 +5,7 @@ scripts; a redrive asks for confirmation with the count and shows progress."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from rich.table import Table
 from mainframe import effects, logs
 from mainframe.cli.common import fail, load_settings, ready_schema
 from mainframe.clock import rfc3339, to_us
+from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import one_line, printable, shown
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
@@ -27,11 +29,13 @@ from mainframe.shapes import scans as shapes
 from mainframe.store import ScanRecord, Store, StoreError, open_store
 from mainframe.store.accounts import UnknownName
 from mainframe.store.audit import CLI
+from mainframe.store.causes import CausePage
 from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
 from mainframe.store.redrive import Progress, Redriven
 
 dead_app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, redrive.")
 
+CAUSE = re.compile(CAUSE_KEY)
 OwnerOpt = Annotated[str, typer.Option("--owner", help="The owner whose dead letters these are.")]
 DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
 QOpt = Annotated[
@@ -40,6 +44,9 @@ QOpt = Annotated[
 EndpointOpt = Annotated[str | None, typer.Option("--endpoint", help="Only this endpoint.")]
 QueueOpt = Annotated[str | None, typer.Option("--queue", help="Only this queue.")]
 ReasonOpt = Annotated[DeadLetterReason | None, typer.Option("--reason", help="Only this reason.")]
+CauseOpt = Annotated[
+    str | None, typer.Option("--cause", help="Only this cause (a key `dead causes` lists).")
+]
 SinceOpt = Annotated[
     datetime | None,
     typer.Option("--since", help="Dead-lettered at or after (UTC).", formats=["%Y-%m-%dT%H:%M:%S"]),
@@ -73,13 +80,17 @@ def _filter(
     queue: str | None,
     reason: DeadLetterReason | None,
     since: datetime | None,
+    cause: str | None = None,
 ) -> DeadLetterFilter:
 
     if not all(printable(v) for v in (q or "", endpoint or "", queue or "")):
         fail("filters take no control characters")
+    if cause is not None and not CAUSE.fullmatch(cause):
+        fail("--cause takes a cause's key: 16 hex digits, as `mainframe dead causes` lists them")
     # --since is read as UTC, the only zone the server stores.
     since_us = None if since is None else to_us(since.replace(tzinfo=UTC).timestamp())
-    return DeadLetterFilter(q or None, reason.value if reason else None, since_us, endpoint, queue)
+    reason_value = reason.value if reason else None
+    return DeadLetterFilter(q or None, reason_value, since_us, endpoint, queue, cause)
 
 
 # The columns of the plain (not a terminal) listing, tab-separated.
@@ -127,12 +138,13 @@ def dead_list(
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
     since: SinceOpt = None,
+    cause: CauseOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="Rows to show.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
     database_url: DatabaseOpt = None,
 ) -> None:
     """The owner's dead letters, newest first, with how many match in all."""
-    f = _filter(q, endpoint, queue, reason, since)
+    f = _filter(q, endpoint, queue, reason, since, cause)
 
     async def listed() -> DeadLetterPage:
         async with _opened(database_url, owner) as (store, owner_id):
@@ -144,6 +156,35 @@ def dead_list(
         typer.echo(_json({"scans": rows, "count": page.count}))
         return
     _table(rows, page.count)
+
+
+@dead_app.command("causes")
+def dead_causes(
+    owner: OwnerOpt,
+    endpoint: EndpointOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="Causes to show.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    database_url: DatabaseOpt = None,
+) -> None:
+    """The owner's dead letters grouped by cause, newest last seen first: each cause's key
+    (for --cause), how many dead letters it holds, when it was last seen, and its pattern."""
+
+    async def listed() -> CausePage:
+        async with _opened(database_url, owner) as (store, owner_id):
+            return await store.causes.page(owner_id, endpoint=endpoint, after=None, limit=limit)
+
+    page = operator_shapes.cause_page(asyncio.run(listed()))
+    if as_json:
+        typer.echo(_json(page))
+        return
+    causes = page["causes"]
+    typer.echo(f"{'CAUSE':<16}  {'DEAD':>6}  {'LAST SEEN':<27}  PATTERN")
+    for c in causes:
+        typer.echo(
+            f"{c['cause']:<16}  {c['count']:>6}  {c['last_seen_at']:<27}  {_cell(c['pattern'])}"
+        )
+    if not causes:
+        typer.echo("no dead letters, so no causes")
 
 
 @dead_app.command("show")
@@ -201,6 +242,7 @@ def dead_redrive(
     queue: QueueOpt = None,
     reason: ReasonOpt = None,
     since: SinceOpt = None,
+    cause: CauseOpt = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     database_url: DatabaseOpt = None,
 ) -> None:
@@ -208,10 +250,13 @@ def dead_redrive(
     options (asks first, stating the count)."""
     from mainframe.client.progress import progress_bar
 
-    by_filter = any(v is not None for v in (q, endpoint, queue, reason, since))
+    by_filter = any(v is not None for v in (q, endpoint, queue, reason, since, cause))
     if bool(scan_ids) == by_filter:
-        fail("give SCAN_ID... or filter options (--q, --endpoint, --queue, --reason, --since)")
-    f = _filter(q, endpoint, queue, reason, since)
+        fail(
+            "give SCAN_ID... or filter options "
+            "(--q, --endpoint, --queue, --reason, --since, --cause)"
+        )
+    f = _filter(q, endpoint, queue, reason, since, cause)
 
     async def redriven() -> Redriven:
         async with _opened(database_url, owner) as (store, owner_id):

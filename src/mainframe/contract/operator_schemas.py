@@ -45,13 +45,46 @@ class DeadLetterPage(BaseModel):
     count: int = Field(description="Every dead letter the filter matches, across all pages.")
 
 
+# A cause's key (lifecycle/causes.py): 16 hex digits.
+CAUSE_KEY = r"^[0-9a-f]{16}$"
+CauseKey = Annotated[str, Field(pattern=CAUSE_KEY, description="A cause's `cause` key.")]
+
+
 class RedriveFilter(Strict):
     q: SearchTerm | None = None
     endpoint: Annotated[str, Field(max_length=200, pattern=PRINTABLE)] | None = None
     queue: Label | None = None
+    cause: CauseKey | None = None
     # Lax for the enum: JSON spells it as a string.
     reason: Annotated[DeadLetterReason, Field(strict=False)] | None = None
     since: Rfc3339 | None = None
+
+
+class FacetPublic(BaseModel):
+    value: str
+    dead_letters: int = Field(description="Dead letters of the cause it was in, ever.")
+
+
+class CausePublic(BaseModel):
+    cause: str = Field(description="The key: `?cause=` of the dead-letter list and redrive.")
+    pattern: str = Field(
+        description="The failure's meaningful line, varying parts as <n>, <path>, <url>, ..."
+    )
+    count: int = Field(description="Dead letters of this cause now.")
+    first_seen_at: str
+    last_seen_at: str
+    example_scan_id: int
+    queues: list[FacetPublic]
+    kinds: list[FacetPublic]
+    workers: list[FacetPublic]
+    last_24_hours: list[int] = Field(
+        description="Dead letters of this cause per hour, the oldest of the last 24 first."
+    )
+
+
+class CausePage(BaseModel):
+    causes: list[CausePublic]
+    next_cursor: str | None
 
 
 class RedriveBody(Strict):

@@ -9,6 +9,7 @@ from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid
 from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.audit import Action, AuditEntry
+from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
 from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.overview import EndpointCard, Overview
@@ -184,3 +185,46 @@ def delivery_stats(
         "failures": totals.failures,
         "complete": complete,
     }
+
+
+def cause(item: CauseSummary) -> dict[str, Any]:
+    """A cause as the causes view shows it (CausePublic)."""
+
+    def facet(name: str) -> list[dict[str, Any]]:
+        return [{"value": v, "dead_letters": n} for v, n in item.facets.get(name, [])]
+
+    return {
+        "cause": item.cause,
+        "pattern": item.pattern,
+        "count": item.dead_letters,
+        "first_seen_at": rfc3339(item.first_seen_at),
+        "last_seen_at": rfc3339(item.last_seen_at),
+        "example_scan_id": item.example_scan_id,
+        "queues": facet("queue"),
+        "kinds": facet("kind"),
+        "workers": facet("worker"),
+        "last_24_hours": list(item.hours),
+    }
+
+
+def cause_page(found: CausePage) -> dict[str, Any]:
+    """A page of causes (CausePage), with the cursor of the next."""
+    nxt = found.next_cursor
+    return {
+        "causes": [cause(item) for item in found.items],
+        "next_cursor": None if nxt is None else f"{nxt[0]}-{nxt[1]}",
+    }
+
+
+def parse_cause_cursor(text: str | None) -> tuple[int, str] | None:
+    """The keyset a causes page's next_cursor names; 422 naming the field otherwise."""
+    if text is None:
+        return None
+    at, _, key = text.partition("-")
+    if not (at.isdigit() and len(at) <= 18 and len(key) == 16 and _is_hex(key)):
+        raise Invalid("query.cursor", "use the next_cursor of a previous page")
+    return int(at), key
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
+from mainframe.lifecycle.causes import Cause, cause_of
 from mainframe.lifecycle.events import (
     AttemptFailed,
     Event,
@@ -19,7 +20,14 @@ from mainframe.lifecycle.events import (
     ScanReady,
 )
 from mainframe.lifecycle.replay import result_digest
-from mainframe.lifecycle.rules import TERMINAL, DeadLetterReason, Settlement, Status, settle
+from mainframe.lifecycle.rules import (
+    TERMINAL,
+    AttemptOutcome,
+    DeadLetterReason,
+    Settlement,
+    Status,
+    settle,
+)
 from mainframe.store.errors import StoreError
 from mainframe.store.records import Job, ScanRecord
 
@@ -90,6 +98,7 @@ class Plan:
     settlement: Settlement
     delay_us: int  # how long a retry waits before it is due
     digest: str  # of the report's content (lifecycle/replay.py), kept with the close
+    cause: Cause | None  # why the attempt failed (lifecycle/causes.py); None when it finished
 
     @property
     def assignment(self) -> str | None:
@@ -116,6 +125,8 @@ class Plan:
             "summary": self.report.summary,
             "artifact": self.report.artifact,
             "result_digest": self.digest,
+            "cause": self.cause.key if self.cause else None,
+            "pattern": self.cause.pattern if self.cause else None,
         }
 
 
@@ -131,7 +142,9 @@ def plan(
         max_attempts=max_attempts,
     )
     delay = retry_delay_us(retry, attempt=attempt, draw=draw, requested=report.retry_after)
-    return Plan(scan_id, report, settlement, delay, report.digest())
+    failed = settlement.attempt_outcome is not AttemptOutcome.FINISHED
+    cause = cause_of(settlement.attempt_outcome.value, report.summary) if failed else None
+    return Plan(scan_id, report, settlement, delay, report.digest(), cause)
 
 
 def closed_of(scan: ScanRecord) -> Closed:

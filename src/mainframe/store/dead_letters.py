@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mainframe.store import audit, queries, search
+from mainframe.store import audit, causes, queries, search
 from mainframe.store.audit import AuditEntry, Origin
 from mainframe.store.database import Database, Row, Tx, value
 from mainframe.store.errors import Conflict
@@ -86,6 +86,61 @@ LIST_DEAD_LETTERS = Sql(
     LIMIT :limit
     """,
 )
+# One cause's page (the causes view opens it; the listing above takes no cause, so its
+# generic plan keeps walking the listing's order): the same, walking ix_scans_dead_cause
+# (cause, dead_lettered_at, id) backwards from the keyset, so a rare cause among a million
+# dead letters reads only its own.
+LIST_DEAD_LETTERS_OF_CAUSE = Sql(
+    "list_dead_letters_of_cause",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
 # A search (store/search.py: :pattern over name, source and kind, or :term_id the id) finds
 # its matches first, then sorts them: walking the listing's order instead would read every
 # dead letter for a rare term. On PostgreSQL the matches are a bitmap of the trigram index
@@ -103,6 +158,7 @@ SEARCH_DEAD_LETTERS = Sql(
           AND (:reason IS NULL OR scans.fail_reason = :reason)
           AND (:since IS NULL OR scans.dead_lettered_at >= :since)
           AND (:queue IS NULL OR scans.queue = :queue)
+          AND (:cause IS NULL OR scans.cause = :cause)
           AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
     )
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -132,6 +188,7 @@ SEARCH_DEAD_LETTERS = Sql(
           AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
           AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
           AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+          AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
           AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
     )
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -204,6 +261,58 @@ LIST_DEAD_LETTERS_NEWER = Sql(
     LIMIT :limit
     """,
 )
+# One cause's page before a keyset, walking ix_scans_dead_cause forwards.
+LIST_DEAD_LETTERS_OF_CAUSE_NEWER = Sql(
+    "list_dead_letters_of_cause_newer",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+)
 # A search's page before a keyset: its matches newer than the keyset, oldest first.
 SEARCH_DEAD_LETTERS_NEWER = Sql(
     "search_dead_letters_newer",
@@ -218,6 +327,7 @@ SEARCH_DEAD_LETTERS_NEWER = Sql(
           AND (:reason IS NULL OR scans.fail_reason = :reason)
           AND (:since IS NULL OR scans.dead_lettered_at >= :since)
           AND (:queue IS NULL OR scans.queue = :queue)
+          AND (:cause IS NULL OR scans.cause = :cause)
           AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
     )
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -247,6 +357,7 @@ SEARCH_DEAD_LETTERS_NEWER = Sql(
           AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
           AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
           AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+          AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
           AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
     )
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -280,6 +391,7 @@ COUNT_DEAD_LETTERS = Sql(
       AND (:reason IS NULL OR scans.fail_reason = :reason)
       AND (:since IS NULL OR scans.dead_lettered_at >= :since)
       AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
     """,
     """
     SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
@@ -292,6 +404,7 @@ COUNT_DEAD_LETTERS = Sql(
       AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
       AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
     """,
 )
 # How many a filter redrive would requeue now: the number its `confirm` states.
@@ -308,6 +421,7 @@ COUNT_REDRIVABLE = Sql(
       AND (:reason IS NULL OR scans.fail_reason = :reason)
       AND (:since IS NULL OR scans.dead_lettered_at >= :since)
       AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
     """,
     """
     SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
@@ -320,6 +434,7 @@ COUNT_REDRIVABLE = Sql(
       AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
       AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
     """,
 )
 # Every match a filter redrive requeues, newest first: a revoked endpoint's dead letters are
@@ -337,6 +452,7 @@ DEAD_LETTER_IDS = Sql(
       AND (:reason IS NULL OR scans.fail_reason = :reason)
       AND (:since IS NULL OR scans.dead_lettered_at >= :since)
       AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
     ORDER BY scans.dead_lettered_at DESC, scans.id DESC
     """,
     """
@@ -350,6 +466,7 @@ DEAD_LETTER_IDS = Sql(
       AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
       AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
     ORDER BY scans.dead_lettered_at DESC, scans.id DESC
     """,
 )
@@ -395,10 +512,12 @@ class DeadLetterFilter:
     since: int | None = None
     endpoint: str | None = None
     queue: str | None = None
+    cause: str | None = None  # a cause's key (lifecycle/causes.py)
 
     @property
     def narrows(self) -> bool:
-        """Whether the count must read scans (anything beyond a choice of endpoint)."""
+        """Whether the count must read scans (anything beyond a choice of endpoint and
+        cause, whose counts are kept)."""
         return bool(self.q) or any(v is not None for v in (self.reason, self.since, self.queue))
 
     def as_json(self) -> dict[str, Any]:
@@ -409,6 +528,7 @@ class DeadLetterFilter:
             "since": self.since,
             "endpoint": self.endpoint,
             "queue": self.queue,
+            "cause": self.cause,
         }
 
     def params(self, owner_id: int) -> dict[str, Any]:
@@ -419,6 +539,7 @@ class DeadLetterFilter:
             "reason": self.reason,
             "since": self.since,
             "queue": self.queue,
+            "cause": self.cause,
         } | search.terms(self.q)
 
 
@@ -440,15 +561,20 @@ class DeadLetterPage:
 
 
 async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
-    """Before a search on PostgreSQL: plan the transaction's statements with their values."""
-    if f.q and tx.dialect == "postgresql":
+    """Before a search or one cause's listing on PostgreSQL: plan the transaction's
+    statements with their values (a generic plan guesses a cause holds a few dead letters
+    and would sort all of a big one's)."""
+    if (f.q or f.cause) and tx.dialect == "postgresql":
         await tx.run(PLAN_WITH_VALUES)
 
 
 async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> int:
-    """How many dead letters match: the totals' sum unless the filter narrows."""
+    """How many dead letters match: the totals' sum, or a cause's kept count, unless the
+    filter narrows further."""
+    params = {"owner": owner_id, "endpoint": f.endpoint}
+    if not f.narrows and f.cause is not None:
+        return int(await value(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause}) or 0)
     if not f.narrows:
-        params = {"owner": owner_id, "endpoint": f.endpoint}
         return int(await value(tx, DEAD_LETTER_TOTAL, params) or 0)
     return int(await value(tx, COUNT_DEAD_LETTERS, f.params(owner_id)) or 0)
 
@@ -468,7 +594,7 @@ async def page(
         params = f.params(owner_id) | {
             "newer_at": newer_than[0], "newer_id": newer_than[1], "limit": limit + 1,
         }  # fmt: skip
-        rows = await tx.rows(SEARCH_DEAD_LETTERS_NEWER if f.q else LIST_DEAD_LETTERS_NEWER, params)
+        rows = await tx.rows(_listing(f, newer=True), params)
         if len(rows) > limit:
             items = [_dead_letter(row) for row in reversed(rows[:limit])]
             return DeadLetterPage(
@@ -477,11 +603,21 @@ async def page(
         after = None
     after_at, after_id = after or NEWEST
     params = f.params(owner_id) | {"after_at": after_at, "after_id": after_id, "limit": limit}
-    rows = await tx.rows(SEARCH_DEAD_LETTERS if f.q else LIST_DEAD_LETTERS, params)
+    rows = await tx.rows(_listing(f, newer=False), params)
     items = [_dead_letter(row) for row in rows]
     cursor = _keyset(items[-1]) if len(items) == limit else None
     newer = _keyset(items[0]) if after is not None and items else None
     return DeadLetterPage(items, cursor, await count(tx, owner_id, f), newer)
+
+
+def _listing(f: DeadLetterFilter, *, newer: bool) -> Sql:
+    """The statement that walks the index serving this filter: the search's, one cause's,
+    or the listing's order."""
+    if f.q:
+        return SEARCH_DEAD_LETTERS_NEWER if newer else SEARCH_DEAD_LETTERS
+    if f.cause is not None:
+        return LIST_DEAD_LETTERS_OF_CAUSE_NEWER if newer else LIST_DEAD_LETTERS_OF_CAUSE
+    return LIST_DEAD_LETTERS_NEWER if newer else LIST_DEAD_LETTERS
 
 
 def _keyset(item: DeadLetter) -> tuple[int, int]:

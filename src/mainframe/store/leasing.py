@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
+from mainframe.lifecycle.causes import Cause, cause_of
 from mainframe.lifecycle.events import (
     AttemptFailed,
     Event,
@@ -27,7 +28,7 @@ from mainframe.lifecycle.events import (
     ScanRef,
 )
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.store import accounts, totals
+from mainframe.store import accounts, causes, totals
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database, Row, Tx
 from mainframe.store.errors import Unauthorized
@@ -138,9 +139,9 @@ CLOSE_LAPSED = Sql(
     "close_lapsed_attempt",
     """
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, summary, artifact)
+                          outcome, summary, artifact, cause)
     VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
-            :summary, NULL)
+            :summary, NULL, :cause)
     """,
 )
 DEAD_LETTER_LAPSED = Sql(
@@ -148,7 +149,7 @@ DEAD_LETTER_LAPSED = Sql(
     """
     UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
         updated_at = mf_now(), fail_reason = :reason, lease_expires_at = NULL,
-        wait_reason = NULL
+        wait_reason = NULL, cause = :cause
     WHERE id = :scan AND status = 'PENDING'
     """,
 )
@@ -349,6 +350,7 @@ class Leasing:
         spent = [x for x in lapsed if x.attempt_count >= self.budget.max_attempts]
         again = [x for x in lapsed if x.attempt_count < self.budget.max_attempts]
         await tx.many(CLOSE_LAPSED, [_closed_attempt(x) for x in lapsed])
+        await causes.name(tx, (_lapse_cause(x) for x in lapsed))
         dead = await self._dead_letter(tx, spent, names)
         await totals.record(tx, dead)
         tx.events.extend(dead)
@@ -376,7 +378,11 @@ class Leasing:
                 )
             )
         updates = [
-            {"scan": x.id, "reason": lapse_dead_letter_reason(waiting=x.waiting).value}
+            {
+                "scan": x.id,
+                "reason": lapse_dead_letter_reason(waiting=x.waiting).value,
+                "cause": _lapse_cause(x).key,
+            }
             for x in spent
         ]
         await tx.many(DEAD_LETTER_LAPSED, updates)
@@ -408,4 +414,9 @@ def _closed_attempt(x: Lapsed) -> dict[str, object]:
         "leased_at": x.leased_at,
         "outcome": lapse_outcome(waiting=x.waiting).value,
         "summary": x.wait_reason,
+        "cause": _lapse_cause(x).key,
     }
+
+
+def _lapse_cause(x: Lapsed) -> Cause:
+    return cause_of(lapse_outcome(waiting=x.waiting).value, x.wait_reason)

@@ -80,7 +80,7 @@ REQUEUE = Sql(
     """
     UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
         attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
-        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
         finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
         redriven_at = mf_now(), redrive_count = redrive_count + 1
     WHERE id IN (SELECT value FROM json_each(:ids)) AND dead_lettered_at IS NOT NULL
@@ -89,7 +89,7 @@ REQUEUE = Sql(
     """
     UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
         attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
-        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL,
+        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
         finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
         redriven_at = mf_now(), redrive_count = redrive_count + 1
     WHERE id IN (

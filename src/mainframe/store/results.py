@@ -24,7 +24,7 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import ScanFailed, StaleResultRejected
 from mainframe.lifecycle.replay import OPERATOR_CLOSE
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
-from mainframe.store import queries, replays, totals
+from mainframe.store import causes, queries, replays, totals
 from mainframe.store.budget import Budget
 from mainframe.store.closing import (
     Closed,
@@ -70,12 +70,13 @@ COMPLETE = Sql(
         SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
             scan bigint, attempt integer, assignment text, status text, fail_reason text,
             terminal boolean, dead boolean, result text, delay bigint, outcome text,
-            summary text, artifact text, result_digest text)
+            summary text, artifact text, result_digest text, cause text, pattern text)
     ), closed AS (
         UPDATE scans SET status = item.status, updated_at = mf_now(),
             lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
             finished_at = CASE WHEN item.terminal THEN mf_now() END,
             dead_lettered_at = CASE WHEN item.dead THEN mf_now() END,
+            cause = CASE WHEN item.dead THEN item.cause END,
             result = item.result,
             available_at = CASE WHEN item.terminal THEN NULL ELSE mf_now() + item.delay END
         FROM item, who
@@ -91,7 +92,13 @@ COMPLETE = Sql(
                   scans.updated_at, scans.finished_at, scans.dead_lettered_at,
                   scans.fail_reason, scans.attempt_base, scans.available_at,
                   scans.redriven_at, scans.redrive_count,
-                  item.outcome, item.summary, item.artifact, item.result_digest
+                  item.outcome, item.summary, item.artifact, item.result_digest,
+                  item.cause AS attempt_cause
+    ), named AS (
+        INSERT INTO causes (cause, pattern, first_seen_at)
+        SELECT DISTINCT item.cause, item.pattern, mf_now() FROM item
+        WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
+        ON CONFLICT (cause) DO NOTHING
     ), replay AS (
         SELECT attempts.scan_id FROM attempts
         WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
@@ -120,11 +127,11 @@ COMPLETE = Sql(
         INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                               closed_at, outcome, summary, artifact, settled_status,
                               settled_available_at, settled_fail_reason, next_assignments,
-                              result_digest)
+                              result_digest, cause)
         SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
                leased_at, mf_now(), outcome, summary, artifact, status, available_at,
                fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased),
-               result_digest
+               result_digest, attempt_cause
         FROM closed
     ), total AS (
         UPDATE scan_totals SET count = scan_totals.count + ended.n
@@ -164,6 +171,7 @@ CLOSE_RESULTS = Sql(
         fail_reason = item.value ->> '$.fail_reason',
         finished_at = CASE WHEN item.value ->> '$.terminal' THEN mf_now() END,
         dead_lettered_at = CASE WHEN item.value ->> '$.dead' THEN mf_now() END,
+        cause = CASE WHEN item.value ->> '$.dead' THEN item.value ->> '$.cause' END,
         result = item.value ->> '$.result',
         available_at = CASE WHEN item.value ->> '$.terminal' THEN NULL
                             ELSE mf_now() + (item.value ->> '$.delay') END
@@ -189,6 +197,7 @@ CLOSE_AS_OPERATOR = Sql(
         wait_reason = NULL, fail_reason = :fail_reason,
         finished_at = CASE WHEN :terminal THEN mf_now() END,
         dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
+        cause = CASE WHEN :dead THEN :cause END,
         result = :result,
         available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
     WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
@@ -203,6 +212,7 @@ CLOSE_AS_OPERATOR = Sql(
         wait_reason = NULL, fail_reason = :fail_reason,
         finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,
         dead_lettered_at = CASE WHEN CAST(:dead AS boolean) THEN mf_now() END,
+        cause = CASE WHEN CAST(:dead AS boolean) THEN CAST(:cause AS text) END,
         result = :result,
         available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + CAST(:delay AS bigint) END
     WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
@@ -218,10 +228,10 @@ INSERT_HISTORY = Sql(
     """
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
                           outcome, summary, artifact, settled_status, settled_available_at,
-                          settled_fail_reason, next_assignments, result_digest)
+                          settled_fail_reason, next_assignments, result_digest, cause)
     VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
             :summary, :artifact, :settled_status, :settled_available_at,
-            :settled_fail_reason, :next_assignments, :result_digest)
+            :settled_fail_reason, :next_assignments, :result_digest, :cause)
     """,
 )
 FAIL_UNLEASED = Sql(
@@ -327,6 +337,7 @@ class Results:
         firsts = {p.scan_id: p for p in reversed(plans)}
         history = [_history(row, firsts[scan_id], nexts) for scan_id, row in closed.items()]
         await tx.many(INSERT_HISTORY, history)
+        await causes.name(tx, (firsts[scan_id].cause for scan_id in closed))
         return list(closed.values()), leased
 
     async def _any_replay(
@@ -418,6 +429,7 @@ class Results:
         if row is None:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
         await tx.many(INSERT_HISTORY, [_history(row, p, None, OPERATOR_CLOSE)])
+        await causes.name(tx, [p.cause])
         events = settlement_events(scan_from_row(row, scan.endpoint), p)
         tx.events.extend(events)
         await totals.record(tx, events)
@@ -464,4 +476,5 @@ def _history(row: Row, p: Plan, nexts: str | None, digest: str | None = None) ->
         "settled_fail_reason": scan.fail_reason,
         "next_assignments": nexts,
         "result_digest": digest or p.digest,
+        "cause": p.cause.key if p.cause else None,
     }

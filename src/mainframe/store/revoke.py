@@ -4,7 +4,10 @@ scan becomes a dead letter with reason `endpoint_revoked`."""
 
 from __future__ import annotations
 
+from mainframe.lifecycle.causes import cause_of
 from mainframe.lifecycle.events import EndpointRevoked
+from mainframe.lifecycle.rules import AttemptOutcome
+from mainframe.store import causes
 from mainframe.store.database import Tx
 from mainframe.store.sql import Sql
 
@@ -30,9 +33,9 @@ CLOSE_HELD_ATTEMPTS = Sql(
     "close_revoked_attempts",
     """
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, summary, artifact)
+                          outcome, summary, artifact, cause)
     SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
-           mf_now(), 'endpoint_revoked', NULL, NULL
+           mf_now(), 'endpoint_revoked', NULL, NULL, :cause
     FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING'
     """,
 )
@@ -41,7 +44,7 @@ DEAD_LETTER_LIVE = Sql(
     """
     UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
         updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
-        fail_reason = 'endpoint_revoked'
+        fail_reason = 'endpoint_revoked', cause = :cause
     WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
     """,
 )
@@ -49,9 +52,11 @@ DEAD_LETTER_LIVE = Sql(
 
 async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> EndpointRevoked:
     """Dead-letter every live scan of the endpoint and refuse its credentials, atomically."""
+    revoked = cause_of(AttemptOutcome.ENDPOINT_REVOKED.value, None)
+    await causes.name(tx, [revoked])
     params = {"endpoint": endpoint_id}
     await tx.run(REVOKE_ENDPOINT, params)
     await tx.run(LOCK_LIVE, params)
-    await tx.run(CLOSE_HELD_ATTEMPTS, params)
-    ended = await tx.run(DEAD_LETTER_LIVE, params)
+    await tx.run(CLOSE_HELD_ATTEMPTS, params | {"cause": revoked.key})
+    ended = await tx.run(DEAD_LETTER_LIVE, params | {"cause": revoked.key})
     return EndpointRevoked(endpoint_id, endpoint, ended)

@@ -103,6 +103,9 @@ scans = Table(
     # The last operator redrive out of the dead letters, and how many there were (0008).
     Column("redriven_at", BigInteger),
     Column("redrive_count", Integer, nullable=False, server_default=text("0")),
+    # A dead letter's cause (its final attempt's, lifecycle/causes.py); NULL once redriven
+    # and for every scan that is not a dead letter (0017).
+    Column("cause", String(16)),
     # Leasing walks only eligible rows: a partial index per eligible status, never (status, id).
     Index(
         "ix_scans_queued",
@@ -131,6 +134,8 @@ scans = Table(
         "id",
         **partial(DEAD),
     ),
+    # Dead letters of one cause, newest first: the list filtered by cause, its redrive (0017).
+    Index("ix_scans_dead_cause", "cause", "dead_lettered_at", "id", **partial(DEAD)),
     # The dead-letter listing's order across endpoints (0008).
     Index("ix_scans_dead_recent", "dead_lettered_at", "id", **partial(DEAD)),
     # Substring search of dead letters: trigrams on PostgreSQL; SQLite cannot use it (0008).
@@ -192,6 +197,8 @@ attempts = Table(
     Column("settled_available_at", BigInteger),
     Column("settled_fail_reason", String(100)),
     Column("next_assignments", Text),
+    # The cause of a failed attempt (lifecycle/causes.py), written when it closes (0017).
+    Column("cause", String(16)),
     # The digest of the closing result's content (revision 0015): a resend with the same
     # digest is a replay, with another a conflict (lifecycle/replay.py).
     Column("result_digest", String(80)),
@@ -265,6 +272,48 @@ audit = Table(
     Index("ix_audit_owner", "owner_id", "id"),
     # Pruning past the retention walks the trail oldest first (0016).
     Index("ix_audit_at", "at"),
+)
+
+# Dead letters by cause (revision 0017). `causes` names each key with its pattern; the other
+# three are kept by triggers on scans (the migration's docstring), so every path that makes
+# or unmakes a dead letter keeps them exact in its own transaction.
+causes = Table(
+    "causes",
+    metadata,
+    Column("cause", String(16), primary_key=True),
+    Column("pattern", Text, nullable=False),
+    Column("first_seen_at", BigInteger, nullable=False),
+)
+# Dead letters now, per endpoint and cause, with when the cause first and last killed a scan.
+dead_letter_causes = Table(
+    "dead_letter_causes",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("cause", String(16), primary_key=True),
+    Column("dead_letters", BigInteger, nullable=False),
+    Column("first_seen_at", BigInteger, nullable=False),
+    Column("last_seen_at", BigInteger, nullable=False),
+    Column("example_scan_id", BigInteger, nullable=False),
+)
+# The queues, kinds and workers each cause's dead letters were in, and how often.
+cause_facets = Table(
+    "cause_facets",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("cause", String(16), primary_key=True),
+    Column("facet", String(8), primary_key=True),  # queue | kind | worker
+    Column("value", String(200), primary_key=True),
+    Column("hits", BigInteger, nullable=False),
+    Column("last_seen_at", BigInteger, nullable=False),
+)
+# Each cause's dead letters per hour, for the board's sparklines.
+cause_hours = Table(
+    "cause_hours",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("cause", String(16), primary_key=True),
+    Column("hour_us", BigInteger, primary_key=True),
+    Column("dead_letters", BigInteger, nullable=False),
 )
 
 # Signed-in board sessions (revision 0008): the cookie's secret is stored only as its sha256,

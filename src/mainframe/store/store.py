@@ -13,6 +13,7 @@ from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.assignments import Assignments
 from mainframe.store.budget import Budget
+from mainframe.store.causes import Causes
 from mainframe.store.database import Database
 from mainframe.store.dead_letters import DeadLetters
 from mainframe.store.deliveries import Deliveries
@@ -57,6 +58,7 @@ class Store:
     deliveries: Deliveries
     hooks: Hooks
     dead_letters: DeadLetters
+    causes: Causes
     sessions: Sessions
     statistics: Statistics
     usage: TokenUse
@@ -98,6 +100,7 @@ class Store:
             deliveries=Deliveries(db),
             hooks=Hooks(db, box=hook_box, rotation_grace_us=rotation_grace_us),
             dead_letters=DeadLetters(db),
+            causes=Causes(db),
             sessions=Sessions(db),
             statistics=Statistics(db),
             usage=TokenUse(db),
