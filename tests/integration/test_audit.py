@@ -202,7 +202,9 @@ def test_sign_ins_and_redrives_are_audited(trail: Trail) -> None:
     first, second = trail.dead("alpha-pkg"), trail.dead("beta-pkg")
     e = trail.change(lambda: s.dead_letters.redrive_ids(alice, [first, 999_999], origin="board"))
     assert (e.action, e.origin, e.count, e.scan_ids) == ("redrive", "board", 1, [first, 999_999])
-    assert operator_shapes.audit_target(e) == "1 scan requeued of 2 named by id"
+    assert operator_shapes.audit_target(e) == (
+        f"1 scan requeued of 2 named by id: #{first}, #999999"
+    )
     f = DeadLetterFilter(q="beta")
     e = trail.change(lambda: s.dead_letters.redrive_filter(alice, f, confirm=1, origin="cli"))
     assert (e.action, e.origin, e.count, e.filter) == ("redrive", "cli", 1, f.as_json())
@@ -251,7 +253,7 @@ def test_redrives_recorded_before_origins_stay_readable(
             "redrive", 3, [1, 2, 3]
         )  # fmt: skip
         assert shown_entry["origin"] == "unknown" and shown_entry["endpoint"] is None
-        assert shown_entry["target"] == "3 scans requeued of 3 named by id"
+        assert shown_entry["target"] == "3 scans requeued of 3 named by id: #1, #2, #3"
     finally:
         store.close()
 
@@ -283,7 +285,14 @@ def assert_row_shows(row: str, entry: dict[str, Any]) -> None:
     assert re.search(r">\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC</time>", row), row
     assert f'<td data-label="Who"><bdi>{escape(shown(entry["owner"]))}</bdi>' in row, row
     assert entry["action"].replace("_", " ").capitalize() in row, row
-    assert f"<bdi>{escape(shown(entry['target']))}</bdi>" in row, row
+    if entry["action"] == "redrive" and entry["scan_ids"]:
+        # A redrive by id: its words, then each scan it named as a link to the scan's page.
+        words, _, _ = entry["target"].partition(": #")
+        assert f'<td data-label="Target">{words}: ' in row, row
+        for scan_id in entry["scan_ids"][:10]:
+            assert f'<a href="/board/scans/{scan_id}">#{scan_id}</a>' in row, row
+    else:
+        assert f"<bdi>{escape(shown(entry['target']))}</bdi>" in row, row
     assert f'<td data-label="From">{entry["origin"]}</td>' in row, row
 
 
@@ -391,3 +400,10 @@ def test_the_openapi_document_describes_an_entry(board: Desk) -> None:
     )
     assert entry["properties"]["origin"]["enum"] == ["board", "api", "cli", "unknown"]
     assert "description" in entry["properties"]["target"]
+
+
+def test_the_audit_page_links_the_first_ten_scans_a_redrive_named(trail: Trail) -> None:
+    ids = [trail.dead(f"pkg-{i}") for i in range(12)]
+    e = trail.change(lambda: trail.store.dead_letters.redrive_ids(trail.alice, ids, origin="cli"))
+    target = operator_shapes.audit_target(e)
+    assert target.endswith(f"#{ids[9]} and 2 more") and f"#{ids[10]}" not in target

@@ -213,7 +213,11 @@ async def audit_page(request: Request, rt: RuntimeDep) -> Response:
     # The API's entries exactly, beside each one's stored time for the board's one format.
     entries = [(e.at, operator_shapes.audit_entry(e, session.owner)) for e in found]
     full = len(found) == filters.PAGE_SIZE
-    context |= {"entries": entries, "next_cursor": str(found[-1].id) if full else None}
+    context |= {
+        "entries": entries,
+        "next_cursor": str(found[-1].id) if full else None,
+        "ids_shown": operator_shapes.AUDIT_IDS_SHOWN,
+    }
     return page(request, "audit.html", context)
 
 

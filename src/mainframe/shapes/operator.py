@@ -54,6 +54,10 @@ def parse_cursor(text: str | None, *, field: str = "query.cursor") -> tuple[int,
     return int(at), int(scan_id)
 
 
+# A redrive by id names this many of its scans in its audit line; the rest are counted.
+AUDIT_IDS_SHOWN = 10
+
+
 def _scans(n: int | None) -> str:
     return "1 scan" if n == 1 else f"{n or 0} scans"
 
@@ -67,7 +71,10 @@ def audit_target(entry: AuditEntry) -> str:
             shown = {k: rfc3339(v) if k == "since" else v for k, v in entry.filter.items()}
             used = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
             return f"{_scans(entry.count)} requeued, by filter ({used or 'every dead letter'})"
-        return f"{_scans(entry.count)} requeued of {len(entry.scan_ids or [])} named by id"
+        ids = entry.scan_ids or []
+        named = ", ".join(f"#{scan_id}" for scan_id in ids[:AUDIT_IDS_SHOWN])
+        more = f" and {len(ids) - AUDIT_IDS_SHOWN} more" if len(ids) > AUDIT_IDS_SHOWN else ""
+        return f"{_scans(entry.count)} requeued of {len(ids)} named by id: {named}{more}"
     if entry.action in (Action.TOKEN_CREATED, Action.TOKEN_DELETED):
         name = detail.get("name")
         return f'{detail.get("kind")} token {detail.get("token_id")} "{name}"{on}'
