@@ -13,6 +13,8 @@ from mainframe.lifecycle.events import (
     EndpointRevoked,
     Event,
     LeasesGranted,
+    QueuePaused,
+    QueueResumed,
     RowsPruned,
     ScanDeadLettered,
     ScanFailed,
@@ -66,12 +68,26 @@ def _apply(event: Event, metrics: Metrics, log: Any) -> None:
                 code=event.code.value,
                 attempt=event.attempt,
             )
+        case _:
+            _apply_operator(event, metrics, log)
+
+
+def _apply_operator(event: Event, metrics: Metrics, log: Any) -> None:
+    """What an operator did (a revocation, a redrive, a pause) and the database's upkeep."""
+    match event:
         case EndpointRevoked():
             metrics.revocations.inc()
             metrics.revoked_scans.inc(event.dead_lettered)
             metrics.reaps.labels("endpoint_revoked").inc(event.dead_lettered)
             log.warning(
                 "endpoint_revoked", endpoint=event.endpoint, dead_lettered=event.dead_lettered
+            )
+        case QueuePaused() | QueueResumed():
+            log.warning(
+                "queue_paused" if isinstance(event, QueuePaused) else "queue_resumed",
+                endpoint=event.endpoint,
+                queue=neutralize(event.queue),
+                by=neutralize(event.by),
             )
         case ScansRedriven():
             metrics.redriven.inc(event.redriven)

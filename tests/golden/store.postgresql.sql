@@ -1,6 +1,10 @@
 -- add_to_audit_count
 UPDATE audit SET count = count + $1 WHERE id = $2;
 
+-- all_paused_queues
+SELECT endpoints.name, paused_queues.queue
+FROM paused_queues JOIN endpoints ON endpoints.id = paused_queues.endpoint_id;
+
 -- analyze_attempts
 ANALYZE (SKIP_LOCKED) attempts;
 
@@ -148,6 +152,9 @@ WITH who AS (
     SELECT scans.id FROM scans
     WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
       AND scans.available_at <= mf_now()
+      AND scans.queue NOT IN (
+          SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+      )
       AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
     ORDER BY scans.available_at, scans.id LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -461,12 +468,15 @@ RETURNING id;
 -- insert_scans
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                    source, created_at, updated_at, available_at, attempt_count,
-                   attempt_base, redrive_count)
+                   attempt_base, redrive_count, paused_due_at)
 SELECT $1, item.queue, item.name, item.version, item.kind, item.payload,
        CAST($2 AS varchar), $3, $4, mf_now(), mf_now(),
-       CASE WHEN $2 = 'QUEUED' THEN mf_now() END, 0, 0, 0
+       CASE WHEN $2 = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+       CASE WHEN $2 = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
 FROM jsonb_to_recordset(CAST($5 AS jsonb))
     AS item(queue text, name text, version text, kind text, payload text)
+LEFT JOIN paused_queues AS paused
+    ON paused.endpoint_id = $1 AND paused.queue = item.queue
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -514,6 +524,9 @@ WITH who AS (
     SELECT id FROM scans
     WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
       AND available_at <= mf_now()
+      AND queue NOT IN (
+          SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+      )
     ORDER BY available_at, id LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
@@ -773,6 +786,26 @@ WITH who AS (
 SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
 FROM who LEFT JOIN found ON 1 = 1;
 
+-- park_queue
+UPDATE scans SET paused_due_at = available_at, available_at = NULL
+WHERE id IN (
+    SELECT id FROM scans
+    WHERE endpoint_id = $1 AND status = 'QUEUED' AND available_at IS NOT NULL
+      AND (available_at, id) > ($2, $3) AND queue = $4
+    ORDER BY available_at, id LIMIT $5
+)
+RETURNING id, paused_due_at;
+
+-- pause_queue
+INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by)
+VALUES ($1, $2, mf_now(), $3)
+ON CONFLICT (endpoint_id, queue) DO NOTHING
+RETURNING paused_at;
+
+-- paused_queues_of_endpoint
+SELECT queue, paused_at, paused_by FROM paused_queues
+WHERE endpoint_id = $1 ORDER BY queue;
+
 -- pending_states
 SELECT count(*),
        SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < $1
@@ -788,7 +821,15 @@ SELECT 1;
 SET LOCAL plan_cache_mode = force_custom_plan;
 
 -- promote_from_quarantine
-UPDATE scans SET status = 'QUEUED', updated_at = mf_now(), available_at = mf_now(),
+UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
+    available_at = CASE WHEN EXISTS (
+        SELECT 1 FROM paused_queues AS paused
+        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+    ) THEN NULL ELSE mf_now() END,
+    paused_due_at = CASE WHEN EXISTS (
+        SELECT 1 FROM paused_queues AS paused
+        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+    ) THEN mf_now() END,
     verified = $1, source = COALESCE($2, source)
 WHERE id = $3 AND status = 'QUARANTINED'
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -906,6 +947,9 @@ WHERE id = $3 AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PEND
   AND (CAST($5 AS text) IS NULL OR assignment_id = $5)
 RETURNING lease_expires_at, endpoint_id;
 
+-- resume_queue
+DELETE FROM paused_queues WHERE endpoint_id = $1 AND queue = $2 RETURNING 1;
+
 -- revoke_endpoint
 UPDATE endpoints SET revoked_at = mf_now() WHERE id = $1;
 
@@ -1004,10 +1048,14 @@ WITH who AS (
 )
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                    source, created_at, updated_at, available_at, attempt_count,
-                   attempt_base, redrive_count)
+                   attempt_base, redrive_count, paused_due_at)
 SELECT who.endpoint_id, $2, $3, $4, $5, $6, 'QUEUED', TRUE,
-       who.principal, mf_now(), mf_now(), mf_now(), 0, 0, 0
-FROM who WHERE TRUE
+       who.principal, mf_now(), mf_now(),
+       CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+       CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
+FROM who LEFT JOIN paused_queues AS paused
+    ON paused.endpoint_id = who.endpoint_id AND paused.queue = $2
+WHERE TRUE
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -1025,6 +1073,17 @@ SELECT id FROM tokens WHERE endpoint_id = $1 AND principal = $2 LIMIT 1;
 UPDATE tokens SET last_used_at = mf_now()
 WHERE token_hash = $1
   AND (last_used_at IS NULL OR last_used_at <= mf_now() - $2);
+
+-- unpark_queue
+UPDATE scans SET available_at = paused_due_at, paused_due_at = NULL
+WHERE id IN (
+    SELECT id FROM scans
+    WHERE endpoint_id = $1 AND status = 'QUEUED' AND available_at IS NULL
+      AND id > $2 AND queue = $3
+    ORDER BY available_at, id LIMIT $4
+)
+RETURNING id, endpoint_id, queue, name, version, kind, verified, source, created_at,
+          available_at;
 
 -- wait
 WITH who AS (

@@ -1,6 +1,10 @@
 -- add_to_audit_count
 UPDATE audit SET count = count + :n WHERE id = :audit;
 
+-- all_paused_queues
+SELECT endpoints.name, paused_queues.queue
+FROM paused_queues JOIN endpoints ON endpoints.id = paused_queues.endpoint_id;
+
 -- analyze_attempts
 -- PostgreSQL only.;
 
@@ -377,12 +381,16 @@ RETURNING id;
 -- insert_scans
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                    source, created_at, updated_at, available_at, attempt_count,
-                   attempt_base, redrive_count)
+                   attempt_base, redrive_count, paused_due_at)
 SELECT :endpoint, item.value ->> '$.queue', item.value ->> '$.name',
        item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
        :status, :verified, :source, mf_now(), mf_now(),
-       CASE WHEN :status = 'QUEUED' THEN mf_now() END, 0, 0, 0
-FROM json_each(:items) AS item WHERE TRUE
+       CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+       CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
+FROM json_each(:items) AS item
+LEFT JOIN paused_queues AS paused
+    ON paused.endpoint_id = :endpoint AND paused.queue = item.value ->> '$.queue'
+WHERE TRUE
 ORDER BY item.key
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
@@ -434,6 +442,9 @@ WHERE id IN (
     SELECT id FROM scans
     WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
       AND available_at <= mf_now()
+      AND queue NOT IN (
+          SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+      )
     ORDER BY available_at, id LIMIT :limit
 )
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -684,6 +695,26 @@ WITH who AS (
 SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
 FROM who LEFT JOIN found ON 1 = 1;
 
+-- park_queue
+UPDATE scans SET paused_due_at = available_at, available_at = NULL
+WHERE id IN (
+    SELECT id FROM scans
+    WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at IS NOT NULL
+      AND (available_at, id) > (:after_at, :after_id) AND queue = :queue
+    ORDER BY available_at, id LIMIT :limit
+)
+RETURNING id, paused_due_at;
+
+-- pause_queue
+INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by)
+VALUES (:endpoint, :queue, mf_now(), :by)
+ON CONFLICT (endpoint_id, queue) DO NOTHING
+RETURNING paused_at;
+
+-- paused_queues_of_endpoint
+SELECT queue, paused_at, paused_by FROM paused_queues
+WHERE endpoint_id = :endpoint ORDER BY queue;
+
 -- pending_states
 SELECT count(*),
        SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < :max_attempts
@@ -699,7 +730,15 @@ SELECT 1;
 -- PostgreSQL only: SQLite plans every statement with its values bound.;
 
 -- promote_from_quarantine
-UPDATE scans SET status = 'QUEUED', updated_at = mf_now(), available_at = mf_now(),
+UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
+    available_at = CASE WHEN EXISTS (
+        SELECT 1 FROM paused_queues AS paused
+        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+    ) THEN NULL ELSE mf_now() END,
+    paused_due_at = CASE WHEN EXISTS (
+        SELECT 1 FROM paused_queues AS paused
+        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+    ) THEN mf_now() END,
     verified = :verified, source = COALESCE(:source, source)
 WHERE id = :scan AND status = 'QUARANTINED'
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -806,6 +845,9 @@ WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'P
   AND (:assignment IS NULL OR assignment_id = :assignment)
 RETURNING lease_expires_at, endpoint_id;
 
+-- resume_queue
+DELETE FROM paused_queues WHERE endpoint_id = :endpoint AND queue = :queue RETURNING 1;
+
 -- revoke_endpoint
 UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint;
 
@@ -897,10 +939,14 @@ WITH who AS (
 )
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                    source, created_at, updated_at, available_at, attempt_count,
-                   attempt_base, redrive_count)
+                   attempt_base, redrive_count, paused_due_at)
 SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
-       who.principal, mf_now(), mf_now(), mf_now(), 0, 0, 0
-FROM who WHERE TRUE
+       who.principal, mf_now(), mf_now(),
+       CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+       CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
+FROM who LEFT JOIN paused_queues AS paused
+    ON paused.endpoint_id = who.endpoint_id AND paused.queue = :queue
+WHERE TRUE
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -918,6 +964,17 @@ SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal L
 UPDATE tokens SET last_used_at = mf_now()
 WHERE token_hash = :digest
   AND (last_used_at IS NULL OR last_used_at <= mf_now() - :coarse);
+
+-- unpark_queue
+UPDATE scans SET available_at = paused_due_at, paused_due_at = NULL
+WHERE id IN (
+    SELECT id FROM scans
+    WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at IS NULL
+      AND id > :after_id AND queue = :queue
+    ORDER BY available_at, id LIMIT :limit
+)
+RETURNING id, endpoint_id, queue, name, version, kind, verified, source, created_at,
+          available_at;
 
 -- wait
 WITH who AS (

@@ -43,7 +43,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("post", "/api/v1/endpoints"): {"name": "fresh", "open_intake": False},
     ("post", "/api/v1/endpoints/{name}/tokens"): {"worker": "w-new"},
 }  # fmt: skip
-PATH_VALUES = {"scan_id": "1", "name": "pypi", "hook_id": "1", "token_id": "1"}
+PATH_VALUES = {"scan_id": "1", "name": "pypi", "hook_id": "1", "token_id": "1", "queue": "q"}
 QUERY_VALUES = {"status": "QUEUED", "queue": "q", "endpoint": "pypi", "limit": "5",
                 "cursor": "1", "batch": "1", "next": "1", "q": "p", "reason": "lease_expired",
                 "since": "2026-01-01T00:00:00Z", "start": "2026-01-01T00:00:00Z",

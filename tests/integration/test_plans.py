@@ -45,6 +45,7 @@ from mainframe.store import (
     overview,
     packages,
     queries,
+    queues,
     refusals,
     replays,
     results,
@@ -313,6 +314,7 @@ SESSION = {"session": _digest("session1")}
 # A retention of half a day and the batch the sweeper prunes; the ids of one such batch.
 DUE = {"kept": 43_200_000_000, "limit": 500}
 CAUSE = "0123456789abcdef"  # a cause's key, as the store writes them
+PAUSED = {"endpoint": 1, "queue": "default"}
 PRUNED_IDS = {"ids": orjson.dumps(list(range(1, 501))).decode()}
 # The primary-key probe of the scans a result closes, inside COMPLETE's `closed`.
 PG_CLOSES = pg_within("closed", pg_index("scans_pkey"))
@@ -506,6 +508,27 @@ CASES = {
                                                      "at_least": 5},
                          *HOOK_BY_KEY),
     # Delivery counts.
+    # Paused queues: a few rows by key; a pause's chunks walk the endpoint's QUEUED scans in
+    # lease order from the chunk's keyset, a resume's the parked end (available_at NULL).
+    "pause_queue": Case(queues.PAUSE, PAUSED | {"by": "ops"}, NO_READ,
+                        r"Conflict Arbiter Indexes: paused_queues_pkey$"),
+    "resume_queue": Case(queues.RESUME, PAUSED,
+                         sqlite_index("sqlite_autoindex_paused_queues_1", "paused_queues"),
+                         pg_small("paused_queues", "paused_queues_pkey")),
+    "paused_queues_of_endpoint": Case(queues.PAUSED_OF_ENDPOINT, {"endpoint": 1},
+                                      sqlite_index("sqlite_autoindex_paused_queues_1",
+                                                   "paused_queues"),
+                                      pg_small("paused_queues", "paused_queues_pkey"),
+                                      sorts=SORTS_ON_PG),  # a few rows, by name
+    "all_paused_queues": Case(queues.ALL_PAUSED, {}, r"SCAN paused_queues",
+                              r"Seq Scan on paused_queues|paused_queues_pkey"),
+    "park_queue": Case(queues.PARK, PAUSED | {"after_at": queues.FIRST_KEYSET[0],
+                                              "after_id": 0, "limit": queues.CHUNK},
+                       (sqlite_pk(), sqlite_index("ix_scans_queued")),
+                       pg_index("ix_scans_queued")),
+    "unpark_queue": Case(queues.UNPARK, PAUSED | {"after_id": 0, "limit": queues.CHUNK},
+                         (sqlite_pk(), sqlite_index("ix_scans_queued")),
+                         pg_index("ix_scans_queued")),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
     "name_cause": Case(causes.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
                        NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),

@@ -10,11 +10,14 @@ from starlette.responses import Response
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
+from mainframe.contract.names import NAME_PATTERN
 from mainframe.contract.operator_schemas import (
     PRINTABLE,
     EndpointCreate,
+    EndpointDetail,
     EndpointList,
     EndpointPublic,
+    QueueChangePublic,
     TokenCreate,
     TokenCreated,
     TokenList,
@@ -27,6 +30,7 @@ EndpointPath = Annotated[
     str, Path(max_length=200, pattern=PRINTABLE, description="The endpoint's name.")
 ]
 TokenIdPath = Annotated[int, Path(ge=1, le=2**62, description="The token's id.")]
+QueuePath = Annotated[str, Path(max_length=64, pattern=NAME_PATTERN, description="The queue.")]
 
 
 @router.post("", status_code=201, response_model=EndpointPublic, responses=REFUSALS)
@@ -43,6 +47,34 @@ async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
     """The owner's endpoints, by name."""
     views = await rt.store.credentials.endpoints(owner_id(owner))
     return JSON({"endpoints": [shape.endpoint(v) for v in views]})
+
+
+@router.get("/{name}", response_model=EndpointDetail, responses=REFUSALS)
+async def get_endpoint(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+    """One of the owner's endpoints, with its paused queues."""
+    paused = await rt.store.queues.paused(owner_id(owner), name)
+    views = await rt.store.credentials.endpoints(owner_id(owner))
+    [view] = [v for v in views if v.name == name]
+    return JSON(shape.endpoint_detail(view, paused))
+
+
+@router.post("/{name}/queues/{queue}/pause", response_model=QueueChangePublic, responses=REFUSALS)
+async def pause_queue(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, queue: QueuePath
+) -> JSON:
+    """Stop leasing the queue's scans: polls answer as if it were empty, intake goes on,
+    leases already out run their course, nothing is dead-lettered by the pause."""
+    change = await rt.store.queues.pause(owner_id(owner), name, queue, by=owner.name, origin=API)
+    return JSON(shape.queue_change(change))
+
+
+@router.post("/{name}/queues/{queue}/resume", response_model=QueueChangePublic, responses=REFUSALS)
+async def resume_queue(
+    rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, queue: QueuePath
+) -> JSON:
+    """Lease the queue's scans again, in the order they had; no redrive needed."""
+    change = await rt.store.queues.resume(owner_id(owner), name, queue, by=owner.name, origin=API)
+    return JSON(shape.queue_change(change))
 
 
 @router.post("/{name}/tokens", status_code=201, response_model=TokenCreated, responses=REFUSALS)

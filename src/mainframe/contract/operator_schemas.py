@@ -198,6 +198,28 @@ class EndpointList(BaseModel):
     endpoints: list[EndpointPublic]
 
 
+class PausedQueuePublic(BaseModel):
+    queue: str
+    paused_at: str
+    paused_by: str = Field(description="The owner who paused it.")
+
+
+class EndpointDetail(EndpointPublic):
+    paused_queues: list[PausedQueuePublic] = Field(
+        description="Queues whose scans are not leased until resumed; intake goes on."
+    )
+
+
+class QueueChangePublic(BaseModel):
+    endpoint: str
+    queue: str
+    paused: bool = Field(description="Whether the queue is paused now.")
+    changed: bool = Field(description="False when it already was (or was not) paused.")
+    scans: int = Field(
+        description="Scans the pause parked, or the resume made due again in their order."
+    )
+
+
 class TokenCreate(Strict):
     """Exactly one of `worker` (a worker that leases scans) or `source` (a producer)."""
 

@@ -31,3 +31,5 @@ class Action(StrEnum):
     HOOK_SECRET_ROTATED = "hook_secret_rotated"
     HOOK_DELETED = "hook_deleted"
     SIGNED_IN = "signed_in"
+    QUEUE_PAUSED = "queue_paused"
+    QUEUE_RESUMED = "queue_resumed"

@@ -100,6 +100,22 @@ class EndpointRevoked:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuePaused:
+    """An operator stopped the leasing of one queue of an endpoint."""
+
+    endpoint: str
+    queue: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResumed:
+    endpoint: str
+    queue: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScanRedriven:
     """An operator put a dead letter back in the queue with a fresh attempt budget."""
 
@@ -138,5 +154,7 @@ Event = (
     | EndpointRevoked
     | ScanRedriven
     | ScansRedriven
+    | QueuePaused
+    | QueueResumed
     | RowsPruned
 )

@@ -36,6 +36,8 @@ POOL_STATES = ("in_use", "idle", "waiting")
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    # Every (endpoint, queue) ever reported paused, so a resumed one reads 0, not absent.
+    paused_seen: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -136,6 +138,13 @@ class Metrics:
             "HTTP request duration by route template, method and status code.",
             ["route", "method", "status"],
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=r,
+        )
+        self.queue_paused = Gauge(
+            "mainframe_queue_paused",
+            "1 while an operator has paused the queue (its scans are not leased), 0 once "
+            "resumed; queues never paused are absent.",
+            ["endpoint", "queue"],
             registry=r,
         )
         self.db_connections = Gauge(

@@ -27,16 +27,28 @@ def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:
     metrics.snapshot_timestamp.set(snapshot.taken_at / MICROS)
 
 
+def apply_paused(
+    metrics: Metrics, paused: set[tuple[str, str]], seen: set[tuple[str, str]]
+) -> None:
+    """1 for every paused queue, 0 for one that was and is no longer (bounded: queues an
+    operator named); `seen` keeps what was ever reported."""
+    seen |= paused
+    for endpoint, queue in seen:
+        metrics.queue_paused.labels(endpoint, queue).set(1 if (endpoint, queue) in paused else 0)
+
+
 async def reconcile_once(store: Store, metrics: Metrics) -> bool:
     """One reconciliation; a failure is counted and logged, and leaves the gauges alone."""
     started = time.perf_counter()
     try:
         snapshot = await store.listings.snapshot()
+        paused = await store.queues.all_paused()
     except Exception as exc:  # the database may be down; the staleness alert will say so
         metrics.reconcile_failures.inc()
         get_logger().error("reconciliation_failed", error=f"{type(exc).__name__}: {exc}")
         return False
     apply(metrics, snapshot, took=time.perf_counter() - started)
+    apply_paused(metrics, paused, metrics.paused_seen)
     return True
 
 

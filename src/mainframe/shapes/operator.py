@@ -13,6 +13,7 @@ from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
 from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.overview import EndpointCard, Overview
+from mainframe.store.queues import PausedQueue, QueueChange
 from mainframe.store.redrive import Redriven
 
 # The origin of the redrives recorded before origins were.
@@ -82,6 +83,8 @@ def audit_target(entry: AuditEntry) -> str:
         return f"hook {detail.get('hook_id')} ({detail.get('url')}){on}"
     if entry.action == Action.ENDPOINT_REVOKED:
         return f"endpoint {entry.endpoint}: {_scans(entry.count)} dead-lettered"
+    if entry.action in (Action.QUEUE_PAUSED, Action.QUEUE_RESUMED):
+        return f"queue {detail.get('queue')}{on}"
     if entry.action == Action.ENDPOINT_CREATED:
         intake = ", open intake" if detail.get("open_intake") else ""
         return f"endpoint {entry.endpoint}{intake}"
@@ -143,6 +146,26 @@ def endpoint(view: EndpointView) -> dict[str, object]:
         "open_intake": view.open_intake,
         "created_at": rfc3339(view.created_at),
         "revoked_at": rfc3339(view.revoked_at),
+    }
+
+
+def endpoint_detail(view: EndpointView, paused: list[PausedQueue]) -> dict[str, object]:
+    """An endpoint with its paused queues (EndpointDetail)."""
+    queues = [
+        {"queue": q.queue, "paused_at": rfc3339(q.paused_at), "paused_by": q.paused_by}
+        for q in paused
+    ]
+    return endpoint(view) | {"paused_queues": queues}
+
+
+def queue_change(change: QueueChange) -> dict[str, object]:
+    """What a pause or resume did (QueueChangePublic)."""
+    return {
+        "endpoint": change.endpoint,
+        "queue": change.queue,
+        "paused": change.paused,
+        "changed": change.changed,
+        "scans": change.scans,
     }
 
 

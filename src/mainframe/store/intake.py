@@ -31,10 +31,14 @@ SUBMIT_AS_SOURCE = Sql(
     )
     INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                        source, created_at, updated_at, available_at, attempt_count,
-                       attempt_base, redrive_count)
+                       attempt_base, redrive_count, paused_due_at)
     SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
-           who.principal, mf_now(), mf_now(), mf_now(), 0, 0, 0
-    FROM who WHERE TRUE
+           who.principal, mf_now(), mf_now(),
+           CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+           CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
+    FROM who LEFT JOIN paused_queues AS paused
+        ON paused.endpoint_id = who.endpoint_id AND paused.queue = :queue
+    WHERE TRUE
     ON CONFLICT (endpoint_id, name, version, kind)
         WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
     RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -50,12 +54,16 @@ INSERT_SCANS = Sql(
     """
     INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                        source, created_at, updated_at, available_at, attempt_count,
-                       attempt_base, redrive_count)
+                       attempt_base, redrive_count, paused_due_at)
     SELECT :endpoint, item.value ->> '$.queue', item.value ->> '$.name',
            item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
            :status, :verified, :source, mf_now(), mf_now(),
-           CASE WHEN :status = 'QUEUED' THEN mf_now() END, 0, 0, 0
-    FROM json_each(:items) AS item WHERE TRUE
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
+    FROM json_each(:items) AS item
+    LEFT JOIN paused_queues AS paused
+        ON paused.endpoint_id = :endpoint AND paused.queue = item.value ->> '$.queue'
+    WHERE TRUE
     ORDER BY item.key
     ON CONFLICT (endpoint_id, name, version, kind)
         WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
@@ -67,12 +75,15 @@ INSERT_SCANS = Sql(
     """
     INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                        source, created_at, updated_at, available_at, attempt_count,
-                       attempt_base, redrive_count)
+                       attempt_base, redrive_count, paused_due_at)
     SELECT :endpoint, item.queue, item.name, item.version, item.kind, item.payload,
            CAST(:status AS varchar), :verified, :source, mf_now(), mf_now(),
-           CASE WHEN :status = 'QUEUED' THEN mf_now() END, 0, 0, 0
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
     FROM jsonb_to_recordset(CAST(:items AS jsonb))
         AS item(queue text, name text, version text, kind text, payload text)
+    LEFT JOIN paused_queues AS paused
+        ON paused.endpoint_id = :endpoint AND paused.queue = item.queue
     ON CONFLICT (endpoint_id, name, version, kind)
         WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
     RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -97,7 +108,15 @@ LIVE_SCAN = Sql(
 PROMOTE = Sql(
     "promote_from_quarantine",
     """
-    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(), available_at = mf_now(),
+    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
+        available_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN mf_now() END,
         verified = :verified, source = COALESCE(:source, source)
     WHERE id = :scan AND status = 'QUARANTINED'
     RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -219,7 +238,9 @@ class Intake:
 
     async def _created(self, tx: Tx, row: Row) -> ScanRecord:
         scan = scan_from_row(row, await self.names.of(tx, row[1]))
-        if scan.status is Status.QUEUED:
+        # A scan of a paused queue is parked (no available_at): it becomes claimable, and is
+        # announced, when the queue is resumed (store/queues.py).
+        if scan.status is Status.QUEUED and scan.available_at is not None:
             tx.events.append(ScanReady(scan.ref(), 0, scan.created_at))
         return scan
 
@@ -251,7 +272,9 @@ class Intake:
         if row is None:
             return existing
         promoted = scan_from_row(row, existing.endpoint)
-        tx.events.append(ScanReady(promoted.ref(), promoted.attempt_count, promoted.updated_at))
+        if promoted.available_at is not None:  # else parked in a paused queue
+            ready = ScanReady(promoted.ref(), promoted.attempt_count, promoted.updated_at)
+            tx.events.append(ready)
         return promoted
 
 

@@ -63,6 +63,9 @@ LEASE = Sql(
         SELECT id FROM scans
         WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
           AND available_at <= mf_now()
+          AND queue NOT IN (
+              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+          )
         ORDER BY available_at, id LIMIT :limit
     )
     RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -80,6 +83,9 @@ LEASE = Sql(
         SELECT id FROM scans
         WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
           AND available_at <= mf_now()
+          AND queue NOT IN (
+              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+          )
         ORDER BY available_at, id LIMIT :limit
         FOR UPDATE SKIP LOCKED
     )

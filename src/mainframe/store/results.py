@@ -107,6 +107,9 @@ COMPLETE = Sql(
         SELECT scans.id FROM scans
         WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
           AND scans.available_at <= mf_now()
+          AND scans.queue NOT IN (
+              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+          )
           AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
         ORDER BY scans.available_at, scans.id LIMIT :fetch
         FOR UPDATE SKIP LOCKED

@@ -106,6 +106,9 @@ scans = Table(
     # A dead letter's cause (its final attempt's, lifecycle/causes.py); NULL once redriven
     # and for every scan that is not a dead letter (0017).
     Column("cause", String(16)),
+    # A parked scan of a paused queue: its due time, restored on resume; `available_at` is
+    # NULL meanwhile, so no poll reaches it (0018).
+    Column("paused_due_at", BigInteger),
     # Leasing walks only eligible rows: a partial index per eligible status, never (status, id).
     Index(
         "ix_scans_queued",
@@ -314,6 +317,16 @@ cause_hours = Table(
     Column("cause", String(16), primary_key=True),
     Column("hour_us", BigInteger, primary_key=True),
     Column("dead_letters", BigInteger, nullable=False),
+)
+
+# Queues an operator paused (revision 0018): their scans are not leased until resumed.
+paused_queues = Table(
+    "paused_queues",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("queue", String(100), primary_key=True),
+    Column("paused_at", BigInteger, nullable=False),
+    Column("paused_by", String(200), nullable=False),
 )
 
 # Signed-in board sessions (revision 0008): the cookie's secret is stored only as its sha256,

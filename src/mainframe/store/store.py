@@ -27,6 +27,7 @@ from mainframe.store.names import EndpointNames
 from mainframe.store.packages import Packages
 from mainframe.store.pg_settings import host_writable, settings_found
 from mainframe.store.postgres import PostgresDatabase
+from mainframe.store.queues import Queues
 from mainframe.store.results import Results
 from mainframe.store.retention import Retention
 from mainframe.store.sessions import Sessions
@@ -59,6 +60,7 @@ class Store:
     hooks: Hooks
     dead_letters: DeadLetters
     causes: Causes
+    queues: Queues
     sessions: Sessions
     statistics: Statistics
     usage: TokenUse
@@ -101,6 +103,7 @@ class Store:
             hooks=Hooks(db, box=hook_box, rotation_grace_us=rotation_grace_us),
             dead_letters=DeadLetters(db),
             causes=Causes(db),
+            queues=Queues(db),
             sessions=Sessions(db),
             statistics=Statistics(db),
             usage=TokenUse(db),
