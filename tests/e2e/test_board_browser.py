@@ -195,7 +195,7 @@ def board_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
                 result = {"outcome": "failed", "attempt": 1, "assignment_id": job["assignment_id"],
                           "summary": "Traceback\nOSError: sandbox died"}  # fmt: skip
                 api.post(f"/api/v1/jobs/{job['scan_id']}/result", json=result, headers=auth(worker))
-        yield {"url": server.url, "owner": owner}
+        yield {"url": server.url, "owner": owner, "worker": worker, "source": source}
 
 
 def signed_in(browser: object, server: dict[str, str]) -> object:
@@ -271,4 +271,32 @@ def test_a_dead_letter_redriven_with_the_keyboard_alone(
     page.keyboard.press("Enter")  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"status=dead.*q=keyboard"))  # type: ignore[attr-defined]
     assert page.locator(".matched").inner_text() == "0"  # type: ignore[attr-defined]
+    page.context.close()  # type: ignore[attr-defined]
+
+
+def test_a_queue_paused_and_resumed_from_the_board_with_its_confirmation(
+    browser: object, board_server: dict[str, str]
+) -> None:
+    url, endpoint = board_server["url"], "/board/endpoints/pypi-malware"
+    page = signed_in(browser, board_server)
+    page.goto(url + endpoint)  # type: ignore[attr-defined]
+    page.get_by_role("textbox", name="Queue").fill("held")  # type: ignore[attr-defined]
+    page.get_by_role("button", name="Pause a queue…").click()  # type: ignore[attr-defined]
+    heading = page.get_by_role("heading", name="Pause queue held of endpoint pypi-malware?")  # type: ignore[attr-defined]
+    assert heading.is_visible()
+    page.get_by_role("button", name="Pause queue held").click()  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/board/endpoints/pypi-malware$"))  # type: ignore[attr-defined]
+    assert "Queue held paused" in page.get_by_role("status").inner_text()  # type: ignore[attr-defined]
+    with httpx.Client(base_url=url, timeout=10) as api:
+        body = {"name": "held-pkg", "version": "1", "queue": "held"}
+        made = api.post("/api/v1/scans", json=body, headers=auth(board_server["source"]))
+        assert made.status_code == 201
+        polled = api.post("/api/v1/jobs", headers=auth(board_server["worker"]))
+        assert polled.json() == [], "a paused queue's scans are not leased"
+        page.get_by_role("link", name="Resume queue held…").click()  # type: ignore[attr-defined]
+        page.get_by_role("button", name="Resume queue held").click()  # type: ignore[attr-defined]
+        page.wait_for_url(re.compile(r"/board/endpoints/pypi-malware$"))  # type: ignore[attr-defined]
+        assert "Every queue is leased." in page.content()  # type: ignore[attr-defined]
+        [job] = api.post("/api/v1/jobs", headers=auth(board_server["worker"])).json()
+        assert job["name"] == "held-pkg"
     page.context.close()  # type: ignore[attr-defined]

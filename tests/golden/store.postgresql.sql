@@ -383,6 +383,11 @@ FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
 WHERE endpoints.owner_id = $1
 GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
 
+-- endpoint_owner
+SELECT endpoints.owner_id, owners.name
+FROM endpoints JOIN owners ON owners.id = endpoints.owner_id
+WHERE endpoints.name = $1;
+
 -- endpoint_tokens
 SELECT id, principal, role, created_at, last_used_at FROM tokens
 WHERE endpoint_id = $1 ORDER BY id;

@@ -520,6 +520,10 @@ CASES = {
                                                    "paused_queues"),
                                       pg_small("paused_queues", "paused_queues_pkey"),
                                       sorts=SORTS_ON_PG),  # a few rows, by name
+    "endpoint_owner": Case(queues.ENDPOINT_OWNER, {"endpoint": "pypi"},
+                           (sqlite_index("sqlite_autoindex_endpoints_1", "endpoints"),
+                            sqlite_pk("owners")),
+                           pg_small("endpoints", "endpoints_name_key")),
     "all_paused_queues": Case(queues.ALL_PAUSED, {}, r"SCAN paused_queues",
                               r"Seq Scan on paused_queues|paused_queues_pkey"),
     "park_queue": Case(queues.PARK, PAUSED | {"after_at": queues.FIRST_KEYSET[0],

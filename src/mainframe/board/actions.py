@@ -212,3 +212,27 @@ async def delete_token(
     what = f"{token.kind} token \u201c{token.name}\u201d" if token else "token"
     await _say(request, rt, f"Deleted {what} (id {token_id}) of endpoint {name}.")
     return _see(_endpoint(name))
+
+
+@router.post("/endpoints/{name}/queues/{action}")
+async def pause_or_resume_queue(
+    request: Request, rt: RuntimeDep, name: NamePath, action: str
+) -> Response:
+    session, form = await _signed_in(request, rt)
+    queue = _text(form, "queue", 100)
+    if action not in ("pause", "resume"):
+        return _see(_endpoint(name))
+    change = rt.store.queues.pause if action == "pause" else rt.store.queues.resume
+    try:
+        done = await change(session.owner_id, name, queue, by=session.owner, origin=BOARD)
+    except StoreError as exc:
+        await _say(request, rt, f"Queue {queue} not {action}d: {exc.detail}.")
+        return _see(_endpoint(name))
+    if not done.changed:
+        state = "already paused" if action == "pause" else "not paused"
+        await _say(request, rt, f"Queue {queue} was {state}; nothing changed.")
+    elif action == "pause":
+        await _say(request, rt, f"Queue {queue} paused: its {done.scans} queued scans are held.")
+    else:
+        await _say(request, rt, f"Queue {queue} resumed: {done.scans} scans are due again.")
+    return _see(_endpoint(name))

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from mainframe.board.auth import signed_in_page
 from mainframe.board.pages import error_page
 from mainframe.board.render import page
+from mainframe.contract.names import name_problem
 from mainframe.contract.text import printable
 from mainframe.shapes import operator as operator_shapes
 from mainframe.store import NotFound
@@ -40,7 +41,25 @@ async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response
     if card is None:
         return error_page(request, context, 404, NO_ENDPOINT)
     tokens = await rt.store.credentials.tokens(session.owner_id, name)
-    return page(request, "endpoint.html", context | {"card": card, "tokens": tokens})
+    paused = await rt.store.queues.paused(session.owner_id, name)
+    context |= {"card": card, "tokens": tokens, "paused": paused}
+    return page(request, "endpoint.html", context)
+
+
+@router.get("/endpoints/{name}/queues/{action}")
+async def confirm_queue(request: Request, rt: RuntimeDep, name: str, action: str) -> Response:
+    """Pausing or resuming a queue, named, asked first (the queue comes from the form)."""
+    session, context = await signed_in_page(request, rt)
+    card = await _card(rt, session, name)
+    queue = (request.query_params.get("queue") or "").strip()
+    if card is None or action not in ("pause", "resume"):
+        return error_page(request, context, 404, NO_ENDPOINT)
+    problem = name_problem(queue)
+    if problem is not None:
+        return error_page(request, context, 422, f"That is not a queue's name: {problem}.")
+    paused = {q.queue for q in await rt.store.queues.paused(session.owner_id, name)}
+    context |= {"endpoint": name, "queue": queue, "action": action, "paused": queue in paused}
+    return page(request, "confirm_queue.html", context)
 
 
 @router.get("/endpoints/{name}/credential")

@@ -23,6 +23,7 @@ from mainframe.cli.common import (
 from mainframe.cli.dead import dead_app
 from mainframe.cli.failures import Debug
 from mainframe.cli.hooks import hook_app
+from mainframe.cli.queues import queue_app
 from mainframe.cli.retention import db_prune
 from mainframe.store import Store
 from mainframe.store.stats import Snapshot
@@ -39,6 +40,7 @@ app.add_typer(endpoint_app, name="endpoint")
 app.add_typer(token_app, name="token")
 app.add_typer(hook_app, name="hook")
 app.add_typer(dead_app, name="dead")
+app.add_typer(queue_app, name="queue")
 
 BOOTSTRAP_OWNER = "admin"
 

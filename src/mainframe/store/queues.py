@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mainframe.contract.names import name_problem
 from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, ScanRef
 from mainframe.store import audit
 from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Row, Tx, first
-from mainframe.store.errors import Conflict, NotFound
+from mainframe.store.errors import Conflict, Invalid, NotFound
 from mainframe.store.sql import Sql
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each
@@ -84,6 +85,15 @@ UNPARK = Sql(
               available_at
     """,
 )
+# Whose endpoint it is (the CLI acts for the endpoint's owner): one row by the name's key.
+ENDPOINT_OWNER = Sql(
+    "endpoint_owner",
+    """
+    SELECT endpoints.owner_id, owners.name
+    FROM endpoints JOIN owners ON owners.id = endpoints.owner_id
+    WHERE endpoints.name = :endpoint
+    """,
+)
 FIRST_KEYSET = (-(2**62), 0)
 
 
@@ -118,7 +128,7 @@ class Queues:
         """Stop leasing the queue's scans; pausing a paused queue changes nothing."""
         async with self.db.write() as tx:
             endpoint_id = await _owned(tx, owner_id, endpoint)
-            params = {"endpoint": endpoint_id, "queue": queue, "by": by}
+            params = {"endpoint": endpoint_id, "queue": _named(queue), "by": by}
             changed = await first(tx, PAUSE, params) is not None
             if changed:
                 await audit.record(
@@ -136,7 +146,7 @@ class Queues:
         not paused changes nothing."""
         async with self.db.write() as tx:
             endpoint_id = await _owned(tx, owner_id, endpoint)
-            changed = await first(tx, RESUME, {"endpoint": endpoint_id, "queue": queue})
+            changed = await first(tx, RESUME, {"endpoint": endpoint_id, "queue": _named(queue)})
             if changed is not None:
                 await audit.record(
                     tx, owner_id, Action.QUEUE_RESUMED, origin=origin, endpoint=endpoint,
@@ -145,6 +155,14 @@ class Queues:
                 tx.events.append(QueueResumed(endpoint, queue, by))
         due = await self._unpark(endpoint_id, endpoint, queue)
         return QueueChange(endpoint, queue, False, changed is not None, due)
+
+    async def owner_of(self, endpoint: str) -> tuple[int, str]:
+        """The id and name of the endpoint's owner (NotFound for no such endpoint)."""
+        async with self.db.read() as tx:
+            found = await first(tx, ENDPOINT_OWNER, {"endpoint": endpoint})
+        if found is None:
+            raise NotFound(f"no endpoint named {endpoint!r}")
+        return int(found[0]), str(found[1])
 
     async def paused(self, owner_id: int, endpoint: str) -> list[PausedQueue]:
         """The owner's endpoint's paused queues, by name (NotFound for another's)."""
@@ -183,6 +201,13 @@ class Queues:
             if len(rows) < CHUNK:
                 return due
             after = max(int(row[0]) for row in rows)
+
+
+def _named(queue: str) -> str:
+    problem = name_problem(queue)
+    if problem is not None:
+        raise Invalid("queue", problem)
+    return queue
 
 
 async def _owned(tx: Tx, owner_id: int, endpoint: str) -> int:
