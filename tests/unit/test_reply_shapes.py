@@ -26,6 +26,7 @@ from mainframe.store.audit import AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.closing import Closed
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
+from mainframe.store.queues import PausedQueue, QueueChange
 from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.hooks import HookView, Rotation
@@ -127,6 +128,16 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
     operator.dead_letter: (
         operator_schemas.DeadLetterPublic,
         lambda e: operator.dead_letter(filled(DeadLetter, empty=e)),
+    ),
+    operator.endpoint_detail: (
+        operator_schemas.EndpointDetail,
+        lambda e: operator.endpoint_detail(
+            filled(EndpointView, empty=e), [] if e else [filled(PausedQueue, empty=e)]
+        ),
+    ),
+    operator.queue_change: (
+        operator_schemas.QueueChangePublic,
+        lambda e: operator.queue_change(filled(QueueChange, empty=e)),
     ),
     operator.cause: (
         operator_schemas.CausePublic,
