@@ -26,12 +26,12 @@ from mainframe.store.audit import AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.closing import Closed
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
-from mainframe.store.queues import PausedQueue, QueueChange
 from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.hooks import HookView, Rotation
 from mainframe.store.intake import Submitted
 from mainframe.store.overview import Overview
+from mainframe.store.queues import PausedQueue, QueueChange
 from mainframe.store.records import Job, ScanRecord
 from mainframe.store.redrive import Redriven
 
