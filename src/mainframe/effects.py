@@ -25,16 +25,24 @@ from mainframe.lifecycle.events import (
 from mainframe.lifecycle.retention import PruneKind
 from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
+from mainframe.store.activity import Activity
 from mainframe.store.database import Publish
 
 
-def wire(metrics: Metrics, log: Any | None = None, dispatcher: Dispatcher | None = None) -> Publish:
+def wire(
+    metrics: Metrics,
+    log: Any | None = None,
+    dispatcher: Dispatcher | None = None,
+    activity: Activity | None = None,
+) -> Publish:
     """Build the store's after-commit publisher."""
     logger = log or get_logger()
 
     def publish(events: Sequence[Event]) -> None:
         for event in events:
             _apply(event, metrics, logger)
+        if activity is not None:
+            activity.note(events)
         if dispatcher is not None:
             dispatcher.offer(events)
 

@@ -27,6 +27,8 @@ PRUNE_PAUSE_SECONDS = 0.05
 STATISTICS_SECONDS = 5.0
 # How often the credentials requests presented have their last use written (store/usage.py).
 TOKEN_USE_SECONDS = 30.0
+# How often this process's activity counts are added to the database (store/activity.py).
+ACTIVITY_SECONDS = 5.0
 
 
 async def sweep_once(store: Store) -> int:
@@ -117,3 +119,14 @@ async def keep_token_use(store: Store, *, every: float) -> None:
             await store.usage.flush()
         except Exception as exc:  # the next round writes them; a last use is a hint
             log.warning("token_use_flush_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+async def keep_activity(store: Store, *, every: float) -> None:
+    """Add this process's activity counts to the current minute and hour."""
+    log = get_logger()
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await store.activity.flush()
+        except Exception as exc:  # the next round adds them; a chart may lag meanwhile
+            log.warning("activity_flush_failed", error=f"{type(exc).__name__}: {exc}")

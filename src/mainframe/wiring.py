@@ -25,8 +25,10 @@ from mainframe.settings import Settings
 from mainframe.store import Principal, Store, StoreError, open_store
 from mainframe.store.sqlite import SERVER_BUSY_MS
 from mainframe.sweeper import (
+    ACTIVITY_SECONDS,
     STATISTICS_SECONDS,
     TOKEN_USE_SECONDS,
+    keep_activity,
     keep_statistics,
     keep_token_use,
     prune_forever,
@@ -64,7 +66,7 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     dispatcher = build_dispatcher(settings, store.hooks, metrics=metrics.hooks, clock=store.clock)
     # The dispatcher reads hooks through the store whose events it announces, so the
     # publisher is attached once both exist.
-    store.db.publish = effects.wire(metrics, dispatcher=dispatcher)
+    store.db.publish = effects.wire(metrics, dispatcher=dispatcher, activity=store.activity)
     metrics.watch_pool(store.db.pool_counts)
     return Runtime(
         settings=settings,
@@ -104,6 +106,8 @@ async def serving(rt: Runtime, *, sweeper: bool = True) -> AsyncIterator[None]:
             await rt.dispatcher.stop()
         with contextlib.suppress(Exception):  # a last use is a hint, never a failed stop
             await rt.store.usage.flush()
+        with contextlib.suppress(Exception):  # nor are the charts' counts
+            await rt.store.activity.flush()
         await rt.store.close()
 
 
@@ -112,6 +116,7 @@ def _background(rt: Runtime, *, sweeper: bool) -> list[Coroutine[Any, Any, None]
     work = [
         reconcile_forever(rt.store, rt.metrics, every=every),
         keep_token_use(rt.store, every=TOKEN_USE_SECONDS),
+        keep_activity(rt.store, every=ACTIVITY_SECONDS),
     ]
     if rt.store.db.dialect == "postgresql":
         work.append(keep_statistics(rt.store, every=STATISTICS_SECONDS))

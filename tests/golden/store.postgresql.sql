@@ -1,3 +1,22 @@
+-- activity_chart
+SELECT activity.at_us, SUM(activity.finished), SUM(activity.failed),
+       SUM(activity.dead_lettered)
+FROM activity JOIN endpoints ON endpoints.id = activity.endpoint_id
+WHERE endpoints.owner_id = $1 AND activity.span = $2 AND activity.at_us >= $3
+GROUP BY activity.at_us;
+
+-- add_activity
+INSERT INTO activity (endpoint_id, worker, span, at_us, finished, failed, dead_lettered,
+                      attempt_failures, lapsed)
+VALUES ($1, $2, $3, mf_now() - mf_now() % $4, $5, $6,
+        $7, $8, $9)
+ON CONFLICT (endpoint_id, worker, span, at_us) DO UPDATE SET
+    finished = activity.finished + excluded.finished,
+    failed = activity.failed + excluded.failed,
+    dead_lettered = activity.dead_lettered + excluded.dead_lettered,
+    attempt_failures = activity.attempt_failures + excluded.attempt_failures,
+    lapsed = activity.lapsed + excluded.lapsed;
+
 -- add_to_audit_count
 UPDATE audit SET count = count + $1 WHERE id = $2;
 
@@ -547,6 +566,11 @@ RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, s
           scans.finished_at, scans.dead_lettered_at, scans.fail_reason, scans.result,
           scans.attempt_base, scans.available_at, scans.redriven_at, scans.redrive_count;
 
+-- leases_held
+SELECT worker, count(*) FROM scans
+WHERE endpoint_id = $1 AND status = 'PENDING'
+GROUP BY worker;
+
 -- list_dead_letters
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
        scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -842,6 +866,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
 
+-- prune_activity
+DELETE FROM activity WHERE span = $1 AND at_us < mf_now() - $2;
+
 -- prune_attempts
 DELETE FROM attempts WHERE scan_id IN (
     SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
@@ -1104,3 +1131,9 @@ WHERE id = $4 AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PEND
   AND attempt_count = COALESCE(CAST($5 AS integer), 1)
   AND (CAST($6 AS text) IS NULL OR assignment_id = $6)
 RETURNING lease_expires_at, endpoint_id;
+
+-- workers_last_hour
+SELECT worker, SUM(finished), SUM(attempt_failures), SUM(lapsed)
+FROM activity
+WHERE endpoint_id = $1 AND span = 'minute' AND at_us >= mf_now() - 3600000000
+GROUP BY worker;

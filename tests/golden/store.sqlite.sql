@@ -1,3 +1,22 @@
+-- activity_chart
+SELECT activity.at_us, SUM(activity.finished), SUM(activity.failed),
+       SUM(activity.dead_lettered)
+FROM activity JOIN endpoints ON endpoints.id = activity.endpoint_id
+WHERE endpoints.owner_id = :owner AND activity.span = :span AND activity.at_us >= :since
+GROUP BY activity.at_us;
+
+-- add_activity
+INSERT INTO activity (endpoint_id, worker, span, at_us, finished, failed, dead_lettered,
+                      attempt_failures, lapsed)
+VALUES (:endpoint, :worker, :span, mf_now() - mf_now() % :span_us, :finished, :failed,
+        :dead_lettered, :attempt_failures, :lapsed)
+ON CONFLICT (endpoint_id, worker, span, at_us) DO UPDATE SET
+    finished = activity.finished + excluded.finished,
+    failed = activity.failed + excluded.failed,
+    dead_lettered = activity.dead_lettered + excluded.dead_lettered,
+    attempt_failures = activity.attempt_failures + excluded.attempt_failures,
+    lapsed = activity.lapsed + excluded.lapsed;
+
 -- add_to_audit_count
 UPDATE audit SET count = count + :n WHERE id = :audit;
 
@@ -457,6 +476,11 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
 
+-- leases_held
+SELECT worker, count(*) FROM scans
+WHERE endpoint_id = :endpoint AND status = 'PENDING'
+GROUP BY worker;
+
 -- list_dead_letters
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
        scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -751,6 +775,9 @@ RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
           attempt_base, available_at, redriven_at, redrive_count;
 
+-- prune_activity
+DELETE FROM activity WHERE span = :span AND at_us < mf_now() - :kept;
+
 -- prune_attempts
 DELETE FROM attempts WHERE scan_id IN (SELECT value FROM json_each(:ids));
 
@@ -994,3 +1021,9 @@ WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'P
   AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
   AND (:assignment IS NULL OR assignment_id = :assignment)
 RETURNING lease_expires_at, endpoint_id;
+
+-- workers_last_hour
+SELECT worker, SUM(finished), SUM(attempt_failures), SUM(lapsed)
+FROM activity
+WHERE endpoint_id = :endpoint AND span = 'minute' AND at_us >= mf_now() - 3600000000
+GROUP BY worker;

@@ -349,7 +349,8 @@ def test_pill_counts_follow_the_filter(board: Desk) -> None:
         html = board.client.get(f"/board?{query}").text
         counts = dict(re.findall(r'data-pill="(\w+)">(\d+)<', html))
         for pill, count in counts.items():
-            rows = board.client.get(f"/board?{query}&status={pill}").text.count("<tr>") - 1
+            listed = board.client.get(f"/board?{query}&status={pill}").text
+            rows = listed.split('aria-label="Scans"')[1].count("<tr>") - 1  # the listing's
             assert int(count) == max(rows, 0), (query, pill)
     counts = dict(re.findall(r'data-pill="(\w+)">(\d+)<', board.client.get("/board?q=left").text))
     assert counts == {"all": "3", "queued": "1", "pending": "0", "finished": "0", "failed": "0",
@@ -402,7 +403,8 @@ def test_one_link_per_row(board: Desk) -> None:
     scan_id = board.dead("left-pad")
     sign_in(board, board.alice)
     for pill in ("dead", "all"):
-        row = board.client.get(f"/board?status={pill}").text.split("<tbody>")[1].split("</tr>")[0]
+        listing = board.client.get(f"/board?status={pill}").text.split('aria-label="Scans"')[1]
+        row = listing.split("<tbody>")[1].split("</tr>")[0]
         assert row.count("<a ") == 1 and f"/board/scans/{scan_id}?" in row, pill
 
 
@@ -501,3 +503,40 @@ def test_the_causes_view_groups_opens_and_redrives_a_cause(board: Desk) -> None:
     assert done.status_code == 200 and "Redriven 3 dead letters" in done.text
     left = board.client.get("/board/causes").text
     assert "YARA" not in left and f"/board/scans/{other}" in left
+
+
+def test_the_front_page_charts_what_the_fleet_did_with_its_numbers(board: Desk) -> None:
+    board.dead("one")  # a failed only attempt at a budget of 1: a dead letter
+    for name in ("two", "three"):
+        scan = board.ok("POST", "/api/v1/scans", board.source, {"name": name, "version": "1"})
+        [job] = board.ok("POST", "/api/v1/jobs", board.worker)
+        result = {"outcome": "finished", "attempt": job["attempt"],
+                  "assignment_id": job["assignment_id"]}  # fmt: skip
+        assert (
+            board.call(
+                "POST", f"/api/v1/jobs/{scan['scan_id']}/result", board.worker, result
+            ).status_code
+            == 200
+        )
+    board.client.portal.call(board.client.app.state.runtime.store.activity.flush)
+    sign_in(board, board.alice)
+    html = board.client.get("/board").text
+    section = html.split('aria-labelledby="activity-heading"')[1].split("</section>")[0]
+    assert section.count('<svg class="chart" role="img"') == 2
+    assert "Scans per hour over the last 24 hours: 2 finished, 0 failed, 1 dead-lettered" in section
+    assert "Scans per minute over the last hour: 2 finished" in section
+    numbers = section.split("<tbody>")[1].split("</tbody>")[0]
+    assert re.search(r"<td>2</td><td>0</td><td>1</td>", numbers), numbers
+    filtered = board.client.get("/board?status=dead").text
+    assert 'aria-labelledby="activity-heading"' not in filtered, "only on the front page"
+
+
+def test_the_endpoint_page_shows_its_workers_at_a_glance(board: Desk) -> None:
+    board.dead("failing")
+    board.client.portal.call(board.client.app.state.runtime.store.activity.flush)
+    sign_in(board, board.alice)
+    html = board.client.get("/board/endpoints/pypi").text
+    section = html.split('aria-labelledby="workers-heading"')[1].split("</section>")[0]
+    row = next(r for r in section.split("<tr")[2:] if "w1" in r)
+    assert '<td data-label="Failed">1</td>' in row and '<td data-label="Finished">0</td>' in row
+    assert "100 %" in row

@@ -34,6 +34,7 @@ from mainframe.store import (
     Budget,
     Presented,
     accounts,
+    activity,
     assignments,
     causes,
     deliveries,
@@ -533,6 +534,23 @@ CASES = {
     "unpark_queue": Case(queues.UNPARK, PAUSED | {"after_id": 0, "limit": queues.CHUNK},
                          (sqlite_pk(), sqlite_index("ix_scans_queued")),
                          pg_index("ix_scans_queued")),
+    # Activity (store/activity.py): a flush adds by key and prunes by time; the charts and
+    # an endpoint's workers read a few rows a minute or hour; the leases held are the
+    # endpoint's PENDING scans.
+    "add_activity": Case(activity.ADD, {"endpoint": 1, "worker": "w1", "span": "minute",
+                                        "span_us": 60_000_000, "finished": 1, "failed": 0,
+                                        "dead_lettered": 0, "attempt_failures": 0, "lapsed": 0},
+                         NO_READ, r"Conflict Arbiter Indexes: activity_pkey$"),
+    "prune_activity": Case(activity.PRUNE, {"span": "minute", "kept": 7_200_000_000},
+                           sqlite_index("ix_activity_at", "activity"),
+                           pg_small("activity", "ix_activity_at")),
+    "activity_chart": Case(activity.CHART, {"owner": 1, "span": "hour", "since": NOW},
+                           r"\bactivity\b", r"on activity\b", sorts=SORTS),
+    "workers_last_hour": Case(activity.WORKERS_LAST_HOUR, {"endpoint": 1},
+                              r"\bactivity\b", r"on activity\b", sorts=SORTS),
+    "leases_held": Case(activity.LEASES_HELD, {"endpoint": 1},
+                        sqlite_index("ix_scans_pending_lease"),
+                        pg_index("ix_scans_pending_lease"), sorts=SORTS),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
     "name_cause": Case(causes.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
                        NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),

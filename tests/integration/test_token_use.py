@@ -59,8 +59,11 @@ def test_the_board_shows_each_credentials_last_use(board: Desk) -> None:
     board.ok("POST", "/api/v1/jobs", board.worker)
     board.store.usage.flush()
     page = board.client.get("/board/endpoints/pypi").text
-    row = page[page.index("w1") :]
+    credentials = page[page.index('id="tokens-heading"') :]  # the credentials' table
+    row = credentials[credentials.index("w1") :]
     assert 'data-label="Last used"><time' in row[: row.index("</tr>")]
+    workers = page[page.index('id="workers-heading"') : page.index('id="queues-heading"')]
+    assert 'data-label="Last seen"><time' in workers, "the workers' table says so too"
 
 
 def _seconds(text: str) -> float:

@@ -22,6 +22,7 @@ from mainframe.shapes import hooks, operator, scans
 from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
 from mainframe.store.accounts import EndpointView, TokenView
+from mainframe.store.activity import WorkerHour
 from mainframe.store.audit import AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.closing import Closed
@@ -133,6 +134,14 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
         operator_schemas.EndpointDetail,
         lambda e: operator.endpoint_detail(
             filled(EndpointView, empty=e), [] if e else [filled(PausedQueue, empty=e)]
+        ),
+    ),
+    operator.workers: (
+        operator_schemas.WorkersPublic,
+        lambda e: operator.workers(
+            "pypi",
+            [] if e else [filled(TokenView, empty=e, kind="worker")],
+            {} if e else {"text": filled(WorkerHour, empty=e)},
         ),
     ),
     operator.queue_change: (

@@ -21,6 +21,7 @@ from mainframe.contract.operator_schemas import (
     TokenCreate,
     TokenCreated,
     TokenList,
+    WorkersPublic,
 )
 from mainframe.shapes import operator as shape
 from mainframe.store.audit import API
@@ -56,6 +57,16 @@ async def get_endpoint(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> J
     views = await rt.store.credentials.endpoints(owner_id(owner))
     [view] = [v for v in views if v.name == name]
     return JSON(shape.endpoint_detail(view, paused))
+
+
+@router.get("/{name}/workers", response_model=WorkersPublic, responses=REFUSALS)
+async def list_workers(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+    """The endpoint's workers at a glance: each one's last request, the leases it holds now,
+    its last hour (scans finished, attempts failed, leases lapsed), and whether its failure
+    share stands far above the rest's."""
+    tokens = await rt.store.credentials.tokens(owner_id(owner), name)
+    hours = await rt.store.activity.workers(owner_id(owner), name)
+    return JSON(shape.workers(name, tokens, hours))
 
 
 @router.post("/{name}/queues/{queue}/pause", response_model=QueueChangePublic, responses=REFUSALS)

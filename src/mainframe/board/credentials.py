@@ -42,7 +42,9 @@ async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response
         return error_page(request, context, 404, NO_ENDPOINT)
     tokens = await rt.store.credentials.tokens(session.owner_id, name)
     paused = await rt.store.queues.paused(session.owner_id, name)
-    context |= {"card": card, "tokens": tokens, "paused": paused}
+    hours = await rt.store.activity.workers(session.owner_id, name)
+    workers = operator_shapes.workers(name, tokens, hours)
+    context |= {"card": card, "tokens": tokens, "paused": paused, "workers": workers}
     return page(request, "endpoint.html", context)
 
 

@@ -21,8 +21,8 @@ from mainframe.board.auth import (
     set_cookie,
     signed_in_page,
 )
-from mainframe.board.charts import sparkline
-from mainframe.board.render import page
+from mainframe.board.charts import activity, sparkline
+from mainframe.board.render import page, when
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, NotFound
@@ -37,6 +37,8 @@ SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
 # each count walks the listing as a page of it does, and a few thousand rows stay quick.
 COUNT_CAP = 1000
 SPARK_WHAT = "dead letters per hour over the last 24 hours"
+DAY = "Scans per hour over the last 24 hours"
+HOUR = "Scans per minute over the last hour"
 ENDED = "Your session ended; sign in again to continue."
 # An audit page's cursor: an audit row's id, ASCII digits within the database's 64 bits.
 AUDIT_CURSOR = re.compile(r"[0-9]{1,18}")
@@ -121,12 +123,26 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
         return error_page(request, context, 422, message)
     view = await rt.store.listings.overview(session.owner_id)
     counts, capped = await pill_counts(rt, session, view, f)
+    context |= await _charts(rt, session)
     context |= {
         "f": f, "pills": filters.PILLS, "titles": filters.TITLES, "reasons": filters.REASONS,
         "counts": counts, "capped": capped, "overview": operator_shapes.overview(view),
         "endpoints": [c.name for c in view.endpoints], **(await _rows(rt, session, f)),
     }  # fmt: skip
     return page(request, "board.html", context)
+
+
+async def _charts(rt: RuntimeDep, session: Session) -> dict[str, Any]:
+    """The front page's pictures of what the fleet did: per hour over the last day, per
+    minute over the last hour (store/activity.py, counted as it happened)."""
+    hours = await rt.store.activity.chart(session.owner_id, span="hour", bars=24)
+    minutes = await rt.store.activity.chart(session.owner_id, span="minute", bars=60)
+    return {
+        "day_chart": activity(hours, what=DAY, label=lambda at: when(at)[11:16] + " UTC"),
+        "hour_chart": activity(minutes, what=HOUR, label=lambda at: when(at)[11:16] + " UTC"),
+        "day_bars": hours,
+        "hour_bars": minutes,
+    }
 
 
 def _came_from(request: Request, dead: bool) -> filters.BoardFilter:

@@ -210,6 +210,31 @@ class EndpointDetail(EndpointPublic):
     )
 
 
+class HourPublic(BaseModel):
+    finished: int
+    failed: int = Field(description="Failed attempts, a dead letter's last included.")
+    lapsed: int = Field(description="Leases and waits that ran out.")
+
+
+class WorkerPublic(BaseModel):
+    worker: str
+    token_id: int | None = Field(description="Its credential; null once deleted.")
+    last_used_at: str | None = Field(description="The credential's last request, to the minute.")
+    leases_held: int = Field(description="Scans it holds now (a lapsed lease until reaped).")
+    last_hour: HourPublic
+    failure_share: float | None = Field(description="Failed and lapsed over what it closed.")
+    stands_out: bool = Field(
+        description="Its failure share is far above the rest of the endpoint's "
+        "(at least twice, and 25 points more, over at least 10 attempts)."
+    )
+
+
+class WorkersPublic(BaseModel):
+    endpoint: str
+    failure_share: float | None = Field(description="The whole endpoint's, last hour.")
+    workers: list[WorkerPublic]
+
+
 class QueueChangePublic(BaseModel):
     endpoint: str
     queue: str

@@ -44,6 +44,7 @@ class LeasesGranted:
 class ScanFinished:
     scan: ScanRef
     attempt: int
+    worker: str | None = None  # who finished it (the workers' activity counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class AttemptFailed:
     scan: ScanRef
     attempt: int
     outcome: str
+    worker: str | None = None  # whose attempt it was
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class ScanFailed:
 
     scan: ScanRef
     attempt: int
+    worker: str | None = None  # whose attempt it was (None: an operator failed it unleased)
 
 
 @dataclass(frozen=True, slots=True)

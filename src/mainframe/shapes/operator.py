@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from mainframe.clock import rfc3339
+from mainframe.lifecycle.workers import failure_share, stands_out
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid
 from mainframe.store.accounts import EndpointView, TokenView
+from mainframe.store.activity import WorkerHour
 from mainframe.store.audit import Action, AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
@@ -258,3 +260,31 @@ def parse_cause_cursor(text: str | None) -> tuple[int, str] | None:
 
 def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdef" for c in text)
+
+
+def workers(endpoint: str, tokens: list[TokenView], hours: dict[str, WorkerHour]) -> dict[str, Any]:
+    """An endpoint's workers at a glance (WorkersPublic): each worker credential and any
+    worker seen in the hour without one, its hour, its leases, and whether it stands out."""
+    credentials = {t.name: t for t in tokens if t.kind == "worker"}
+    names = sorted(set(credentials) | {w for w in hours if w})
+    failed, finished, lapsed = (sum(getattr(h, k) for h in hours.values()) for k in _HOUR)
+    total = (failed, finished, lapsed)
+    rows = []
+    for name in names:
+        hour = hours.get(name, WorkerHour(0, 0, 0, 0))
+        mine = (hour.failed, hour.finished, hour.lapsed)
+        token = credentials.get(name)
+        rows.append({
+            "worker": name,
+            "token_id": token.id if token else None,
+            "last_used_at": rfc3339(token.last_used_at) if token else None,
+            "leases_held": hour.leases_held,
+            "last_hour": {"finished": hour.finished, "failed": hour.failed,
+                          "lapsed": hour.lapsed},
+            "failure_share": failure_share(*mine),
+            "stands_out": stands_out(worker=mine, endpoint=total),
+        })  # fmt: skip
+    return {"endpoint": endpoint, "failure_share": failure_share(*total), "workers": rows}
+
+
+_HOUR = ("failed", "finished", "lapsed")  # the order failure_share and stands_out take

@@ -183,15 +183,15 @@ def settlement_events(scan: ScanRecord, p: Plan) -> list[Event]:
     """The domain events of a scan that `p` closed (`scan` as the close left it)."""
     ref, settlement = scan.ref(), p.settlement
     if settlement.status is Status.FINISHED:
-        return [ScanFinished(ref, scan.attempt_count)]
+        return [ScanFinished(ref, scan.attempt_count, scan.worker)]
     if settlement.status is Status.QUEUED:
         assert scan.available_at is not None
         return [
-            AttemptFailed(ref, scan.attempt_count, settlement.attempt_outcome.value),
+            AttemptFailed(ref, scan.attempt_count, settlement.attempt_outcome.value, scan.worker),
             ScanReady(ref, scan.attempt_count, scan.available_at),
         ]
     if settlement.dead_letter_reason is None:
-        return [ScanFailed(ref, scan.attempt_count)]
+        return [ScanFailed(ref, scan.attempt_count, scan.worker)]
     assert scan.finished_at is not None
     final = FinalAttempt(
         scan.attempt_base + scan.attempt_count,

@@ -403,7 +403,7 @@ class Leasing:
             ref = x.ref(names[x.endpoint_id])
             outcome = lapse_outcome(waiting=x.waiting).value
             events += [
-                AttemptFailed(ref, x.attempt_count, outcome),
+                AttemptFailed(ref, x.attempt_count, outcome, x.worker),
                 ScanReady(ref, x.attempt_count, x.now + delay),
             ]
         await tx.many(REQUEUE_LAPSED, updates)

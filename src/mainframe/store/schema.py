@@ -329,6 +329,24 @@ paused_queues = Table(
     Column("paused_by", String(200), nullable=False),
 )
 
+# What the fleet did per endpoint and worker, by minute and by hour (revision 0019): flushed
+# every few seconds by each server process (store/activity.py), kept two hours by minute and
+# two days by hour.
+activity = Table(
+    "activity",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("worker", String(200), primary_key=True),  # "" for a revocation's dead letters
+    Column("span", String(8), primary_key=True),  # minute | hour
+    Column("at_us", BigInteger, primary_key=True),  # the minute's or hour's start
+    Column("finished", BigInteger, nullable=False),
+    Column("failed", BigInteger, nullable=False),  # plainly failed scans
+    Column("dead_lettered", BigInteger, nullable=False),
+    Column("attempt_failures", BigInteger, nullable=False),  # a dead letter's last included
+    Column("lapsed", BigInteger, nullable=False),  # leases and waits that ran out
+    Index("ix_activity_at", "span", "at_us"),
+)
+
 # Signed-in board sessions (revision 0008): the cookie's secret is stored only as its sha256,
 # beside the session's CSRF token; every server process reads them, so sign-out is global.
 board_sessions = Table(

@@ -11,6 +11,7 @@ from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store.accounts import Accounts, Credentials
+from mainframe.store.activity import Activity
 from mainframe.store.assignments import Assignments
 from mainframe.store.budget import Budget
 from mainframe.store.causes import Causes
@@ -61,6 +62,7 @@ class Store:
     dead_letters: DeadLetters
     causes: Causes
     queues: Queues
+    activity: Activity
     sessions: Sessions
     statistics: Statistics
     usage: TokenUse
@@ -104,6 +106,7 @@ class Store:
             dead_letters=DeadLetters(db),
             causes=Causes(db),
             queues=Queues(db),
+            activity=Activity(db),
             sessions=Sessions(db),
             statistics=Statistics(db),
             usage=TokenUse(db),
