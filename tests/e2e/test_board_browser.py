@@ -300,3 +300,25 @@ def test_a_queue_paused_and_resumed_from_the_board_with_its_confirmation(
         [job] = api.post("/api/v1/jobs", headers=auth(board_server["worker"])).json()
         assert job["name"] == "held-pkg"
     page.context.close()  # type: ignore[attr-defined]
+
+
+def test_the_pictures_are_images_with_their_numbers_for_a_screen_reader(
+    browser: object, board_server: dict[str, str]
+) -> None:
+    page = signed_in(browser, board_server)
+    page.goto(board_server["url"] + "/board")  # type: ignore[attr-defined]
+    for name in ("Scans per hour over the last 24 hours", "Scans per minute over the last hour"):
+        chart = page.get_by_role("img", name=re.compile(name))  # type: ignore[attr-defined]
+        assert chart.is_visible(), name
+    page.get_by_text("The numbers").first.click()  # type: ignore[attr-defined]
+    assert page.get_by_role("columnheader", name="Dead-lettered").first.is_visible()  # type: ignore[attr-defined]
+    page.goto(board_server["url"] + "/board/causes")  # type: ignore[attr-defined]
+    spark = page.get_by_role(
+        "img", name=re.compile(r"dead letters per hour over the last 24 hours: \d+ in all")
+    )  # type: ignore[attr-defined]
+    assert spark.is_visible()
+    link = page.get_by_role("link", name="OSError: sandbox died")  # type: ignore[attr-defined]
+    link.focus()
+    page.keyboard.press("Enter")  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"status=dead&cause=[0-9a-f]{16}"))  # type: ignore[attr-defined]
+    page.context.close()  # type: ignore[attr-defined]
