@@ -536,7 +536,9 @@ CASES = {
                          pg_index("ix_scans_queued")),
     # Activity (store/activity.py): a flush adds by key and prunes by time; the charts and
     # an endpoint's workers read a few rows a minute or hour; the leases held are the
-    # endpoint's PENDING scans.
+    # endpoint's PENDING scans, read through either partial index over PENDING: the fill
+    # splits its leases between two endpoints, so the generic plan may filter the smaller
+    # index by endpoint (leases out are bounded by the fleet's workers, never the history).
     "add_activity": Case(activity.ADD, {"endpoint": 1, "worker": "w1", "span": "minute",
                                         "span_us": 60_000_000, "finished": 1, "failed": 0,
                                         "dead_lettered": 0, "attempt_failures": 0, "lapsed": 0},
@@ -550,7 +552,7 @@ CASES = {
                               r"\bactivity\b", r"on activity\b", sorts=SORTS),
     "leases_held": Case(activity.LEASES_HELD, {"endpoint": 1},
                         sqlite_index("ix_scans_pending_lease"),
-                        pg_index("ix_scans_pending_lease"), sorts=SORTS),
+                        pg_index("(ix_scans_pending_lease|ix_scans_lease_due)"), sorts=SORTS),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
     "name_cause": Case(causes.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
                        NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),
