@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -27,52 +26,10 @@ from mainframe.watch.database import create_watch_engine
 from mainframe.watch.migrate import VERSION_TABLE, current_revision, head_revision
 from mainframe.watch.observations import PollClass
 from mainframe.watch.state import WatchStore
-from tests.serverproc import ServerProcess, cli, free_port
-from tests.tools import required_binary
+from tests.alertmanager import active
+from tests.serverproc import ServerProcess, cli
 
 MINUTE = 60 * MICROS
-ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
-
-
-@pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[str]:
-    binary = required_binary(
-        "prometheus-alertmanager", package="prometheus-alertmanager", path=ALERTMANAGER
-    )
-    config = tmp_path / "alertmanager.yml"
-    config.write_text('route: {receiver: "null"}\nreceivers: [{name: "null"}]\n')
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.path={tmp_path / 'am'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("alertmanager did not become ready")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def active(alertmanager: str) -> set[str]:
-    alerts = httpx.get(alertmanager + "/api/v2/alerts", params={"active": "true"}).json()
-    return {a["labels"]["alertname"] for a in alerts if a["status"]["state"] == "active"}
 
 
 def seed(url: str, minute_start: int, attempts: int, failures: int) -> None:
@@ -169,7 +126,14 @@ port = 0
 """)
         # The watcher's clock is set just after the window it should see last has closed.
         clock = FakeClock(minute[2] + 5 * MICROS + 1)
-        watcher = build_watcher(load_config(tmp_path / "watch.toml"), sleep=time.sleep, clock=clock)
+
+        def sleep(seconds: float) -> None:
+            # Real time for the server's rate limit, the same on the watcher's clock (which
+            # its shared quota keeps time by).
+            time.sleep(seconds)
+            clock.advance(seconds)
+
+        watcher = build_watcher(load_config(tmp_path / "watch.toml"), sleep=sleep, clock=clock)
         try:
             # Failure burst: four windows, the stats API throttles after two requests.
             report = watcher.engine.tick()

@@ -35,7 +35,9 @@ from mainframe.store.schema import attempts, metadata, scans
 from mainframe.watch import migrate as watch_migrate
 from mainframe.watch import tables as watch_tables
 from mainframe.watch.database import create_watch_engine
+from mainframe.watch.observations import Observation, PollClass
 from mainframe.watch.state import WatchStore
+from mainframe.watch.windows import Window
 from tests.conftest import DATABASES
 from tests.integration.conftest import blocking_store
 
@@ -433,4 +435,81 @@ def test_watcher_chain_adopts_the_tables_left_by_the_old_server_0005(
     assert store.checkpoint() == NOW + 60_000_000, "the watcher's state survives the move"
     [item] = store.outbox()
     assert item.message.alert == "delivery_failure" and item.delivered_at is None
+    engine.dispose()
+
+
+@BOTH
+def test_watcher_w0004_moves_a_one_source_database_under_the_name_default(
+    empty_database_url: str,
+) -> None:
+    """A database the previous release's chain made, with a checkpoint, a poll log, an alert
+    state, a pending and a delivered outbox row and a quiet period: after the upgrade all of
+    it is the source named default's, and new rows get ids after the old ones."""
+    engine = create_watch_engine(empty_database_url)
+    watch_migrate.upgrade(engine, revision="w0003")
+    key, later = "2026-09-27T10:14:00Z/60s", "2026-09-27T10:15:00Z/60s"
+    with engine.begin() as conn:
+        for window, done in ((key, NOW + 90_000_000), (later, None)):
+            conn.execute(
+                text(
+                    "INSERT INTO watch_windows (window_key, start_us, length_s, end_us, polls, "
+                    "last_class, completed_at, attempts, failures, created_at, updated_at) "
+                    "VALUES (:k, :s, 60, :e, 1, :c, :d, 100, 60, :s, :s)"
+                ),
+                {
+                    "k": window,
+                    "s": NOW,
+                    "e": NOW + 60_000_000,
+                    "d": done,
+                    "c": "complete" if done else "transport_error",
+                },
+            )
+        conn.execute(
+            text(
+                "INSERT INTO watch_polls (window_key, attempt, owner, poll_class, polled_at) "
+                "VALUES (:k, 1, 'old', 'transport_error', :t), (:k2, 1, 'old', 'complete', :t)"
+            ),
+            {"k": later, "k2": key, "t": NOW},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO watch_alerts (alert, policy_version, firing, as_of_us, updated_at) "
+                "VALUES ('delivery_failure', 'v1', TRUE, :e, :t)"
+            ),
+            {"e": NOW + 60_000_000, "t": NOW},
+        )
+        for state, delivered in (("firing", NOW), ("resolved", None)):
+            conn.execute(
+                text(
+                    "INSERT INTO watch_outbox (alert, policy_version, window_key, state, "
+                    "starts_at_us, labels, annotations, created_at, delivered_at) "
+                    "VALUES ('delivery_failure', 'v1', :k, :state, :t, '{}', '{}', :t, :d)"
+                ),
+                {"k": key, "state": state, "t": NOW, "d": delivered},
+            )
+        conn.execute(text("INSERT INTO watch_outbox_sinks VALUES (1, 'am', :t)"), {"t": NOW})
+        conn.execute(
+            text("INSERT INTO watch_quiet VALUES ('mainframe', :u, :t)"),
+            {"u": NOW + 600_000_000, "t": NOW},
+        )
+
+    watch_migrate.upgrade(engine)
+    assert _watch_diff(engine) == []
+    store = WatchStore(engine)  # the source named default
+    assert store.checkpoint() == NOW + 60_000_000, "the checkpoint is kept"
+    assert store.completed_keys(since_us=0) == {key}
+    assert [p.poll_class.value for p in store.polls(later)] == ["transport_error"]
+    assert store.alert_state("delivery_failure") is not None
+    pending = [i for i in store.outbox() if i.delivered_at is None]
+    assert [(i.message.source, i.message.window_key, i.message.firing) for i in pending] == [
+        ("default", key, False)
+    ]
+    [delivered] = [i for i in store.outbox() if i.delivered_at is not None]
+    assert delivered.accepted == {"am"}, "the per-sink record still points at its row"
+    assert store.not_before_us() == NOW + 600_000_000, "the quiet period became the hold"
+    assert store.for_source("eu").checkpoint() is None
+    window = Window.from_key("2026-09-27T10:16:00Z/60s")
+    assert store.take_lease(window, owner="new", now_us=NOW, lease_us=1)
+    store.record_poll(window, Observation(PollClass.TIMEOUT), owner="new", attempt=1, now_us=NOW)
+    assert [p.poll_class for p in store.polls(window.key)] == [PollClass.TIMEOUT]
     engine.dispose()

@@ -116,18 +116,21 @@ def test_the_example_parses_and_documents_every_key() -> None:
             if children:
                 models.extend(children)
                 continue
-            if name in {"source", "sinks"}:
+            if name in {"source", "sources", "sinks"}:
                 continue
             assert name in documented, f"{model.__name__}.{name} is not in watch.example.toml"
 
 
 def test_the_example_documents_each_source_and_sink_type() -> None:
     text = EXAMPLE.read_text()
-    for table in ("source", "delivery", "observer", "telemetry", "retention"):
+    for table in ("source", "delivery", "observer", "telemetry", "retention", "sources.eu-west"):
         assert f"[{table}]" in text
     for kind in ("mainframe", "prometheus", "alertmanager", "webhook"):
         assert f'type = "{kind}"' in text
-    for key in MainframeSourceConfig.model_fields | PrometheusSourceConfig.model_fields:
+    tables = {"delivery", "observer", "sinks"}  # a source's own tables, shown as such
+    for key in (
+        MainframeSourceConfig.model_fields | PrometheusSourceConfig.model_fields
+    ).keys() - tables:
         assert re.search(rf"^#?\s*{key}\s*=", text, flags=re.MULTILINE), key
     for key in WebhookSinkConfig.model_fields:
         assert re.search(rf"^#?\s*{key}\s*=", text, flags=re.MULTILINE), key
@@ -186,7 +189,7 @@ def test_secrets_and_tokens_can_come_from_the_environment() -> None:
         (minimal(log_level="loud"), "log_level: "),
         (minimal(source=None), "source: "),
         ({"sinks": minimal()["sinks"]}, "source: required key is missing"),
-        (minimal(sinks=[]), "sinks: needs at least one entry"),
+        (minimal(sinks=[]), "sinks: required key is missing"),
         ({"source": minimal()["source"]}, "sinks: required key is missing"),
         (
             minimal(source={"type": "graphite", "url": "http://g"}),
@@ -336,9 +339,11 @@ def test_a_configured_watcher_polls_alerts_and_stops(tmp_path: Path) -> None:
         newest = watcher.store.checkpoint()
         assert newest is not None
         sample = watcher.telemetry.registry.get_sample_value
-        assert sample("mainframe_watch_newest_completed_window_timestamp_seconds") == newest / 1e6
-        assert sample("mainframe_watch_polls_total", {"source": "mainframe", "class": "complete"})
-        assert sample("mainframe_watch_incomplete_windows") == 0
+        named = {"source": "default"}  # a single [source] table is the source named default
+        checkpoint = "mainframe_watch_newest_completed_window_timestamp_seconds"
+        assert sample(checkpoint, named) == newest / 1e6
+        assert sample("mainframe_watch_polls_total", named | {"class": "complete"})
+        assert sample("mainframe_watch_incomplete_windows", named) == 0
         delivered = {"sink": "recorder", "outcome": "delivered"}
         assert sample("mainframe_watch_alert_deliveries_total", delivered) == len(sink.messages)
 
@@ -410,5 +415,111 @@ def test_a_stop_during_backoff_ends_the_tick_and_releases_the_lease(tmp_path: Pa
         assert record is not None
         assert record.lease_owner is None
         assert watcher.store.checkpoint() is None
+    finally:
+        watcher.close()
+
+
+SOURCES = """
+window_seconds = 60
+[sources.eu-west]
+type = "mainframe"
+url = "http://eu.test"
+token = "eu-token"
+requests_per_second = 2.5
+burst = 4
+max_concurrency = 2
+
+[sources."us.east_1"]
+type = "prometheus"
+url = "http://prom.us.test:9090"
+attempts_query = "a"
+failures_query = "f"
+window_seconds = 30
+lookback_seconds = 300
+[sources."us.east_1".delivery]
+ratio = 0.05
+[[sources."us.east_1".sinks]]
+type = "alertmanager"
+name = "am-us"
+url = "http://am.us.test:9093"
+
+[[sinks]]
+type = "alertmanager"
+url = "http://am.test:9093"
+"""
+
+
+def test_sources_by_name_take_their_own_settings_or_the_top_level_ones(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, SOURCES), environ={})
+    eu, us = config.plans()
+    assert (eu.name, us.name) == ("eu-west", "us.east_1")
+    assert eu.quota.requests_per_second == 2.5 and eu.quota.burst == 4
+    assert eu.quota.max_concurrency == 2
+    assert us.quota.requests_per_second is None and us.quota.max_concurrency is None
+    assert (eu.window_seconds, us.window_seconds, us.lookback_seconds) == (60, 30, 300)
+    assert eu.delivery.ratio == 0.1 and us.delivery.ratio == 0.05
+    assert [s.name for s in eu.sinks] == ["alertmanager"] and not eu.own_sinks
+    assert [s.name for s in us.sinks] == ["am-us"] and us.own_sinks
+    [single] = load_config(write(tmp_path, MINIMAL), environ={}).plans()
+    assert single.name == "default", "a single [source] is the source named default"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {**minimal(), "sources": {"eu": minimal()["source"]}},
+            "give one [source] table or [sources.NAME] tables, not both",
+        ),
+        ({"sources": {}, "sinks": minimal()["sinks"]}, "source: required key is missing"),
+        (
+            {"sources": {"eu west": minimal()["source"]}, "sinks": minimal()["sinks"]},
+            "sources.eu west: a source's name is 1 to 64 letters, digits, '.', '_' or '-'",
+        ),
+        (
+            {"sources": {"x" * 65: minimal()["source"]}, "sinks": minimal()["sinks"]},
+            f"sources.{'x' * 65}: a source's name is 1 to 64",
+        ),
+        (
+            {"sources": {"eu": minimal()["source"] | {"url": "eu.test"}}, "sinks": []},
+            "sources.eu.url: must be an http:// or https:// URL",
+        ),
+        (
+            {"sources": {"eu": minimal()["source"]}},
+            "sources.eu.sinks: required key is missing (and there are no top-level [[sinks]])",
+        ),
+        (
+            {"sources": {"eu": minimal()["source"] | {"window_seconds": 30}}, **minimal()},
+            "give one [source]",
+        ),
+        (
+            {"sources": {"eu": minimal()["source"] | {"requests_per_second": 0}}},
+            "sources.eu.requests_per_second: Input should be greater than 0",
+        ),
+    ],
+)
+def test_a_bad_source_table_names_its_key(raw: dict[str, Any], message: str) -> None:
+    assert message in error_of(raw)
+
+
+def test_a_named_source_with_a_window_its_type_cannot_serve_is_refused() -> None:
+    eu = minimal()["source"] | {"window_seconds": 30, "lookback_seconds": 300}
+    raw = {"sources": {"eu": eu}, "sinks": minimal()["sinks"]}
+    assert "sources.eu.window_seconds must be a whole number of minutes" in error_of(raw)
+
+
+def test_watch_serves_only_the_sources_named_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, f'database_url = "sqlite:///{tmp_path / "w.db"}"\n' + SOURCES)
+    assert run_watch(path, once=True, only=["nowhere"]) == 2
+    assert "--source nowhere: no such source (the file has: eu-west, us.east_1)" in (
+        capsys.readouterr().err
+    )
+    config = load_config(path, environ={})
+    watcher = build_watcher(config, sleep=lambda _: None, only=["us.east_1"])
+    try:
+        assert [engine.name for engine in watcher.engines] == ["us.east_1"]
+        assert watcher.relay.sinks_of("us.east_1")[0].name == "am-us"
     finally:
         watcher.close()

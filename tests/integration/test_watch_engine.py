@@ -54,8 +54,10 @@ class ScriptedSource:
     script is healthy); `on_fetch` sees the store before each answer."""
 
     script: dict[str, list[Observation]]
-    name: str = "fake"
+    name: str = "default"
     calls: list[str] = field(default_factory=list)
+    requests_per_poll: int = 1
+    timeout_s: float = 10.0
     on_fetch: Callable[[Window, int], None] | None = None
 
     def fetch(self, window: Window) -> Observation:
@@ -89,18 +91,26 @@ class RecordingTelemetry:
     ages: list[float] = field(default_factory=list)
     deliveries: list[tuple[str, str]] = field(default_factory=list)
     forgotten: dict[str, int] = field(default_factory=dict)  # pruned rows by table
+    quota_waits: list[str] = field(default_factory=list)
+    not_before_us: dict[str, int] = field(default_factory=dict)
 
     def poll(self, source: str, poll_class: PollClass) -> None:
         self.polls.append(poll_class)
 
-    def window_completed(self, window: Window) -> None:
+    def window_completed(self, source: str, window: Window) -> None:
         self.completed.append(window.key)
 
-    def incomplete_streak(self, count: int) -> None:
+    def incomplete_streak(self, source: str, count: int) -> None:
         self.streaks.append(count)
 
-    def outbox_oldest_age(self, seconds: float) -> None:
+    def outbox_oldest_age(self, source: str, seconds: float) -> None:
         self.ages.append(seconds)
+
+    def quota_wait(self, source: str) -> None:
+        self.quota_waits.append(source)
+
+    def not_before(self, source: str, until_us: int) -> None:
+        self.not_before_us[source] = until_us
 
     def delivery(self, sink: str, outcome: str) -> None:
         self.deliveries.append((sink, outcome))
@@ -163,7 +173,7 @@ class World:
         """The same database through its own engine, as a second process would see it."""
         engine = create_watch_engine(self.url)
         self.engines.append(engine)
-        return CrashingStore(engine)
+        return CrashingStore(engine, self.store.source, clock=self.clock)
 
     def watcher(
         self,
@@ -176,6 +186,7 @@ class World:
         lease_s: float = LEASE_S,
         **kwargs: Any,
     ) -> Engine:
+        source.name = self.store.source  # the seed's tests hold for every source's name
         return Engine(
             store or self.store,
             source,
@@ -195,6 +206,7 @@ class World:
 
     def relay(self, sinks: list[RecordingSink], **kwargs: Any) -> Relay:
         kwargs.setdefault("resend_interval_s", 60.0)
+        kwargs.setdefault("sources", [self.store.source])
         return Relay(self.store, sinks, clock=self.clock, telemetry=self.telemetry, **kwargs)
 
     def delivery_rows(self) -> list[AlertMessage]:
@@ -204,13 +216,15 @@ class World:
         return [p.poll_class for p in self.store.polls(window.key)]
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+@pytest.fixture(params=["default", "eu-west.1"])
+def world(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[World]:
     url = f"sqlite:///{tmp_path / 'watch.db'}"
     engine = create_watch_engine(url)
     upgrade(engine)
     clock = FakeClock(T + 10 * MICROS)
-    found = World(url, clock, CrashingStore(engine), Sleeper(clock), RecordingTelemetry())
+    # The quota keeps time by the fake clock too, as every watcher of a test shares it.
+    store = CrashingStore(engine, request.param, clock=clock)
+    found = World(url, clock, store, Sleeper(clock), RecordingTelemetry())
     yield found
     for other in found.engines:
         other.dispose()
@@ -244,7 +258,8 @@ def test_429_429_200_completes_one_window_with_one_evaluation(world: World) -> N
     assert world.telemetry.completed == [W2.key] and world.telemetry.streaks == [0]
     [message] = world.delivery_rows()
     assert (message.firing, message.window_key) == (True, W2.key)
-    assert message.idempotency_key == f"delivery_failure/d1/{W2.key}/firing"
+    name = world.store.source
+    assert message.idempotency_key == f"{name}/delivery_failure/d1/{W2.key}/firing"
 
 
 def test_a_crash_before_the_completion_commits_replays_the_window(world: World) -> None:
@@ -359,8 +374,9 @@ def test_a_retry_after_date_in_the_past_means_no_wait(world: World) -> None:
     now = datetime.fromtimestamp(world.clock.now_us() / MICROS, tz=UTC)
     past = format_datetime(now - timedelta(minutes=5), usegmt=True)
     source = ScriptedSource({W2.key: [throttled(retry_after=past), HEALTHY]})
-    assert world.watcher(source).tick().completed == [W2.key]
-    assert world.sleeper.delays == [0.0]
+    report = world.watcher(source).tick()
+    assert report.completed == [W2.key] and world.sleeper.delays == []
+    assert report.bounded_retry_after == [-300.0], "a date in the past is bounded and logged"
 
 
 def test_retry_after_seconds_and_dates_are_honoured(world: World) -> None:
@@ -439,11 +455,15 @@ def test_503_with_retry_after_is_retried_as_throttled(world: World) -> None:
 @pytest.mark.parametrize(
     ("poll_class", "status", "stops"),
     [
-        (PollClass.HTTP_ERROR, 503, False),  # 503 without Retry-After
-        (PollClass.HTTP_ERROR, 500, False),
         (PollClass.PARTIAL, 200, False),
         (PollClass.MALFORMED, 200, False),
-        (PollClass.TRANSPORT_ERROR, None, True),  # no answer: the other windows would time out too
+        (PollClass.HTTP_ERROR, 302, False),  # a redirect, never followed
+        # The source cannot answer this watcher now: the other windows would fare the same.
+        (PollClass.TIMEOUT, None, True),
+        (PollClass.CONNECTION_ERROR, None, True),
+        (PollClass.AUTH_ERROR, 401, True),  # never retried: only a person fixes a credential
+        (PollClass.AUTH_ERROR, 403, True),
+        (PollClass.CLIENT_ERROR, 400, True),  # not retried: the request itself is wrong
     ],
 )
 def test_other_failures_are_recorded_once_and_retried_next_tick(
@@ -461,15 +481,39 @@ def test_other_failures_are_recorded_once_and_retried_next_tick(
     assert engine.tick().completed == ([W1.key, W2.key] if stops else [W1.key])
 
 
+def test_server_errors_are_retried_within_the_tick_after_backoff(world: World) -> None:
+    down = [Observation(PollClass.SERVER_ERROR, status=s) for s in (502, 500)]
+    source = ScriptedSource({W2.key: [*down, HEALTHY]})
+    report = world.watcher(source).tick()
+    assert report.completed == [W2.key] and report.polls == 3
+    expected = random.Random(SEED)
+    assert world.sleeper.delays == [expected.uniform(0, 2), expected.uniform(0, 4)]
+    assert world.classes(W2) == [PollClass.SERVER_ERROR] * 2 + [PollClass.COMPLETE]
+
+
+def test_a_server_down_for_every_attempt_ends_the_tick_without_an_exhaustion(
+    world: World,
+) -> None:
+    down = Observation(PollClass.SERVER_ERROR, status=503)
+    source = ScriptedSource({W1.key: [down], W2.key: [HEALTHY]})
+    report = world.watcher(source, lookback_s=120).tick()
+    assert report.failed == {W1.key: PollClass.SERVER_ERROR}
+    assert report.stopped is PollClass.SERVER_ERROR and report.completed == []
+    assert world.classes(W1) == [PollClass.SERVER_ERROR] * 5, "no throttle exhaustion"
+    assert len(world.sleeper.delays) == 4
+
+
 def test_a_retry_after_beyond_the_wait_bound_pauses_polling_until_it_passes(world: World) -> None:
     source = ScriptedSource({W2.key: [throttled(retry_after="600"), HEALTHY]})
     engine = world.watcher(source, lookback_s=900)
     assert engine.tick().stopped is PollClass.THROTTLE_EXHAUSTED
     assert world.sleeper.delays == [], "never sleeps through a long Retry-After"
     assert world.classes(W2) == [PollClass.THROTTLED, PollClass.THROTTLE_EXHAUSTED]
+    assert world.telemetry.not_before_us[world.store.source] == T + 10 * MICROS + 600 * MICROS
     world.clock.advance(300)
     paused = engine.tick()
-    assert paused.stopped is PollClass.THROTTLED and paused.polls == 0
+    assert paused.held == "not_before" and paused.polls == 0 and paused.failed == {}
+    assert world.telemetry.quota_waits == [world.store.source], "held back, not a failed poll"
     world.clock.advance(301)
     assert W2.key in engine.tick().completed
 
@@ -482,7 +526,7 @@ def test_the_next_invocation_honours_a_long_retry_after_too(world: World) -> Non
     world.clock.advance(60)  # the next cron minute
     second = ScriptedSource({W2.key: [HEALTHY]})
     paused = world.watcher(second, lookback_s=900, store=world.other_store()).tick()
-    assert paused.stopped is PollClass.THROTTLED and second.calls == []
+    assert paused.held == "not_before" and second.calls == []
     world.clock.advance(541)
     assert W2.key in world.watcher(second, lookback_s=900).tick().completed
 
@@ -495,7 +539,7 @@ def test_windows_within_the_settle_delay_are_not_polled(world: World) -> None:
 
 
 def test_the_incomplete_streak_counts_the_newest_windows_in_a_row(world: World) -> None:
-    down = Observation(PollClass.HTTP_ERROR, status=500)
+    down = Observation(PollClass.PARTIAL, status=200)
     source = ScriptedSource({W1.key: [HEALTHY], W2.key: [down]})
     world.watcher(source, lookback_s=120).tick()
     assert world.telemetry.streaks == [1]

@@ -158,8 +158,8 @@ def test_the_outbox_key_inserts_each_change_once(store: WatchStore) -> None:
     replay = AlertUpdate(fired.alert, "d1", True, W1.key, as_of_us=T + 60 * MICROS, at_us=T)
     assert store.apply_alerts([replay], now_us=T) == []
     assert [i.message.idempotency_key for i in store.outbox()] == [
-        f"delivery_failure/d1/{W1.key}/firing",
-        f"delivery_failure/d1/{W2.key}/resolved",
+        f"default/delivery_failure/d1/{W1.key}/firing",
+        f"default/delivery_failure/d1/{W2.key}/resolved",
     ]
 
 
@@ -230,7 +230,7 @@ def test_resends_wait_for_the_interval_and_the_delivered_transition(store: Watch
     assert due.message.idempotency_key == item.message.idempotency_key
     assert due.previous_us is None
     assert store.claim_resends(now_us=T + 61 * MICROS, interval_us=60 * MICROS) == []
-    store.release_resend(due.message.alert, claimed_us=T + 60 * MICROS, previous_us=None)
+    store.release_resend("default", due.message.alert, claimed_us=T + 60 * MICROS, previous_us=None)
     assert len(store.claim_resends(now_us=T + 61 * MICROS, interval_us=60 * MICROS)) == 1
 
 

@@ -126,16 +126,21 @@ def test_observer_policy_flags_each_condition_on_its_own() -> None:
         "o1", max_checkpoint_age_s=300, max_throttle_exhaustions=3, max_outbox_age_s=60
     )
     healthy = ObserverHealth(T - 100 * MICROS, 2, T - 30 * MICROS)
-    assert policy.firing(healthy, now_us=T) == {
+    quiet = {
         "stale_checkpoint": False,
         "throttle_exhaustion": False,
         "outbox_delay": False,
+        "auth_failure": False,
     }
+    assert policy.firing(healthy, now_us=T) == quiet
     stale = policy.firing(ObserverHealth(T - 301 * MICROS, 0, None), now_us=T)
-    assert stale == {"stale_checkpoint": True, "throttle_exhaustion": False, "outbox_delay": False}
+    assert stale == quiet | {"stale_checkpoint": True}
     assert policy.firing(ObserverHealth(None, 0, None), now_us=T)["stale_checkpoint"]
     assert policy.firing(ObserverHealth(T, 3, None), now_us=T)["throttle_exhaustion"]
     assert policy.firing(ObserverHealth(T, 0, T - 61 * MICROS), now_us=T)["outbox_delay"]
+    # A refused credential fires at once, however fresh the checkpoint.
+    refused = policy.firing(ObserverHealth(T, 0, None, auth_refused=True), now_us=T)
+    assert refused == quiet | {"auth_failure": True}
 
 
 def test_advance_opens_refreshes_and_resolves() -> None:

@@ -175,7 +175,7 @@ def test_a_webhook_verifies_with_the_reference_library() -> None:
     (request,) = seen
     headers = dict(request.headers)
     payload = Webhook(CURRENT).verify(request.content, headers)
-    assert headers["webhook-id"] == "delivery_failure/v3/2026-09-27T10:14:00Z/60s/firing"
+    assert headers["webhook-id"] == "default/delivery_failure/v3/2026-09-27T10:14:00Z/60s/firing"
     assert headers["content-type"] == "application/json"
     assert payload["type"] == "watch.alert.firing"
     assert payload["data"]["window"] == WINDOW.key

@@ -185,31 +185,47 @@ def test_503_with_retry_after_is_throttled_and_keeps_an_http_date() -> None:
     assert observation.retry_headers == (("retry-after", date),)
 
 
-@pytest.mark.parametrize("status", [503, 500, 502, 401, 403, 404, 422, 301, 204])
-def test_other_statuses_are_http_errors_with_the_status(status: int) -> None:
+@pytest.mark.parametrize(
+    ("status", "poll_class"),
+    [
+        (503, PollClass.SERVER_ERROR),  # without Retry-After
+        (500, PollClass.SERVER_ERROR),
+        (502, PollClass.SERVER_ERROR),
+        (401, PollClass.AUTH_ERROR),
+        (403, PollClass.AUTH_ERROR),
+        (400, PollClass.CLIENT_ERROR),
+        (404, PollClass.CLIENT_ERROR),
+        (422, PollClass.CLIENT_ERROR),
+        (301, PollClass.HTTP_ERROR),  # a redirect is never followed
+        (204, PollClass.HTTP_ERROR),
+    ],
+)
+def test_each_other_status_has_its_own_class(status: int, poll_class: PollClass) -> None:
     headers = {"Location": "http://elsewhere.test/"} if status == 301 else {}
     observation = mainframe(answer(status, b"", headers=headers)).fetch(WINDOW)
-    assert observation.poll_class is PollClass.HTTP_ERROR
+    assert observation.poll_class is poll_class
     assert observation.status == status
     assert observation.counts is None
 
 
 @pytest.mark.parametrize(
-    "error",
+    ("error", "poll_class"),
     [
-        httpx.ConnectError("connection refused"),
-        httpx.ReadTimeout("timed out"),
-        httpx.ConnectTimeout("timed out"),
-        httpx.RemoteProtocolError("peer closed"),
-        httpx.ReadError("reset"),
+        (httpx.ConnectError("connection refused"), PollClass.CONNECTION_ERROR),
+        (httpx.ReadTimeout("timed out"), PollClass.TIMEOUT),
+        (httpx.ConnectTimeout("timed out"), PollClass.TIMEOUT),
+        (httpx.RemoteProtocolError("peer closed"), PollClass.CONNECTION_ERROR),
+        (httpx.ReadError("reset"), PollClass.CONNECTION_ERROR),
     ],
 )
-def test_transport_trouble_is_a_transport_error_never_raised(error: Exception) -> None:
+def test_trouble_on_the_wire_is_classified_never_raised(
+    error: Exception, poll_class: PollClass
+) -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         raise error
 
     observation = mainframe(handle).fetch(WINDOW)
-    assert observation.poll_class is PollClass.TRANSPORT_ERROR
+    assert observation.poll_class is poll_class
     assert observation.status is None
     assert error.__class__.__name__ in observation.detail
 
@@ -347,9 +363,9 @@ def test_a_refused_first_query_skips_the_second() -> None:
     [
         (429, {}, PollClass.THROTTLED),
         (503, {"Retry-After": "5"}, PollClass.THROTTLED),
-        (503, {}, PollClass.HTTP_ERROR),
-        (400, {}, PollClass.HTTP_ERROR),
-        (422, {}, PollClass.HTTP_ERROR),
+        (503, {}, PollClass.SERVER_ERROR),
+        (400, {}, PollClass.CLIENT_ERROR),
+        (422, {}, PollClass.CLIENT_ERROR),
     ],
 )
 def test_prometheus_refusals_and_errors_on_the_second_query(
@@ -368,7 +384,7 @@ def test_prometheus_transport_error_is_classified() -> None:
 
     client = httpx.Client(transport=httpx.MockTransport(handle))
     source = PrometheusSource("http://prom.test", "a", "f", client=client, token="t")
-    assert source.fetch(WINDOW).poll_class is PollClass.TRANSPORT_ERROR
+    assert source.fetch(WINDOW).poll_class is PollClass.CONNECTION_ERROR
 
 
 def test_prometheus_sends_a_bearer_token_when_configured() -> None:

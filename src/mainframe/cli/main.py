@@ -245,12 +245,19 @@ def watch(
         "watch.toml"
     ),
     once: Annotated[bool, typer.Option(help="One tick and one relay pass, then exit.")] = False,
+    source: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source",
+            help="Watch only this source of the file (repeatable); every source by default.",
+        ),
+    ] = None,
 ) -> None:
     """Run the watcher: poll closed delivery windows and raise or resolve alerts."""
     from mainframe.watch.command import run_watch
 
     logs.configure()
-    raise typer.Exit(run_watch(config, once=once))
+    raise typer.Exit(run_watch(config, once=once, only=source or ()))
 
 
 def main() -> None:

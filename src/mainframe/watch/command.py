@@ -1,7 +1,8 @@
-"""`mainframe watch`: build the watcher from its configuration and run it, one tick (evaluate
-due windows) and one relay pass (deliver the outbox) every poll interval, until SIGTERM or
-SIGINT. Everything it decides lives in the engine, the relay and the policies; this only
-wires them to real I/O and reports progress in the log."""
+"""`mainframe watch`: build the watcher from its configuration and run it until SIGTERM or
+SIGINT: every source ticks (evaluates its due windows) every poll interval in a thread of its
+own, and the outbox is relayed (delivered) every poll interval. Everything it decides lives
+in the engine, the relay and the policies; this only wires them to real I/O and reports
+progress in the log."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import random
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -23,6 +24,8 @@ from mainframe.watch.config import (
     AlertmanagerSinkConfig,
     ConfigError,
     MainframeSourceConfig,
+    SinkConfig,
+    SourcePlan,
     WatchConfig,
     load_config,
 )
@@ -30,6 +33,7 @@ from mainframe.watch.database import create_watch_engine
 from mainframe.watch.engine import Engine, TickReport
 from mainframe.watch.migrate import upgrade
 from mainframe.watch.ports import Sink, Source
+from mainframe.watch.quota import MAX_NOT_BEFORE_S
 from mainframe.watch.relay import Relay
 from mainframe.watch.sinks import AlertmanagerSink, WebhookSink
 from mainframe.watch.sources import MainframeSource, PrometheusSource
@@ -48,37 +52,44 @@ class WatchStopped(BaseException):
 
 @dataclass
 class Watcher:
-    """The wired watcher and what must be closed after it."""
+    """The wired watcher, one engine per source it serves, and what must be closed after it."""
 
     store: WatchStore
-    engine: Engine
+    engines: list[Engine]
     relay: Relay
     telemetry: PrometheusTelemetry
     closers: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def engine(self) -> Engine:
+        """The engine of a watcher that serves one source."""
+        (only,) = self.engines
+        return only
 
     def close(self) -> None:
         for close in self.closers:
             close()
 
 
-def build_source(config: WatchConfig) -> MainframeSource | PrometheusSource:
-    src = config.source
+def build_source(plan: SourcePlan) -> MainframeSource | PrometheusSource:
+    src = plan.source
     if isinstance(src, MainframeSourceConfig):
         token = src.bearer()
         assert token is not None  # the config requires one
-        return MainframeSource(src.url, token, timeout=src.timeout_seconds)
+        return MainframeSource(src.url, token, name=plan.name, timeout=src.timeout_seconds)
     return PrometheusSource(
         src.url,
         src.attempts_query,
         src.failures_query,
+        name=plan.name,
         timeout=src.timeout_seconds,
         token=src.bearer(),
     )
 
 
-def build_sinks(config: WatchConfig, *, clock: Clock) -> list[AlertmanagerSink | WebhookSink]:
-    sinks: list[AlertmanagerSink | WebhookSink] = []
-    for sink in config.sinks:
+def build_sinks(configs: Sequence[SinkConfig], *, clock: Clock) -> list[Sink]:
+    sinks: list[Sink] = []
+    for sink in configs:
         if isinstance(sink, AlertmanagerSinkConfig):
             sinks.append(
                 AlertmanagerSink(
@@ -103,7 +114,7 @@ def build_sinks(config: WatchConfig, *, clock: Clock) -> list[AlertmanagerSink |
     return sinks
 
 
-def open_watch_store(url: str) -> WatchStore:
+def open_watch_store(url: str, *, clock: Clock | None = None) -> WatchStore:
     """A store whose tables are at the watcher's head revision: its own migration chain runs
     here, on SQLite and PostgreSQL alike (several watchers starting together take turns)."""
     engine = create_watch_engine(url)
@@ -115,7 +126,17 @@ def open_watch_store(url: str) -> WatchStore:
         raise ConfigError(
             f"database_url: cannot open {redact_url(url)}: {exc.__class__.__name__}: {first}"
         ) from exc
-    return WatchStore(engine)
+    return WatchStore(engine, clock=clock)
+
+
+def chosen_plans(config: WatchConfig, only: Sequence[str]) -> list[SourcePlan]:
+    """The sources named by `--source` (every one when none is named), in the file's order."""
+    plans = config.plans()
+    unknown = sorted(set(only) - {plan.name for plan in plans})
+    if unknown:
+        known = ", ".join(plan.name for plan in plans)
+        raise ConfigError(f"--source {unknown[0]}: no such source (the file has: {known})")
+    return [plan for plan in plans if not only or plan.name in only]
 
 
 def build_watcher(
@@ -126,54 +147,89 @@ def build_watcher(
     rng: random.Random | None = None,
     source: Source | None = None,
     sinks: list[Sink] | None = None,
+    sources: Mapping[str, Source] | None = None,
+    only: Sequence[str] = (),
 ) -> Watcher:
-    """Wire store, source, sinks, engine, relay and telemetry from `config`; tests pass
-    their own clock, random source, source and sinks."""
+    """Wire store, sources, sinks, engines, relay and telemetry from `config`; tests pass
+    their own clock (which the shared quota then keeps time by too, instead of the
+    database's), random source, sources (by name, or `source` for a file's only one) and
+    sinks (every source's)."""
+    plans = chosen_plans(config, only)
+    store = open_watch_store(config.database_url, clock=clock)
     clock = clock or SystemClock()
-    store = open_watch_store(config.database_url)
     closers: list[Callable[[], None]] = [store.engine.dispose]
-    if source is None:
-        built_source = build_source(config)
-        closers.append(built_source.close)
-        source = built_source
-    if sinks is None:
-        built_sinks = build_sinks(config, clock=clock)
-        closers.extend(sink.close for sink in built_sinks)
-        sinks = list(built_sinks)
-    telemetry = PrometheusTelemetry(sources=[source.name], sinks=[s.name for s in sinks])
-    telemetry.checkpoint(store.checkpoint())
-    engine = Engine(
-        store,
-        source,
-        config.delivery.policy(),
-        config.observer.policy(),
-        window_s=config.window_seconds,
-        settle_s=config.settle_seconds,
-        lookback_s=config.lookback_seconds,
-        owner=config.owner,
-        lease_s=config.lease_seconds,
-        clock=clock,
-        sleep=sleep,
-        rng=rng or random.Random(),
-        telemetry=telemetry,
-        max_attempts=config.max_attempts,
-        retention=config.retention.policy(),
-    )
+    given = dict(sources or {})
+    if source is not None:
+        given[plans[0].name] = source
+    shared = _sinks(config.sinks, sinks, clock, closers)
+    routes = {
+        plan.name: _sinks(plan.sinks, sinks, clock, closers) for plan in plans if plan.own_sinks
+    }
+    every_sink = {sink.name for sink in [*shared, *(s for r in routes.values() for s in r)]}
+    names = [plan.name for plan in plans]
+    telemetry = PrometheusTelemetry(sources=names, sinks=sorted(every_sink))
+    engines = []
+    for plan in plans:
+        polled = given.get(plan.name) or _built(plan, closers)
+        bound = store.for_source(plan.name)
+        telemetry.checkpoint(plan.name, bound.checkpoint())
+        engines.append(
+            Engine(
+                bound,
+                polled,
+                plan.delivery.policy(),
+                plan.observer.policy(),
+                window_s=plan.window_seconds,
+                settle_s=plan.settle_seconds,
+                lookback_s=plan.lookback_seconds,
+                owner=config.owner,
+                lease_s=config.lease_seconds,
+                clock=clock,
+                sleep=sleep,
+                rng=rng or random.Random(),
+                telemetry=telemetry,
+                max_attempts=config.max_attempts,
+                retention=config.retention.policy(),
+                quota=plan.quota,
+            )
+        )
     relay = Relay(
         store,
-        sinks,
+        shared,
         clock=clock,
         resend_interval_s=config.resend_interval_seconds,
         telemetry=telemetry,
+        routes=routes,
+        sources=names,
     )
-    return Watcher(store, engine, relay, telemetry, closers)
+    return Watcher(store, engines, relay, telemetry, closers)
 
 
-def run_watch(config_path: Path, *, once: bool = False) -> int:
+def _built(plan: SourcePlan, closers: list[Callable[[], None]]) -> Source:
+    built = build_source(plan)
+    closers.append(built.close)
+    return built
+
+
+def _sinks(
+    configs: Sequence[SinkConfig],
+    given: list[Sink] | None,
+    clock: Clock,
+    closers: list[Callable[[], None]],
+) -> list[Sink]:
+    if given is not None:
+        return list(given)
+    built = build_sinks(configs, clock=clock)
+    closers.extend(sink.close for sink in built)  # type: ignore[attr-defined]
+    return built
+
+
+def run_watch(config_path: Path, *, once: bool = False, only: Sequence[str] = ()) -> int:
     """Run the watcher configured by `config_path` until SIGTERM/SIGINT (or for one tick
-    with `once`). Returns the process exit code."""
+    with `once`), for every source or those in `only`. Returns the process exit code."""
     try:
         config = load_config(config_path)
+        chosen_plans(config, only)
     except ConfigError as exc:
         print(f"mainframe watch: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -181,7 +237,7 @@ def run_watch(config_path: Path, *, once: bool = False) -> int:
     log = logs.get_logger("mainframe.watch")
     stop = threading.Event()
     try:
-        watcher = build_watcher(config, sleep=interruptible_sleep(stop))
+        watcher = build_watcher(config, sleep=interruptible_sleep(stop), only=only)
     except ConfigError as exc:
         log.error("watch_config_invalid", error=str(exc))
         return EXIT_CONFIG
@@ -193,9 +249,8 @@ def run_watch(config_path: Path, *, once: bool = False) -> int:
         log.info(
             "watch_started",
             owner=config.owner,
-            source=watcher.engine.source.name,
-            sinks=[sink.name for sink in watcher.relay.sinks],
-            window_seconds=config.window_seconds,
+            sources=[engine.name for engine in watcher.engines],
+            sinks=sorted({sink.name for sink in _every_sink(watcher.relay)}),
             telemetry=None if once or not config.telemetry.port else config.telemetry.port,
             once=once,
         )
@@ -203,29 +258,88 @@ def run_watch(config_path: Path, *, once: bool = False) -> int:
     return code
 
 
+def _every_sink(relay: Relay) -> list[Sink]:
+    return [*relay.sinks, *(sink for routed in relay.routes.values() for sink in routed)]
+
+
 def run_loop(watcher: Watcher, *, stop: threading.Event, interval_s: float, once: bool) -> int:
-    """Tick, relay, publish the shared checkpoint; wait; repeat until `stop` is set."""
+    """Each source ticks in a thread of its own, so one source's waits and failures never
+    delay another; this thread relays the outbox and publishes the shared checkpoints. With
+    `once`, every source ticks once (side by side) and then the outbox is relayed once."""
     log = logs.get_logger("mainframe.watch")
-    while not stop.is_set():
-        try:
-            report = watcher.engine.tick()
-            delivered = watcher.relay.run_once()
-            watcher.telemetry.checkpoint(watcher.store.checkpoint())
-        except WatchStopped:
-            break
-        except Exception as exc:  # a database or sink hiccup: the next tick retries
-            log.error("watch_tick_failed", error=f"{exc.__class__.__name__}: {exc}")
-            if once:
-                return EXIT_FAILED
-        else:
-            log_tick(log, report, delivered)
+    failed = threading.Event()
+    loops = [
+        threading.Thread(
+            target=_source_loop,
+            args=(watcher, engine, stop, failed, interval_s, once),
+            name=f"watch-{engine.name}",
+            daemon=True,
+        )
+        for engine in watcher.engines
+    ]
+    for loop in loops:
+        loop.start()
+    if once:
+        for loop in loops:
+            loop.join()
+    while not (stop.is_set() if not once else failed.is_set()):
+        if not _relay_pass(watcher, log) and once:
+            failed.set()
         if once or stop.wait(interval_s):
             break
-    log.info("watch_stopped", owner=watcher.engine.owner)
-    return EXIT_OK
+    stop.set()
+    for loop in loops:
+        loop.join()
+    log.info("watch_stopped", owner=_owner(watcher))
+    return EXIT_FAILED if failed.is_set() else EXIT_OK
 
 
-def log_tick(log: Any, report: TickReport, delivered: int) -> None:
+def _relay_pass(watcher: Watcher, log: Any) -> bool:
+    """Deliver the outbox and publish every source's shared checkpoint; False if it raised."""
+    try:
+        delivered = watcher.relay.run_once()
+        for engine in watcher.engines:
+            watcher.telemetry.checkpoint(engine.name, engine.store.checkpoint())
+    except Exception as exc:  # a database or sink hiccup: the next pass retries
+        log.error("watch_relay_failed", error=f"{exc.__class__.__name__}: {exc}")
+        return False
+    if delivered:
+        log.info("watch_relayed", delivered=delivered)
+    return True
+
+
+def _owner(watcher: Watcher) -> str:
+    return watcher.engines[0].owner if watcher.engines else ""
+
+
+def _source_loop(
+    watcher: Watcher,
+    engine: Engine,
+    stop: threading.Event,
+    failed: threading.Event,
+    interval_s: float,
+    once: bool,
+) -> None:
+    """Tick one source until `stop` (once, with `once`); a stop asked mid-wait stops all."""
+    log = logs.get_logger("mainframe.watch").bind(source=engine.name)
+    while not stop.is_set():
+        try:
+            report = engine.tick()
+        except WatchStopped:
+            stop.set()
+            return
+        except Exception as exc:  # a database or source hiccup: the next tick retries
+            log.error("watch_tick_failed", error=f"{exc.__class__.__name__}: {exc}")
+            if once:
+                failed.set()
+                return
+        else:
+            log_tick(log, report)
+        if once or stop.wait(interval_s):
+            return
+
+
+def log_tick(log: Any, report: TickReport) -> None:
     for message in report.transitions:
         log.warning(
             "watch_alert_changed",
@@ -234,7 +348,11 @@ def log_tick(log: Any, report: TickReport, delivered: int) -> None:
             window=message.window_key,
             policy_version=message.policy_version,
         )
-    busy = report.polls or report.failed or report.lost or delivered or report.pruned
+    for asked in report.bounded_retry_after:
+        log.warning(
+            "watch_retry_after_bounded", asked_seconds=asked, bound_seconds=MAX_NOT_BEFORE_S
+        )
+    busy = report.polls or report.failed or report.lost or report.pruned or report.quota_waits
     emit = log.info if busy else log.debug
     emit(
         "watch_tick",
@@ -244,8 +362,9 @@ def log_tick(log: Any, report: TickReport, delivered: int) -> None:
         skipped=len(report.skipped),
         lost=report.lost,
         stopped=None if report.stopped is None else report.stopped.value,
+        held=report.held,
+        quota_waits=report.quota_waits,
         firing=sorted(name for name, firing in report.observer.items() if firing),
-        delivered=delivered,
         pruned=report.pruned,
     )
 

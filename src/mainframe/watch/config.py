@@ -1,6 +1,7 @@
 """The watcher's configuration: one TOML file (`watch.toml`, documented key by key in
-`watch.example.toml`), read with tomllib into a strict model. An unknown key, a wrong type
-or a contradiction stops the watcher with one line naming the key."""
+`watch.example.toml`), read with tomllib into a strict model: one `[source]` (the source
+named `default`) or several `[sources.NAME]`, each resolved into a SourcePlan. An unknown
+key, a wrong type or a contradiction stops the watcher with one line naming the key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import socket
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -26,6 +28,8 @@ from pydantic import (
 
 from mainframe.parsers import check_database_url, parse_retention_days
 from mainframe.watch.policies import DeliveryPolicy, ObserverPolicy
+from mainframe.watch.ports import DEFAULT_SOURCE
+from mainframe.watch.quota import QuotaPolicy
 from mainframe.watch.retention import (
     DELIVERED_OUTBOX_DAYS,
     POLL_LOG_DAYS,
@@ -39,6 +43,9 @@ DEFAULT_DATABASE_URL = "sqlite:///./watch.db"
 LABEL_VALUE = r"^[A-Za-z0-9._-]{1,32}$"
 SINK_NAME = r"^[a-z0-9_-]{1,32}$"
 SOURCE_TYPES = frozenset({"mainframe", "prometheus"})
+# A source's name: a label value and a key in every watcher table.
+SOURCE_NAME = r"^[A-Za-z0-9._-]{1,64}$"
+SourceName = Annotated[str, Field(pattern=SOURCE_NAME)]
 SINK_TYPES = frozenset({"alertmanager", "webhook"})
 
 
@@ -87,31 +94,6 @@ class _Credential(_Strict):
 
     def bearer(self) -> str | None:
         return None if self.token is None else self.token.get_secret_value()
-
-
-class MainframeSourceConfig(_Credential):
-    type: Literal["mainframe"]
-    url: HttpUrl
-    timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-
-    @model_validator(mode="after")
-    def _token_required(self) -> Self:
-        if self.token is None:
-            raise ValueError("an owner token is required: give token or token_env")
-        return self
-
-
-class PrometheusSourceConfig(_Credential):
-    type: Literal["prometheus"]
-    url: HttpUrl
-    attempts_query: Annotated[str, Field(min_length=1)]
-    failures_query: Annotated[str, Field(min_length=1)]
-    timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-
-
-SourceConfig = Annotated[
-    MainframeSourceConfig | PrometheusSourceConfig, Field(discriminator="type")
-]
 
 
 class DeliveryConfig(_Strict):
@@ -182,6 +164,51 @@ class WebhookSinkConfig(_Strict):
 SinkConfig = Annotated[AlertmanagerSinkConfig | WebhookSinkConfig, Field(discriminator="type")]
 
 
+class _SourceCommon(_Credential):
+    """What every source may set beside its type's keys: its share of the quota, and where
+    it needs them its own window, policies and sinks (the top-level ones otherwise)."""
+
+    # The source's allowance across every watcher on the database (docs/watch.md, "The
+    # quota"): requests per second with a burst after a quiet spell, and requests in flight.
+    requests_per_second: Annotated[float, Field(gt=0, le=10_000)] | None = None
+    burst: Annotated[int, Field(ge=1, le=10_000)] = 1
+    max_concurrency: Annotated[int, Field(ge=1, le=1_000)] | None = None
+    window_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
+    settle_seconds: Annotated[float, Field(ge=0, le=3600)] | None = None
+    lookback_seconds: Annotated[int, Field(ge=1, le=7 * 86400)] | None = None
+    delivery: DeliveryConfig | None = None
+    observer: ObserverConfig | None = None
+    sinks: Annotated[list[SinkConfig], Field(min_length=1)] | None = None
+
+    def quota(self) -> QuotaPolicy:
+        return QuotaPolicy(self.requests_per_second, self.burst, self.max_concurrency)
+
+
+class MainframeSourceConfig(_SourceCommon):
+    type: Literal["mainframe"]
+    url: HttpUrl
+    timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+
+    @model_validator(mode="after")
+    def _token_required(self) -> Self:
+        if self.token is None:
+            raise ValueError("an owner token is required: give token or token_env")
+        return self
+
+
+class PrometheusSourceConfig(_SourceCommon):
+    type: Literal["prometheus"]
+    url: HttpUrl
+    attempts_query: Annotated[str, Field(min_length=1)]
+    failures_query: Annotated[str, Field(min_length=1)]
+    timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+
+
+SourceConfig = Annotated[
+    MainframeSourceConfig | PrometheusSourceConfig, Field(discriminator="type")
+]
+
+
 # Days, fractional allowed, or "never" (None): kept forever.
 RetentionDays = Annotated[float | None, BeforeValidator(parse_retention_days)]
 
@@ -221,10 +248,13 @@ class WatchConfig(_Strict):
     # Firing alerts are re-sent this often (Alertmanager forgets them after resolve_timeout).
     resend_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    source: SourceConfig
+    # One source (named "default"), or several by name: [sources.NAME].
+    source: SourceConfig | None = None
+    sources: dict[SourceName, SourceConfig] = Field(default_factory=dict)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     observer: ObserverConfig = Field(default_factory=ObserverConfig)
-    sinks: Annotated[list[SinkConfig], Field(min_length=1)]
+    # Every source's sinks, unless it names its own.
+    sinks: list[SinkConfig] = Field(default_factory=list)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
@@ -235,23 +265,82 @@ class WatchConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        if self.lookback_seconds < self.window_seconds:
-            raise ValueError("lookback_seconds must be at least window_seconds")
-        if isinstance(self.source, MainframeSourceConfig) and self.window_seconds % 60:
-            raise ValueError(
-                "window_seconds must be a whole number of minutes for the mainframe source"
-            )
-        detection = self.window_seconds + self.settle_seconds + self.poll_interval_seconds
-        if self.observer.max_checkpoint_age_seconds <= detection:
-            raise ValueError(
-                "observer.max_checkpoint_age_seconds must exceed window_seconds + "
-                f"settle_seconds + poll_interval_seconds ({detection:g}), or it always fires"
-            )
-        names = [sink.name for sink in self.sinks]
-        for name in names:
-            if names.count(name) > 1:
-                raise ValueError(f"two sinks are named {name!r}: give each a distinct name")
+        if self.source is None and not self.sources:
+            raise ValueError("source: required key is missing (or give [sources.NAME] tables)")
+        if self.source is not None and self.sources:
+            raise ValueError("give one [source] table or [sources.NAME] tables, not both")
+        _distinct_sinks(self.sinks, "sinks")
+        for plan in self.plans():
+            where = "" if self.source is not None else f"sources.{plan.name}."
+            _check_plan(plan, self.poll_interval_seconds, where)
         return self
+
+    def plans(self) -> list[SourcePlan]:
+        """Each source with its settings resolved: its own where it set them, the top-level
+        ones otherwise; in the order of the file."""
+        named = {DEFAULT_SOURCE: self.source} if self.source is not None else self.sources
+        return [self._plan(name, source) for name, source in named.items() if source is not None]
+
+    def _plan(self, name: str, source: SourceConfig) -> SourcePlan:
+        def own(value: Any, default: Any) -> Any:
+            return default if value is None else value
+
+        return SourcePlan(
+            name=name,
+            source=source,
+            window_seconds=own(source.window_seconds, self.window_seconds),
+            settle_seconds=own(source.settle_seconds, self.settle_seconds),
+            lookback_seconds=own(source.lookback_seconds, self.lookback_seconds),
+            delivery=own(source.delivery, self.delivery),
+            observer=own(source.observer, self.observer),
+            sinks=own(source.sinks, self.sinks),
+            own_sinks=source.sinks is not None,
+        )
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """One source as the watcher runs it: its name, its keys and its resolved settings."""
+
+    name: str
+    source: SourceConfig
+    window_seconds: int
+    settle_seconds: float
+    lookback_seconds: int
+    delivery: DeliveryConfig
+    observer: ObserverConfig
+    sinks: list[SinkConfig]
+    own_sinks: bool
+
+    @property
+    def quota(self) -> QuotaPolicy:
+        return self.source.quota()
+
+
+def _check_plan(plan: SourcePlan, poll_interval_s: float, where: str) -> None:
+    if not plan.sinks:
+        also = " (and there are no top-level [[sinks]])" if where else ""
+        raise ValueError(f"{where}sinks: required key is missing{also}")
+    _distinct_sinks(plan.sinks, f"{where}sinks")
+    if plan.lookback_seconds < plan.window_seconds:
+        raise ValueError(f"{where}lookback_seconds must be at least window_seconds")
+    if isinstance(plan.source, MainframeSourceConfig) and plan.window_seconds % 60:
+        raise ValueError(
+            f"{where}window_seconds must be a whole number of minutes for the mainframe source"
+        )
+    detection = plan.window_seconds + plan.settle_seconds + poll_interval_s
+    if plan.observer.max_checkpoint_age_seconds <= detection:
+        raise ValueError(
+            f"{where}observer.max_checkpoint_age_seconds must exceed window_seconds + "
+            f"settle_seconds + poll_interval_seconds ({detection:g}), or it always fires"
+        )
+
+
+def _distinct_sinks(sinks: list[SinkConfig], where: str) -> None:
+    names = [sink.name for sink in sinks]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"{where}: two sinks are named {name!r}: give each a distinct name")
 
 
 def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> WatchConfig:
@@ -291,6 +380,9 @@ def describe(exc: ValidationError) -> str:
         message = "type is required"
     elif kind == "too_short":
         message = "needs at least one entry"
+    elif first["loc"] and first["loc"][-1] == "[key]":
+        path = path.removesuffix(".[key]")
+        message = "a source's name is 1 to 64 letters, digits, '.', '_' or '-'"
     return f"{path}: {message}" if path else message
 
 
@@ -301,8 +393,10 @@ def key_path(loc: tuple[int | str, ...]) -> str:
         parent = loc[i - 1] if i else None
         if isinstance(part, int):
             text += f"[{part}]"
-        elif (parent == "source" and part in SOURCE_TYPES) or (
-            isinstance(parent, int) and part in SINK_TYPES
+        elif (
+            (parent == "source" and part in SOURCE_TYPES)
+            or (i > 1 and loc[i - 2] == "sources" and part in SOURCE_TYPES)
+            or (isinstance(parent, int) and part in SINK_TYPES)
         ):
             continue
         else:

@@ -1,5 +1,6 @@
 """The watcher's alert outbox, as the relay sees it: claim undelivered rows, record which
-sinks accepted them, mark delivery, and claim firing alerts for their periodic re-send."""
+sinks accepted them, mark delivery, and claim firing alerts for their periodic re-send. The
+relay serves every source: each row and each alert carries its source's name."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, delete, func, or_, select, update
+from sqlalchemy import Connection, Engine, Table, delete, func, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from mainframe.watch.ports import AlertMessage
@@ -95,9 +96,9 @@ class OutboxStore:
         with self.engine.begin() as conn:
             conn.execute(update(watch_outbox).where(o.id == outbox_id).values(**values))
 
-    def oldest_undelivered_us(self) -> int | None:
+    def oldest_undelivered_us(self, source: str | None = None) -> int | None:
         with self.engine.begin() as conn:
-            return oldest_undelivered(conn)
+            return oldest_undelivered(conn, source)
 
     def prune_delivered(self, *, before_us: int, limit: int) -> int:
         """Forget at most `limit` alerts delivered before `before_us`, oldest first, with the
@@ -119,7 +120,11 @@ class OutboxStore:
     def claim_resends(self, *, now_us: int, interval_us: int) -> list[Resend]:
         """Claim firing alerts not sent for `interval_us` whose transition was delivered."""
         a, o = watch_alerts.c, watch_outbox.c
-        undelivered = select(o.id).where(o.alert == a.alert, o.delivered_at.is_(None)).exists()
+        undelivered = (
+            select(o.id)
+            .where(o.source == a.source, o.alert == a.alert, o.delivered_at.is_(None))
+            .exists()
+        )
         last_sent = func.coalesce(a.resent_at, a.changed_at)
         with self.engine.begin() as conn:
             rows = conn.execute(
@@ -130,24 +135,27 @@ class OutboxStore:
                     last_sent <= now_us - interval_us,
                     ~undelivered,
                 )
-                .order_by(a.alert)
+                .order_by(a.source, a.alert)
                 .with_for_update(skip_locked=True, of=watch_alerts)
             ).all()
             if rows:
+                keys = [(r.source, r.alert) for r in rows]
                 conn.execute(
                     update(watch_alerts)
-                    .where(a.alert.in_([r.alert for r in rows]))
+                    .where(tuple_(a.source, a.alert).in_(keys))
                     .values(resent_at=now_us)
                 )
         return [Resend(_message(r, firing=True), r.resent_at) for r in rows]
 
-    def release_resend(self, alert: str, *, claimed_us: int, previous_us: int | None) -> None:
+    def release_resend(
+        self, source: str, alert: str, *, claimed_us: int, previous_us: int | None
+    ) -> None:
         """Undo a resend claim whose delivery failed, so the next pass tries again."""
         a = watch_alerts.c
         with self.engine.begin() as conn:
             conn.execute(
                 update(watch_alerts)
-                .where(a.alert == alert, a.resent_at == claimed_us)
+                .where(a.source == source, a.alert == alert, a.resent_at == claimed_us)
                 .values(resent_at=previous_us)
             )
 
@@ -183,12 +191,17 @@ def _message(row: Any, *, firing: bool) -> AlertMessage:
         ends_at_us=None if firing else row.ends_at_us,
         labels=json.loads(row.labels),
         annotations=json.loads(row.annotations),
+        source=row.source,
     )
 
 
-def oldest_undelivered(conn: Connection) -> int | None:
+def oldest_undelivered(conn: Connection, source: str | None = None) -> int | None:
+    """When the oldest alert not yet delivered was written: of `source`, or of any."""
     o = watch_outbox.c
-    oldest = conn.scalar(select(func.min(o.created_at)).where(o.delivered_at.is_(None)))
+    query = select(func.min(o.created_at)).where(o.delivered_at.is_(None))
+    if source is not None:
+        query = query.where(o.source == source)
+    oldest = conn.scalar(query)
     return None if oldest is None else int(oldest)
 
 

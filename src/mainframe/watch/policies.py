@@ -33,6 +33,7 @@ class ObserverHealth:
     newest_completed_end_us: int | None
     consecutive_throttle_exhaustions: int
     oldest_undelivered_outbox_us: int | None
+    auth_refused: bool = False  # the source's newest poll was refused the watcher's credential
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,8 @@ class ObserverPolicy:
                 health.consecutive_throttle_exhaustions >= self.max_throttle_exhaustions
             ),
             "outbox_delay": older_than(health.oldest_undelivered_outbox_us, self.max_outbox_age_s),
+            # At once: no wait improves a refused credential; only a person fixing it does.
+            "auth_failure": health.auth_refused,
         }
 
 

@@ -9,13 +9,18 @@ from typing import Protocol
 from mainframe.watch.observations import Observation, PollClass
 from mainframe.watch.windows import Window
 
+# What a single `[source]` table is called, and the source of a database from before names.
+DEFAULT_SOURCE = "default"
+
 
 class Source(Protocol):
-    name: str
+    name: str  # the configured name: a label value and a key in every watcher table
+    requests_per_poll: int  # HTTP requests one fetch sends, each a unit of the quota
+    timeout_s: float  # the bound of one request
 
     def fetch(self, window: Window) -> Observation:
-        """One poll of a closed window, classified. Never raises for transport trouble: that
-        is an Observation of class TRANSPORT_ERROR."""
+        """One poll of a closed window, classified. Never raises for trouble on the wire:
+        that is an Observation of class TIMEOUT or CONNECTION_ERROR."""
         ...
 
 
@@ -31,11 +36,12 @@ class AlertMessage:
     ends_at_us: int | None  # set when resolved
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    source: str = DEFAULT_SOURCE  # the configured source the alert is about
 
     @property
     def idempotency_key(self) -> str:
         state = "firing" if self.firing else "resolved"
-        return f"{self.alert}/{self.policy_version}/{self.window_key}/{state}"
+        return f"{self.source}/{self.alert}/{self.policy_version}/{self.window_key}/{state}"
 
 
 class DeliveryError(Exception):
@@ -53,24 +59,32 @@ class Sink(Protocol):
 
 class Telemetry(Protocol):
     def poll(self, source: str, poll_class: PollClass) -> None: ...
-    def window_completed(self, window: Window) -> None: ...
-    def incomplete_streak(self, count: int) -> None: ...
-    def outbox_oldest_age(self, seconds: float) -> None: ...
+    def window_completed(self, source: str, window: Window) -> None: ...
+    def incomplete_streak(self, source: str, count: int) -> None: ...
+    def outbox_oldest_age(self, source: str, seconds: float) -> None: ...
     def delivery(self, sink: str, outcome: str) -> None: ...
     def pruned(self, table: str, count: int) -> None: ...
+    def quota_wait(self, source: str) -> None: ...
+    def not_before(self, source: str, until_us: int) -> None: ...
 
 
 class NoTelemetry:
     def poll(self, source: str, poll_class: PollClass) -> None:
         return None
 
-    def window_completed(self, window: Window) -> None:
+    def window_completed(self, source: str, window: Window) -> None:
         return None
 
-    def incomplete_streak(self, count: int) -> None:
+    def incomplete_streak(self, source: str, count: int) -> None:
         return None
 
-    def outbox_oldest_age(self, seconds: float) -> None:
+    def outbox_oldest_age(self, source: str, seconds: float) -> None:
+        return None
+
+    def quota_wait(self, source: str) -> None:
+        return None
+
+    def not_before(self, source: str, until_us: int) -> None:
         return None
 
     def delivery(self, sink: str, outcome: str) -> None:

@@ -5,11 +5,11 @@ labels or idempotency key, so a repeat after a crash is harmless."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mainframe.clock import MICROS, Clock, to_us
 from mainframe.watch.outbox import OutboxItem, Resend
-from mainframe.watch.ports import DeliveryError, NoTelemetry, Sink, Telemetry
+from mainframe.watch.ports import DEFAULT_SOURCE, DeliveryError, NoTelemetry, Sink, Telemetry
 from mainframe.watch.state import WatchStore
 
 # How long a claimed batch is this relay's before another may retry it; longer than a pass
@@ -20,8 +20,9 @@ BATCH_SIZE = 100
 
 
 class Relay:
-    """Drains the outbox into `sinks`. A row is delivered once every sink accepted it; a sink
-    that refuses keeps the row (and later changes of the same alert) for the next pass."""
+    """Drains the outbox into the sinks of each row's source. A row is delivered once every
+    one of them accepted it; a sink that refuses keeps the row (and later changes of the
+    same alert) for the next pass."""
 
     def __init__(
         self,
@@ -33,17 +34,27 @@ class Relay:
         telemetry: Telemetry = NoTelemetry(),
         claim_s: float = CLAIM_SECONDS,
         batch_size: int = BATCH_SIZE,
+        routes: Mapping[str, Sequence[Sink]] | None = None,
+        sources: Sequence[str] = (DEFAULT_SOURCE,),
     ) -> None:
-        names = [sink.name for sink in sinks]
-        if len(set(names)) != len(names):
-            raise ValueError(f"sink names must be unique: {names}")
+        for routed in [sinks, *(routes or {}).values()]:
+            names = [sink.name for sink in routed]
+            if len(set(names)) != len(names):
+                raise ValueError(f"sink names must be unique: {names}")
         self.store = store
+        # `sinks` serve every source without a route of its own (and the alerts of a source
+        # no longer configured, so they still reach someone).
         self.sinks = list(sinks)
+        self.routes = {source: list(routed) for source, routed in (routes or {}).items()}
+        self.sources = list(sources)
         self.clock = clock
         self.resend_interval_us = to_us(resend_interval_s)  # 0 or less: never re-send
         self.telemetry = telemetry
         self.claim_us = to_us(claim_s)
         self.batch_size = batch_size
+
+    def sinks_of(self, source: str) -> list[Sink]:
+        return self.routes.get(source, self.sinks)
 
     def run_once(self) -> int:
         """One pass: deliver claimed outbox rows, re-send due firing alerts. Returns how many
@@ -54,30 +65,32 @@ class Relay:
         if self.resend_interval_us > 0:
             due = self.store.claim_resends(now_us=now, interval_us=self.resend_interval_us)
             self._resend(due, claimed_us=now)
-        oldest = self.store.oldest_undelivered_us()
-        age = 0.0 if oldest is None else max(0, self.clock.now_us() - oldest) / MICROS
-        self.telemetry.outbox_oldest_age(age)
+        for source in self.sources:
+            oldest = self.store.oldest_undelivered_us(source)
+            age = 0.0 if oldest is None else max(0, self.clock.now_us() - oldest) / MICROS
+            self.telemetry.outbox_oldest_age(source, age)
         return delivered
 
     def _deliver(self, items: Sequence[OutboxItem]) -> int:
-        # (sink, alert) pairs that refused a row this pass: a later change of the same alert
-        # must not overtake it (a "resolved" arriving before its "firing").
-        blocked: set[tuple[str, str]] = set()
+        # (sink, source, alert) that refused a row this pass: a later change of the same
+        # alert must not overtake it (a "resolved" arriving before its "firing").
+        blocked: set[tuple[str, str, str]] = set()
         delivered = 0
         for item in items:
             error: str | None = None
             pending = False
-            for sink in self.sinks:
+            alert = (item.message.source, item.message.alert)
+            for sink in self.sinks_of(item.message.source):
                 if sink.name in item.accepted:
                     continue
-                if (sink.name, item.message.alert) in blocked:
+                if (sink.name, *alert) in blocked:
                     pending = True
                     continue
                 try:
                     sink.deliver(item.message)
                 except DeliveryError as exc:
                     self.telemetry.delivery(sink.name, "failed")
-                    blocked.add((sink.name, item.message.alert))
+                    blocked.add((sink.name, *alert))
                     error, pending = f"{sink.name}: {exc}", True
                     continue
                 self.telemetry.delivery(sink.name, "delivered")
@@ -92,7 +105,7 @@ class Relay:
     def _resend(self, resends: Sequence[Resend], *, claimed_us: int) -> None:
         for resend in resends:
             accepted = True
-            for sink in self.sinks:
+            for sink in self.sinks_of(resend.message.source):
                 try:
                     sink.deliver(resend.message)
                 except DeliveryError:
@@ -102,5 +115,8 @@ class Relay:
                 self.telemetry.delivery(sink.name, "resent")
             if not accepted:
                 self.store.release_resend(
-                    resend.message.alert, claimed_us=claimed_us, previous_us=resend.previous_us
+                    resend.message.source,
+                    resend.message.alert,
+                    claimed_us=claimed_us,
+                    previous_us=resend.previous_us,
                 )

@@ -17,6 +17,7 @@ import httpx
 from mainframe import __version__
 from mainframe.clock import MICROS, parse_rfc3339, rfc3339
 from mainframe.watch.observations import Observation, PollClass
+from mainframe.watch.ports import DEFAULT_SOURCE
 from mainframe.watch.windows import Window
 
 # Largest response body read; anything bigger is refused unread as MALFORMED. A stats answer
@@ -61,8 +62,10 @@ class _Http:
                 body = _read_bounded(response)
         except httpx.DecodingError as exc:
             return Observation(PollClass.MALFORMED, status=None, detail=_detail(exc))
-        except httpx.RequestError as exc:
-            return Observation(PollClass.TRANSPORT_ERROR, detail=_detail(exc))
+        except httpx.TimeoutException as exc:  # connect, read, write or pool
+            return Observation(PollClass.TIMEOUT, detail=_detail(exc))
+        except httpx.RequestError as exc:  # refused, reset, TLS, DNS, a broken exchange
+            return Observation(PollClass.CONNECTION_ERROR, detail=_detail(exc))
         if body is None:
             detail = f"response larger than {MAX_RESPONSE_BYTES} bytes"
             return Observation(PollClass.MALFORMED, status=response.status_code, detail=detail)
@@ -74,16 +77,29 @@ class _Http:
 
 
 def _refusal(response: httpx.Response) -> Observation | None:
-    """429 (and 503 with Retry-After) are THROTTLED; any other non-200 is HTTP_ERROR."""
+    """Any answer but 200, classified by `status_class`."""
     status = response.status_code
     if status == 200:
         return None
     kept = tuple((k.lower(), v) for k, v in response.headers.items() if k.lower() in RETRY_HEADERS)
     retry_after = any(name == "retry-after" for name, _ in kept)
-    detail = f"HTTP {status}"
+    poll_class = status_class(status, retry_after=retry_after)
+    return Observation(poll_class, status=status, retry_headers=kept, detail=f"HTTP {status}")
+
+
+def status_class(status: int, *, retry_after: bool) -> PollClass:
+    """429 and a 503 with Retry-After are refusals to wait out; 401/403 a credential only a
+    person can fix; other 4xx a request that is wrong; other 5xx a server worth asking again
+    soon; anything else (a redirect, which is never followed) breaks the contract."""
     if status == 429 or (status == 503 and retry_after):
-        return Observation(PollClass.THROTTLED, status=status, retry_headers=kept, detail=detail)
-    return Observation(PollClass.HTTP_ERROR, status=status, retry_headers=kept, detail=detail)
+        return PollClass.THROTTLED
+    if status in (401, 403):
+        return PollClass.AUTH_ERROR
+    if 400 <= status < 500:
+        return PollClass.CLIENT_ERROR
+    if 500 <= status < 600:
+        return PollClass.SERVER_ERROR
+    return PollClass.HTTP_ERROR
 
 
 def _read_bounded(response: httpx.Response) -> bytes | None:
@@ -132,16 +148,20 @@ class MainframeSource:
     """Mainframe's windowed delivery-stats API, read with an owner token. The answer must
     echo the window asked for, carry two non-negative integer counts and `complete: true`."""
 
-    name = "mainframe"
+    # HTTP requests one poll sends, each taken from the source's quota.
+    requests_per_poll = 1
 
     def __init__(
         self,
         base_url: str,
         token: str,
         *,
+        name: str = DEFAULT_SOURCE,
         client: httpx.Client | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self.name = name
+        self.timeout_s = timeout
         self._url = base_url.rstrip("/") + STATS_PATH
         self._token = token
         self._http = _Http(client, timeout)
@@ -195,7 +215,7 @@ class PrometheusSource:
     down, a relabel mistake, a renamed metric), and the two cannot be told apart. An
     operator who means "no series is zero" says so in the query with `or vector(0)`."""
 
-    name = "prometheus"
+    requests_per_poll = 2  # the attempts query, then the failures query
 
     def __init__(
         self,
@@ -203,10 +223,13 @@ class PrometheusSource:
         attempts_query: str,
         failures_query: str,
         *,
+        name: str = DEFAULT_SOURCE,
         client: httpx.Client | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         token: str | None = None,
     ) -> None:
+        self.name = name
+        self.timeout_s = timeout
         self._url = base_url.rstrip("/") + QUERY_PATH
         self._queries = (("attempts", attempts_query), ("failures", failures_query))
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}

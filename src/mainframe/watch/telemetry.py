@@ -3,7 +3,8 @@ watcher never mixes with Mainframe's. Each poll class and delivery outcome is it
 series, primed at zero, so a rate over any of them exists from the first scrape.
 
 Labels are bounded: `source` and `sink` are configured names, `class`, `outcome` and
-`table` come from fixed sets. Windows, counts and errors stay in the logs."""
+`table` come from fixed sets. Windows, counts and errors stay in the logs. Every series about
+a source carries its name, so a rule says which source a watcher is blind to."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from prometheus_client import (
 )
 
 from mainframe.clock import MICROS
-from mainframe.watch.observations import PollClass
+from mainframe.watch.observations import CURRENT, PollClass
 from mainframe.watch.retention import TABLES
 from mainframe.watch.windows import Window
 
@@ -68,17 +69,21 @@ class PrometheusTelemetry:
         )
         self._incomplete = Gauge(
             "mainframe_watch_incomplete_windows",
-            "Consecutive window evaluations that ended without a complete observation.",
+            "Newest closed windows in a row of a source still without a complete observation.",
+            ["source"],
             registry=self.registry,
         )
         self._newest = Gauge(
             "mainframe_watch_newest_completed_window_timestamp_seconds",
-            "End of the newest completed window in the shared checkpoint (0 before the first).",
+            "End of a source's newest completed window in the shared checkpoint (0 before the "
+            "first).",
+            ["source"],
             registry=self.registry,
         )
         self._outbox = Gauge(
             "mainframe_watch_outbox_oldest_age_seconds",
-            "Age of the oldest undelivered alert in the outbox (0 when it is empty).",
+            "Age of a source's oldest undelivered alert in the outbox (0 when there is none).",
+            ["source"],
             registry=self.registry,
         )
         self._deliveries = Counter(
@@ -94,11 +99,27 @@ class PrometheusTelemetry:
             ["table"],
             registry=self.registry,
         )
+        self._quota_waits = Counter(
+            "mainframe_watch_quota_waits",
+            "Polls of a source held back by its shared quota: the rate budget, the concurrency "
+            "limit or the not-before time (never a failed poll).",
+            ["source"],
+            registry=self.registry,
+        )
+        self._not_before = Gauge(
+            "mainframe_watch_not_before_timestamp_seconds",
+            "Until when no watcher asks the source anything, after a Retry-After (0: no hold).",
+            ["source"],
+            registry=self.registry,
+        )
         self._lock = threading.Lock()
-        self._newest_us = 0
+        self._newest_us: dict[str, int] = {}
         for source in sources:
-            for poll_class in PollClass:
+            for poll_class in CURRENT:
                 self._polls.labels(source, poll_class.value)
+            for gauge in (self._incomplete, self._newest, self._outbox, self._not_before):
+                gauge.labels(source)
+            self._quota_waits.labels(source)
         for sink in sinks:
             for outcome in DELIVERY_OUTCOMES:
                 self._deliveries.labels(sink, outcome)
@@ -108,29 +129,35 @@ class PrometheusTelemetry:
     def poll(self, source: str, poll_class: PollClass) -> None:
         self._polls.labels(source, poll_class.value).inc()
 
-    def window_completed(self, window: Window) -> None:
-        self.checkpoint(window.end_us)
+    def window_completed(self, source: str, window: Window) -> None:
+        self.checkpoint(source, window.end_us)
 
-    def checkpoint(self, end_us: int | None) -> None:
-        """The newest completed window ends at `end_us` (whoever completed it: several
-        watchers share the checkpoint). Never moves backwards."""
+    def checkpoint(self, source: str, end_us: int | None) -> None:
+        """The source's newest completed window ends at `end_us` (whoever completed it:
+        several watchers share the checkpoint). Never moves backwards."""
         # A delayed window completing after a newer one must not make visibility look older.
         with self._lock:
-            if end_us is not None and end_us > self._newest_us:
-                self._newest_us = end_us
-                self._newest.set(end_us / MICROS)
+            if end_us is not None and end_us > self._newest_us.get(source, 0):
+                self._newest_us[source] = end_us
+                self._newest.labels(source).set(end_us / MICROS)
 
-    def incomplete_streak(self, count: int) -> None:
-        self._incomplete.set(count)
+    def incomplete_streak(self, source: str, count: int) -> None:
+        self._incomplete.labels(source).set(count)
 
-    def outbox_oldest_age(self, seconds: float) -> None:
-        self._outbox.set(max(0.0, seconds))
+    def outbox_oldest_age(self, source: str, seconds: float) -> None:
+        self._outbox.labels(source).set(max(0.0, seconds))
 
     def delivery(self, sink: str, outcome: str) -> None:
         self._deliveries.labels(sink, outcome).inc()
 
     def pruned(self, table: str, count: int) -> None:
         self._pruned.labels(table).inc(count)
+
+    def quota_wait(self, source: str) -> None:
+        self._quota_waits.labels(source).inc()
+
+    def not_before(self, source: str, until_us: int) -> None:
+        self._not_before.labels(source).set(max(0, until_us) / MICROS)
 
     def serve(self, host: str, port: int) -> MetricsServer:
         """Serve /metrics on (host, port) in a daemon thread; port 0 picks a free one."""

@@ -5,6 +5,7 @@ retry, overlapping invocation and watcher process names the same window the same
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,26 +67,37 @@ def retry_delay(
 ) -> float:
     """Seconds to wait before poll attempt `attempt + 1`: Retry-After (seconds or an HTTP
     date; a past date means no wait), else full jitter over min(60, 2**attempt)."""
-    value = _header(headers, "retry-after")
-    if value:
-        parsed = _retry_after(value.strip(), now)
-        if parsed is not None:
-            return parsed
+    asked = retry_after_seconds(headers, now=now)
+    if asked is not None:
+        return max(0.0, asked)
+    return backoff_delay(attempt, rng=rng)
+
+
+def backoff_delay(attempt: int, *, rng: random.Random) -> float:
+    """Full jitter over min(60, 2**attempt) seconds, so refused watchers do not retry in step."""
     return rng.uniform(0.0, min(BACKOFF_CAP_SECONDS, 2.0**attempt))
 
 
-def _retry_after(value: str, now: datetime) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str], *, now: datetime) -> float | None:
+    """What Retry-After asks, in seconds from `now` (negative for a date in the past); None
+    when there is none or it is neither a number nor an HTTP date."""
+    value = _header(headers, "retry-after")
+    if not value:
+        return None
+    value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return seconds if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
+    return (when - now).total_seconds()
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
