@@ -283,7 +283,7 @@ def test_a_queue_paused_and_resumed_from_the_board_with_its_confirmation(
     page.get_by_role("textbox", name="Queue").fill("held")  # type: ignore[attr-defined]
     page.get_by_role("button", name="Pause a queue…").click()  # type: ignore[attr-defined]
     heading = page.get_by_role("heading", name="Pause queue held of endpoint pypi-malware?")  # type: ignore[attr-defined]
-    assert heading.is_visible()
+    heading.wait_for(state="visible", timeout=15_000)  # the confirmation page has loaded
     page.get_by_role("button", name="Pause queue held").click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/board/endpoints/pypi-malware$"))  # type: ignore[attr-defined]
     assert "Queue held paused" in page.get_by_role("status").inner_text()  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from pydantic import ValidationError as PydanticError
 
 from mainframe.store import Invalid, Report
 
-# The bounds of Mainframe's own result route (api/schemas.py), for the same columns.
+# The bounds of Mainframe's own result route (contract/schemas.py), for the same columns.
 MAX_SUMMARY = 8192
 MAX_ARTIFACT = 2048
 MAX_RESULT_BYTES = 262_144
