@@ -19,7 +19,6 @@ from mainframe.clock import SystemClock
 from mainframe.hooks import body, signing
 from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
-from mainframe.hooks.fakes import FakeResolver, LoopbackOnlyNetwork, MemoryHookBook
 from mainframe.hooks.transport import PinnedTransport
 from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
@@ -27,6 +26,7 @@ from mainframe.metrics.hooks import HookMetrics
 from mainframe.parsers import parse_cidrs
 from mainframe.store.hooks import HookTarget
 from tests.hookreceiver import Answer, Receiver, receiver
+from tests.hooks_fakes import FakeResolver, LoopbackOnlyNetwork, MemoryHookBook
 from tests.unit.test_hooks_addresses import REFUSED
 
 pytestmark = pytest.mark.anyio

@@ -14,16 +14,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "mainframe"
 PAGES = sorted(
-    [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "CONTRIBUTING.md"]
-    + list((ROOT / "docs").glob("*.md"))
-    + list((ROOT / "bench").glob("*.md"))
+    [
+        ROOT / "README.md",
+        ROOT / "ARCHITECTURE.md",
+        ROOT / "CONTRIBUTING.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "bench").glob("*.md"),
+    ]
 )
 SUFFIXES = ("py", "md", "yml", "yaml", "toml", "sql", "sh", "json", "html", "css", "ini")
 # `path/to/file.py`, `file.py::function`, `file.py` (a path under the repository or the
 # package, or a file name found in the tree).
-NAMED_FILE = re.compile(
-    rf"^(?P<path>[\w./-]*\w\.(?:{'|'.join(SUFFIXES)}))(?:::(?P<name>[\w.]+))?$"
-)
+NAMED_FILE = re.compile(rf"^(?P<path>[\w./-]*\w\.(?:{'|'.join(SUFFIXES)}))(?:::(?P<name>[\w.]+))?$")
 # Where a name may resolve: the repository, the package, or a folder of either.
 BASES = (ROOT, PACKAGE, ROOT / "src")
 # Files that exist only once a command has run, and one the docs name to say it is absent.

@@ -13,10 +13,10 @@ from mainframe.hooks.addresses import (
     REFUSED_V6,
     AddressPolicy,
     embedded_v4,
-    parse_cidrs,
     refusal,
 )
 from mainframe.hooks.targets import ip_literal, url_problem
+from mainframe.parsers import parse_cidrs
 
 # One address inside each refused class docs/hooks.md names, with the reason reported.
 REFUSED = [

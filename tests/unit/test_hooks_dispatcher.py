@@ -20,11 +20,11 @@ from standardwebhooks.webhooks import Webhook
 from mainframe.clock import FakeClock
 from mainframe.hooks import signing
 from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
-from mainframe.hooks.fakes import MemoryHookBook
 from mainframe.lifecycle.events import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.store.hooks import HookTarget
+from tests.hooks_fakes import MemoryHookBook
 
 SECRET = signing.new_secret()
 pytestmark = pytest.mark.anyio

@@ -20,9 +20,9 @@ from mainframe.api import (
     ops,
     scans,
 )
-from mainframe.api.lane import WorkerLane, lane_routes
+from mainframe.api.edge import RequestEdge
+from mainframe.api.lane import HotLane, lane_routes
 from mainframe.api.limits import BodyLimit
-from mainframe.api.timing import RequestTiming
 from mainframe.settings import Settings
 from mainframe.wiring import Runtime, build_runtime, serving
 
@@ -65,9 +65,9 @@ def create_app(
     dragonfly.install(app, store=rt.store, settings=settings)
 
     # Innermost first: the hot routes' lane sits right above FastAPI's own layers.
-    app.add_middleware(WorkerLane, routes=lane_routes(jobs.router, scans.router))
+    app.add_middleware(HotLane, routes=lane_routes(jobs.router, scans.router))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(RequestTiming, metrics=rt.metrics)
+    app.add_middleware(RequestEdge, metrics=rt.metrics)
     return app
 
 

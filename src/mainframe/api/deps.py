@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from mainframe.store import Principal, Unauthorized
 from mainframe.wiring import Runtime, RuntimeDep
 
-__all__ = ["BearerDep", "OwnerDep", "Runtime", "RuntimeDep", "WorkerDep", "owner_id"]
+__all__ = ["BearerDep", "OwnerDep", "Runtime", "RuntimeDep", "owner_id"]
 _bearer = HTTPBearer(auto_error=False, description="An owner, worker or source token.")
 BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
@@ -39,7 +39,6 @@ def _require(role: str) -> object:
     return dependency
 
 
-WorkerDep = Annotated[Principal, Depends(_require("worker"))]
 OwnerDep = Annotated[Principal, Depends(_require("owner"))]
 
 

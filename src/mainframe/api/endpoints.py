@@ -10,6 +10,7 @@ from starlette.responses import Response
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import NAME_PATTERN
 from mainframe.contract.operator_schemas import (
     PRINTABLE,
@@ -30,7 +31,7 @@ router = APIRouter(prefix="/api/v1/endpoints", tags=["endpoints"])
 EndpointPath = Annotated[
     str, Path(max_length=200, pattern=PRINTABLE, description="The endpoint's name.")
 ]
-TokenIdPath = Annotated[int, Path(ge=1, le=2**62, description="The token's id.")]
+TokenIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The token's id.")]
 QueuePath = Annotated[str, Path(max_length=64, pattern=NAME_PATTERN, description="The queue.")]
 
 

@@ -17,6 +17,7 @@ from mainframe.contract.hook_schemas import (
     HookPublic,
     HookRotated,
 )
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.schemas import AsciiInt
 from mainframe.hooks import manage
 from mainframe.shapes import hooks as hook_shapes
@@ -24,7 +25,7 @@ from mainframe.store.audit import API
 
 router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
 EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]
-HookIdPath = Annotated[int, Path(ge=1, le=2**62, description="The hook's id."), AsciiInt]
+HookIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The hook's id."), AsciiInt]
 
 
 def _changed(rt: Runtime, endpoint_id: int) -> None:

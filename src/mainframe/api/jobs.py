@@ -8,9 +8,9 @@ from fastapi import APIRouter, Request
 
 from mainframe.api.fastpath import body_doc, json_body, presented
 from mainframe.api.jsonvalue import stored
-from mainframe.api.params import MAX_ID, IntParam, documented
+from mainframe.api.params import IntParam, documented
 from mainframe.api.responses import JSON
-from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT
+from mainframe.contract.limits import JOBS_PATH, MAX_ID, MAX_LEASE_BATCH, MAX_NEXT
 from mainframe.contract.schemas import (
     MAX_RESULT_BYTES,
     BatchResults,

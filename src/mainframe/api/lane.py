@@ -10,7 +10,6 @@ the lane does not serve (another method, another path) goes on to FastAPI unchan
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 
 from fastapi.routing import APIRoute, APIRouter
@@ -35,15 +34,13 @@ HOT = (
 )
 
 
-def _pattern(template: str) -> re.Pattern[str]:
-    return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$")
+class HotLane:
+    """Serves the hot routes' POSTs itself and hands everything else to FastAPI."""
 
-
-class WorkerLane:
-    def __init__(self, app: ASGIApp, *, routes: list[tuple[re.Pattern[str], APIRoute]]) -> None:
+    def __init__(self, app: ASGIApp, *, routes: list[APIRoute]) -> None:
         self.app = app
-        self.exact = {route.path: route for pattern, route in routes if "{" not in route.path}
-        self.templated = [(pattern, route) for pattern, route in routes if "{" in route.path]
+        self.exact = {route.path: route for route in routes if not route.param_convertors}
+        self.templated = [route for route in routes if route.param_convertors]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope) if scope["type"] == "http" else None
@@ -71,17 +68,18 @@ class WorkerLane:
         route = self.exact.get(path)
         if route is not None:
             return route, {}
-        for pattern, candidate in self.templated:
-            match = pattern.match(path)
+        for candidate in self.templated:
+            # The pattern Starlette compiled for the route's own template.
+            match = candidate.path_regex.match(path)
             if match is not None:
                 return candidate, match.groupdict()
         return None
 
 
-def lane_routes(*routers: APIRouter) -> list[tuple[re.Pattern[str], APIRoute]]:
-    """The routers' POST routes of the hot templates, each with the pattern its path matches."""
+def lane_routes(*routers: APIRouter) -> list[APIRoute]:
+    """The routers' POST routes of the hot templates."""
     found = [
-        (_pattern(route.path), route)
+        route
         for router in routers
         for route in router.routes
         if isinstance(route, APIRoute) and route.path in HOT and "POST" in (route.methods or ())

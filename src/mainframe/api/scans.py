@@ -12,6 +12,7 @@ from mainframe.api.fastpath import body_doc, json_body, optional_presented
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.operator_schemas import RevokedPublic
 from mainframe.contract.schemas import (
     CURSOR_PATTERN,
@@ -34,7 +35,7 @@ from mainframe.store.audit import API
 router = APIRouter(prefix="/api/v1", tags=["scans"])
 # Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
 OPEN_INTAKE: dict[str, Any] = {"security": [{"HTTPBearer": []}, {}]}
-ScanIdPath = Annotated[int, Path(ge=1, le=2**62, description="The scan's id."), AsciiInt]
+ScanIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The scan's id."), AsciiInt]
 
 
 @router.post(

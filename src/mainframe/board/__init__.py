@@ -60,7 +60,7 @@ def _explain(exc: Exception) -> tuple[int, str, dict[str, str]]:
         return 503, text, {"Retry-After": str(exc.retry_after)}
     if isinstance(exc, StoreError):
         return status_of(exc), f"Not possible: {exc.detail}.", {}
-    # RequestTiming, the outermost layer, logs it with its traceback once.
+    # RequestEdge, the outermost layer, logs it with its traceback once.
     return 500, "Something went wrong on the server; it has been logged.", {}
 
 

@@ -25,6 +25,7 @@ from mainframe.board.auth import (
     tell,
 )
 from mainframe.board.pages import error_page, sign_in_page
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.operator_schemas import PRINTABLE
 from mainframe.contract.text import printable
 from mainframe.logs import get_logger
@@ -37,7 +38,7 @@ from mainframe.wiring import Runtime, RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 # Ids within the database's 64 bits; names without control characters (PostgreSQL refuses NUL).
-IdPath = Annotated[int, Path(ge=1, le=2**62)]
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 NamePath = Annotated[str, Path(max_length=200, pattern=PRINTABLE)]
 MAX_FORM_FIELDS = 20  # the largest form has nine fields
 NOT_AN_OWNER_TOKEN = "That is not an owner token."

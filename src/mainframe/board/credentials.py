@@ -12,6 +12,7 @@ from starlette.responses import Response
 from mainframe.board.auth import signed_in_page
 from mainframe.board.pages import error_page
 from mainframe.board.render import page
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import name_problem
 from mainframe.contract.text import printable
 from mainframe.shapes import operator as operator_shapes
@@ -21,7 +22,7 @@ from mainframe.store.sessions import Session
 from mainframe.wiring import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
-IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]  # within the database's 64 bits
 MAX_NAME = 200
 NO_ENDPOINT = "There is no such endpoint of yours."
 

@@ -23,6 +23,7 @@ from mainframe.board.auth import (
 )
 from mainframe.board.charts import activity, sparkline
 from mainframe.board.render import page, when
+from mainframe.contract.limits import MAX_ID
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, NotFound
@@ -31,7 +32,7 @@ from mainframe.store.sessions import Session
 from mainframe.wiring import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
-IdPath = Annotated[int, Path(ge=1, le=2**62)]  # within the database's 64 bits
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]  # within the database's 64 bits
 SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
 # A pill's count under a search or a queue is counted up to this, then shown as "1000+":
 # each count walks the listing as a page of it does, and a few thousand rows stay quick.

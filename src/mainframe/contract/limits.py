@@ -4,6 +4,9 @@ and the SDK that keeps within them."""
 from __future__ import annotations
 
 JOBS_PATH = "/api/v1/jobs"
+# The largest id of any row a client may name (a scan, a hook, a token): within the
+# database's signed 64 bits with room to spare, so a bound check never overflows a driver.
+MAX_ID = 2**62
 MAX_LEASE_BATCH = 100  # scans one job poll leases at most (`?batch=`)
 MAX_NEXT = 100  # scans leased with a result at most (`?next=`)
 MAX_REPORTS = 100  # results in one batch report at most

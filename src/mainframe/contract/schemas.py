@@ -13,7 +13,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from mainframe.contract.limits import MAX_INTAKE_BATCH, MAX_REPORTS
+from mainframe.contract.limits import MAX_ID, MAX_INTAKE_BATCH, MAX_REPORTS
 from mainframe.contract.names import Name
 
 
@@ -44,7 +44,7 @@ Summary = Annotated[str, StringConstraints(max_length=8192), NoNul]
 Artifact = Annotated[str, StringConstraints(max_length=2048), NoNul]
 AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64), NoNul]
 Attempt = Annotated[int, Field(ge=1, le=1_000_000)]
-ScanId = Annotated[int, Field(ge=1, le=2**62)]
+ScanId = Annotated[int, Field(ge=1, le=MAX_ID)]
 MAX_PAYLOAD_BYTES = 65_536
 # A page cursor is the id a previous page ended on.
 CURSOR_PATTERN = r"^[0-9]{1,18}$"

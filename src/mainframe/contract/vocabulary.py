@@ -15,7 +15,6 @@ CLI: Origin = "cli"
 # The longest search term; a longer one cannot match a bounded name, source or kind anyway.
 MAX_QUERY_LENGTH = 300
 # The largest scan id a numeric search treats as an id (the routes' bound on ids).
-MAX_SCAN_ID = 2**62
 
 
 class Action(StrEnum):

@@ -5,10 +5,7 @@ attempt and the API asks it for IP-literal URLs."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
 from dataclasses import dataclass
-
-from mainframe.parsers import parse_cidrs
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -59,7 +56,6 @@ REFUSED_V6: tuple[tuple[str, str], ...] = (
 # Only global unicast (RFC 4291) is public; everything else in IPv6 is reserved.
 GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052 well-known prefix
-SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")  # RFC 3056
 COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated IPv4-compatible (RFC 4291)
 
 
@@ -108,10 +104,6 @@ class AddressPolicy:
     """The refused ranges minus an explicit allow-list (development and tests only)."""
 
     allowed: tuple[IPNetwork, ...] = ()
-
-    @classmethod
-    def allowing(cls, cidrs: Iterable[str]) -> AddressPolicy:
-        return cls(parse_cidrs(",".join(cidrs)))
 
     def refusal(self, address: IPAddress) -> str | None:
         """None when the address may be connected to, else the reason it may not."""

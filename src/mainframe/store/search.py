@@ -4,8 +4,8 @@ pattern, its wildcards escaped with a backslash) and :term_id (NULL unless numer
 
 from __future__ import annotations
 
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.vocabulary import MAX_QUERY_LENGTH as MAX_QUERY_LENGTH
-from mainframe.contract.vocabulary import MAX_SCAN_ID as MAX_SCAN_ID
 
 
 def like_pattern(term: str) -> str:
@@ -19,5 +19,5 @@ def terms(q: str | None) -> dict[str, str | int | None]:
     if not q:
         return {"pattern": None, "term_id": None}
     # ASCII only: str.isdigit() admits digits int() refuses ('²').
-    numeric = q.isascii() and q.isdigit() and int(q) <= MAX_SCAN_ID
+    numeric = q.isascii() and q.isdigit() and int(q) <= MAX_ID
     return {"pattern": like_pattern(q), "term_id": int(q) if numeric else None}

@@ -1,5 +1,6 @@
-"""The outermost layer of every request: its duration by route template (never the raw path,
-which holds ids), and the last line of defence for an exception no handler claimed.
+"""The edge of every request, its outermost layer: its duration by route template (never the
+raw path, which holds ids), a NUL in its path or query refused before any parser, and the
+last line of defence for an exception no handler claimed.
 
 Such an exception becomes one JSON 500 and one log line with the traceback inside it, and goes
 no further: Starlette's own outermost middleware re-raises it after answering, so uvicorn
@@ -44,7 +45,9 @@ def nul_field(scope: Scope) -> str | None:
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
-class RequestTiming:
+class RequestEdge:
+    """Times each request, refuses a NUL, and answers an unclaimed exception with one 500."""
+
     def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
