@@ -105,7 +105,37 @@ def on_store(
     raise AssertionError("unreachable: database_errors exits on a failure")
 
 
-DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
+DatabaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="The server's database (MAINFRAME_DATABASE_URL; default sqlite:///./mainframe.db).",
+        show_default=False,
+    ),
+]
+OwnerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--owner",
+        envvar="MAINFRAME_OWNER",
+        help="The owner acting (default: MAINFRAME_OWNER, or the only owner there is).",
+        show_default=False,
+    ),
+]
+
+
+async def resolve_owner(store: Store, given: str | None) -> str:
+    """The owner a command acts for: the one named, else the only one; one clear line when
+    there is none or there are several to choose from."""
+    if given is not None:
+        return given
+    names = await store.accounts.owner_names(limit=2)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        fail("no owner yet: `mainframe serve` creates the first one, `mainframe owner create`")
+    fail("several owners: name one with --owner NAME or MAINFRAME_OWNER")
+    raise AssertionError("unreachable: fail() exits")
 
 
 def on_store_or_fail(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:

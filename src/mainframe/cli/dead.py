@@ -18,7 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from mainframe import effects, logs
-from mainframe.cli.common import fail, load_settings, ready_schema
+from mainframe.cli.common import (
+    DatabaseOpt,
+    OwnerOpt,
+    fail,
+    load_settings,
+    ready_schema,
+    resolve_owner,
+)
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import one_line, printable, shown
@@ -36,8 +43,6 @@ from mainframe.store.redrive import Progress, Redriven
 dead_app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, redrive.")
 
 CAUSE = re.compile(CAUSE_KEY)
-OwnerOpt = Annotated[str, typer.Option("--owner", help="The owner whose dead letters these are.")]
-DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
 QOpt = Annotated[
     str | None, typer.Option("--q", help="Substring of name, source or kind, or a scan id.")
 ]
@@ -54,7 +59,7 @@ SinceOpt = Annotated[
 
 
 @asynccontextmanager
-async def _opened(database_url: str | None, owner: str) -> AsyncIterator[tuple[Store, int]]:
+async def _opened(database_url: str | None, owner: str | None) -> AsyncIterator[tuple[Store, int]]:
     """The store on the configured database and the owner's id, closed on the way out."""
 
     settings = load_settings(database_url=database_url)
@@ -65,7 +70,7 @@ async def _opened(database_url: str | None, owner: str) -> AsyncIterator[tuple[S
     store.db.publish = effects.wire(Metrics())
     try:
         try:
-            owner_id = await store.accounts.owner_id(owner)
+            owner_id = await store.accounts.owner_id(await resolve_owner(store, owner))
         except UnknownName as exc:
             fail(str(exc))
             raise AssertionError from exc  # unreachable: fail() exits
@@ -132,7 +137,7 @@ def _table(rows: list[dict[str, Any]], count: int) -> None:
 
 @dead_app.command("list")
 def dead_list(
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     q: QOpt = None,
     endpoint: EndpointOpt = None,
     queue: QueueOpt = None,
@@ -160,7 +165,7 @@ def dead_list(
 
 @dead_app.command("causes")
 def dead_causes(
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     endpoint: EndpointOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="Causes to show.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
@@ -190,7 +195,7 @@ def dead_causes(
 @dead_app.command("show")
 def dead_show(
     scan_id: int,
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
     database_url: DatabaseOpt = None,
 ) -> None:
@@ -235,7 +240,7 @@ def _show(body: dict[str, Any], scan: ScanRecord) -> None:
 
 @dead_app.command("redrive")
 def dead_redrive(
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     scan_ids: Annotated[list[int] | None, typer.Argument(help="Scan ids to redrive.")] = None,
     q: QOpt = None,
     endpoint: EndpointOpt = None,

@@ -31,3 +31,9 @@ def shown(text: object) -> str:
 def one_line(text: object) -> str:
     """`shown`, with tabs and line breaks as markers too, for a cell of a tab-separated row."""
     return _BREAKS.sub(lambda m: f"[U+{ord(m.group()):04X}]", shown(text))
+
+
+def counted(n: int | None, noun: str, plural: str | None = None) -> str:
+    """`n` with its noun in the right number: `1 scan`, `2 scans`, `0 dead letters`."""
+    n = n or 0
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
