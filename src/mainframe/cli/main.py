@@ -3,7 +3,6 @@ groups of commands (each in its own module of this package)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,8 +24,8 @@ from mainframe.cli.failures import Debug
 from mainframe.cli.hooks import hook_app
 from mainframe.cli.queues import queue_app
 from mainframe.cli.retention import db_prune
+from mainframe.cli.stats import stats
 from mainframe.store import Store
-from mainframe.store.stats import Snapshot
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -41,6 +40,7 @@ app.add_typer(token_app, name="token")
 app.add_typer(hook_app, name="hook")
 app.add_typer(dead_app, name="dead")
 app.add_typer(queue_app, name="queue")
+app.command("stats")(stats)
 
 BOOTSTRAP_OWNER = "admin"
 
@@ -58,35 +58,6 @@ def root(
 ) -> None:
     """Mainframe: package scans for a fleet of scanner workers."""
     Debug.enabled = debug
-
-
-@app.command()
-def stats(
-    database_url: DatabaseOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
-) -> None:
-    """Print the reconciled figures (outcomes, live scans by state) from the database."""
-    settings = load_settings(database_url=database_url)
-    snapshot = on_store(settings, lambda store: store.listings.snapshot())
-    figures = stats_figures(snapshot)
-    if as_json:
-        typer.echo(json.dumps(figures))
-        return
-    for key, value in figures.items():
-        typer.echo(f"{key:<40} {value}")
-
-
-def stats_figures(snapshot: Snapshot) -> dict[str, float | int]:
-    """The same series names and labels as /metrics, from one database snapshot."""
-    figures: dict[str, float | int] = {}
-    for outcome, count in snapshot.outcomes.items():
-        figures[f'packages_scan_outcomes{{outcome="{outcome}"}}'] = count
-    for state, count in snapshot.queue.items():
-        figures[f'packages_queue{{state="{state.value}"}}'] = count
-    oldest = snapshot.oldest_due_at
-    age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
-    figures["packages_oldest_queued_age_seconds"] = round(age, 3)
-    return figures
 
 
 async def _bootstrap_owner(store: Store) -> str | None:
