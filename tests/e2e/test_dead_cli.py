@@ -79,10 +79,15 @@ def test_list_shows_only_the_owners_dead_letters(fleet: Fleet) -> None:
     assert [s["scan_id"] for s in body["scans"]] == [mine] and body["count"] == 1
     assert body["scans"][0]["final_attempt"]["summary"] == "boom"
     plain = dead(fleet, "list", "--owner", "alice")
-    assert "secret-package" not in plain.stdout and "1 shown of 1 dead letters" in plain.stdout
+    assert "secret-package" not in plain.stdout and "1 shown of 1 dead letter\n" in plain.stdout
+    header = plain.stdout.splitlines()[0].split("\t")
+    assert header == [
+        "ID", "DEAD-LETTERED", "ENDPOINT", "QUEUE", "REASON", "NAME", "VERSION", "LAST ERROR"
+    ]  # fmt: skip
     [row] = [line for line in plain.stdout.splitlines() if line.startswith(f"{mine}\t")]
     # The tab and the bidi override in the name cannot break the row or reorder it.
-    assert len(row.split("\t")) == 7 and "\u202e" not in row
+    assert len(row.split("\t")) == 8 and "\u202e" not in row
+    assert row.split("\t")[4] == "attempts exhausted" and row.endswith("\tboom")
     theirs = dead(fleet, "list", "--owner", "mallory", "--json")
     assert json.loads(theirs.stdout)["scans"][0]["name"] == "secret-package"
     assert dead(fleet, "list", "--owner", "nobody").returncode == 2
@@ -92,7 +97,9 @@ def test_show_prints_the_whole_history(fleet: Fleet) -> None:
     scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "first failure")
     done = dead(fleet, "show", str(scan_id), "--owner", "alice")
     assert done.returncode == 0, done.stderr
-    assert "attempts_exhausted" in done.stdout and "summary: first failure" in done.stdout
+    assert "summary: first failure" in done.stdout
+    lines = done.stdout.splitlines()
+    assert "status             DEAD" in lines and "reason             attempts exhausted" in lines
     assert dead(fleet, "show", str(scan_id), "--owner", "mallory").returncode == 1
 
 
@@ -139,6 +146,8 @@ def test_hidden_characters_show_as_markers_the_way_the_board_shows_them(fleet: F
     scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, name, "line one\n\u202eevil")
     shown = dead(fleet, "show", str(scan_id), "--owner", "alice").stdout
     assert "pay[U+200B]pal[U+202E]gnp.exe" in shown and "[U+202E]evil" in shown
+    # Every line of a summary starts where its first line does.
+    assert "       summary: line one\n                [U+202E]evil\n" in shown
     assert "\u202e" not in shown and "\u200b" not in shown
     # A field without a value reads as '-', never as Python's None.
     assert "None" not in shown and "redriven           0 times" in shown
