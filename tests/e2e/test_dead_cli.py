@@ -62,9 +62,11 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         store.close()
 
 
-def dead(fleet: Fleet, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def dead(
+    fleet: Fleet, *args: str, stdin: str | None = None, verbose: bool = False
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mainframe", "dead", *args],
+        [sys.executable, "-m", "mainframe", *(["--verbose"] if verbose else []), "dead", *args],
         capture_output=True, text=True, input=stdin, timeout=60, check=False,
         env=mainframe_env(fleet.url),
     )  # fmt: skip
@@ -108,16 +110,25 @@ def test_redrive_asks_with_the_count_and_requeues(fleet: Fleet) -> None:
     b = fleet.dead(fleet.alice_source, fleet.alice_worker, "leftpad", "x")
     keep = fleet.dead(fleet.alice_source, fleet.alice_worker, "other", "x")
     declined = dead(fleet, "redrive", "--owner", "alice", "--q", "left", stdin="n\n")
-    assert "Redrive 2 dead letters?" in declined.stdout and declined.returncode == 1
+    assert "Redrive 2 dead letters?" in declined.stdout and declined.returncode == 0
+    assert declined.stdout.endswith("nothing redriven\n") and declined.stderr == ""
     assert json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)["count"] == 3
     done = dead(fleet, "redrive", "--owner", "alice", "--q", "left", "--yes")
     assert done.returncode == 0, done.stderr
     assert "redriven 2, skipped 0" in done.stdout
-    assert '"event": "scans_redriven"' in done.stderr
+    # The log line is the server's business: the operator reads stdout, stderr stays quiet.
+    assert done.stderr == ""
+    verbose = dead(fleet, "redrive", "--owner", "alice", "--q", "other", "--yes", verbose=True)
+    assert '"event": "scans_redriven"' in verbose.stderr
     left = json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)
-    assert [s["scan_id"] for s in left["scans"]] == [keep]
+    assert left["scans"] == []
     jobs = fleet.store.leasing.lease(fleet.alice_worker, 5)
-    assert sorted(job.scan_id for job in jobs) == sorted([a, b])
+    assert sorted(job.scan_id for job in jobs) == sorted([a, b, keep])
+    [job] = [job for job in jobs if job.scan_id == keep]
+    report = Report("failed", True, job.attempt, job.assignment_id, "x", None, None)
+    fleet.store.results.report(fleet.alice_worker, keep, report)
+    one = dead(fleet, "redrive", "--owner", "alice", str(keep), stdin="n\n")
+    assert "Redrive 1 dead letter?" in one.stdout and one.returncode == 0
     by_id = dead(fleet, "redrive", "--owner", "mallory", str(keep), "--yes")
     assert "skipped " + str(keep) + ": not_found" in by_id.stderr
 

@@ -12,7 +12,8 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
-from mainframe.cli.failures import SchemaMismatch, database_errors
+from mainframe import logs
+from mainframe.cli.failures import SchemaMismatch, Verbose, database_errors
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.engine import create_store_engine, is_sqlite
@@ -27,15 +28,26 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Environment first, flags on top; a bad value stops with one clear line."""
+    """Environment first, flags on top; a bad value stops with one clear line. Logs go to
+    stderr at the level `command_log_level` gives."""
     given = {key: value for key, value in overrides.items() if value is not None}
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        settings = Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
         name = "MAINFRAME_" + str(first["loc"][0]).upper() if first["loc"] else "setting"
         fail(f"invalid setting {name}: {first['msg']}")
         raise AssertionError from exc  # unreachable: fail() exits
+    logs.configure(fmt=settings.log_format, level=command_log_level(settings))
+    return settings
+
+
+def command_log_level(settings: Settings) -> str:
+    """A command's output is on stdout; its log lines reach stderr from warning up, unless
+    MAINFRAME_LOG_LEVEL names a level or `--verbose` asks for info."""
+    if "log_level" in settings.model_fields_set:
+        return settings.log_level
+    return "info" if Verbose.enabled else "warning"
 
 
 def missing_sqlite_file(database_url: str) -> Path | None:

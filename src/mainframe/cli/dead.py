@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from mainframe import effects, logs
+from mainframe import effects
 from mainframe.cli.common import (
     DatabaseOpt,
     OwnerOpt,
@@ -69,7 +69,6 @@ async def _opened(database_url: str | None, owner: str | None) -> AsyncIterator[
     """The store on the configured database and the owner's id, closed on the way out."""
 
     settings = load_settings(database_url=database_url)
-    logs.configure(fmt=settings.log_format, level=settings.log_level)
     ready_schema(settings)
     store = open_store(settings)
     # Logs and counters as the server has them (scans_redriven); hooks are the server's.
@@ -297,8 +296,9 @@ def dead_redrive(
                 count = await store.dead_letters.redrivable(owner_id, f)
             if count == 0:
                 fail("nothing matches; nothing redriven", code=1)
-            if not yes and not typer.confirm(f"Redrive {count} dead letters?"):
-                raise typer.Exit(1)
+            if not yes and not typer.confirm(f"Redrive {counted(count, 'dead letter')}?"):
+                typer.echo("nothing redriven")
+                raise typer.Exit(0)
             with progress_bar("redriving", total=count) as advance:
                 seen = [0]
 

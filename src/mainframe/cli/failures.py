@@ -44,6 +44,12 @@ class Debug:
     enabled = False
 
 
+class Verbose:
+    """Whether `--verbose` asked for a command's info-level log lines on stderr."""
+
+    enabled = False
+
+
 def describe(exc: BaseException) -> str:
     """The operator's reading of a failure to use the database."""
     if isinstance(exc, SchemaMismatch):

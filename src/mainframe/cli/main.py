@@ -20,11 +20,12 @@ from mainframe.cli.common import (
     on_store,
 )
 from mainframe.cli.dead import dead_app
-from mainframe.cli.failures import Debug
+from mainframe.cli.failures import Debug, Verbose
 from mainframe.cli.hooks import hook_app
 from mainframe.cli.queues import queue_app
 from mainframe.cli.retention import db_prune
 from mainframe.cli.stats import stats
+from mainframe.contract.text import counted
 from mainframe.store import Store
 
 app = typer.Typer(
@@ -55,9 +56,19 @@ def root(
             help="Print the traceback after a one-line database error (for a bug report).",
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Log info lines on stderr too (default: warnings and errors only; "
+            "MAINFRAME_LOG_LEVEL sets a level).",
+        ),
+    ] = False,
 ) -> None:
     """Mainframe: package scans for a fleet of scanner workers."""
     Debug.enabled = debug
+    Verbose.enabled = verbose
 
 
 async def _bootstrap_owner(store: Store) -> str | None:
@@ -158,8 +169,8 @@ def submit(
         fail(f"the server refused the submission: {exc}", code=1)
     for number, detail in tally.refused[:20]:
         typer.echo(f"line {number}: {detail}", err=True)
-    counts = ", ".join(f"{n} x {status}" for status, n in sorted(tally.statuses.items()))
-    typer.echo(f"{tally.total} lines: {counts}")
+    counts = ", ".join(f"{n} \u00d7 {status}" for status, n in sorted(tally.statuses.items()))
+    typer.echo(f"{counted(tally.total, 'line')}: {counts}")
     if tally.refused:
         raise typer.Exit(1)
 
@@ -207,7 +218,7 @@ def worker(
         fail(f"the server refused the worker: {exc}", code=1)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
-    typer.echo(f"processed {done} scans")
+    typer.echo(f"processed {counted(done, 'scan')}")
 
 
 @app.command()

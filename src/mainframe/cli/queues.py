@@ -7,6 +7,7 @@ from __future__ import annotations
 import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store_or_fail
+from mainframe.contract.text import counted
 from mainframe.store import Store
 from mainframe.store.audit import CLI
 from mainframe.store.queues import QueueChange
@@ -46,4 +47,4 @@ def queue_resume(endpoint: str, queue: str, database_url: DatabaseOpt = None) ->
 
 
 def _scans(n: int) -> str:
-    return "1 scan" if n == 1 else f"{n} scans"
+    return counted(n, "scan")
