@@ -13,13 +13,14 @@ from mainframe.cli.common import (
     DatabaseOpt,
     OwnerOpt,
     check_revision,
-    fail,
     load_settings,
     on_store,
     on_store_or_fail,
     resolve_owner,
 )
 from mainframe.cli.failures import database_errors
+from mainframe.cli.retention import db_prune
+from mainframe.cli.shell import fail
 from mainframe.contract.text import counted
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, session_policy
@@ -34,10 +35,17 @@ from mainframe.store.migrate import (
 )
 from mainframe.store.records import EndpointRecord
 
-db_app = typer.Typer(no_args_is_help=True, help="Database schema and retention.")
-owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
-endpoint_app = typer.Typer(no_args_is_help=True, help="Scanner fleets' lanes of work.")
-token_app = typer.Typer(no_args_is_help=True, help="Worker and source credentials.")
+db_app = typer.Typer(
+    no_args_is_help=True, help="Database schema and retention.", rich_markup_mode=None
+)
+owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.", rich_markup_mode=None)
+endpoint_app = typer.Typer(
+    no_args_is_help=True, help="Scanner fleets' lanes of work.", rich_markup_mode=None
+)
+token_app = typer.Typer(
+    no_args_is_help=True, help="Worker and source credentials.", rich_markup_mode=None
+)
+db_app.command("prune")(db_prune)
 
 
 @db_app.command("upgrade")

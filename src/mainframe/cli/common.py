@@ -13,18 +13,14 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
 from mainframe import logs
-from mainframe.cli.failures import SchemaMismatch, Verbose, database_errors
+from mainframe.cli.failures import SchemaMismatch, database_errors
+from mainframe.cli.shell import Verbose, fail
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.engine import create_store_engine, is_sqlite
 from mainframe.store.migrate import current_revision, head_revision, is_known_revision, upgrade
 
 T = TypeVar("T")
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"mainframe: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def load_settings(**overrides: object) -> Settings:

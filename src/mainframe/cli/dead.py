@@ -19,11 +19,11 @@ from mainframe import effects
 from mainframe.cli.common import (
     DatabaseOpt,
     OwnerOpt,
-    fail,
     load_settings,
     ready_schema,
     resolve_owner,
 )
+from mainframe.cli.shell import fail
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import (
@@ -46,7 +46,9 @@ from mainframe.store.causes import CausePage
 from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
 from mainframe.store.redrive import Progress, Redriven
 
-dead_app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, redrive.")
+dead_app = typer.Typer(
+    no_args_is_help=True, help="Dead letters: list, show, redrive.", rich_markup_mode=None
+)
 
 CAUSE = re.compile(CAUSE_KEY)
 QOpt = Annotated[

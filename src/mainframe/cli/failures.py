@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import typer
 
+from mainframe.cli.shell import Debug
 from mainframe.parsers import redact_url
 from mainframe.store import StoreError, Unavailable
 from mainframe.store.accounts import NameTaken, UnknownName
@@ -36,18 +37,6 @@ DATABASE_FAILURE = 1
 
 class SchemaMismatch(Exception):
     """The database's schema is not the one this release runs on."""
-
-
-class Debug:
-    """Whether `--debug` (or MAINFRAME_DEBUG) asked for tracebacks."""
-
-    enabled = False
-
-
-class Verbose:
-    """Whether `--verbose` asked for a command's info-level log lines on stderr."""
-
-    enabled = False
 
 
 def describe(exc: BaseException) -> str:

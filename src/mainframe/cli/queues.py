@@ -12,7 +12,9 @@ from mainframe.store import Store
 from mainframe.store.audit import CLI
 from mainframe.store.queues import QueueChange
 
-queue_app = typer.Typer(no_args_is_help=True, help="Pause and resume an endpoint's queues.")
+queue_app = typer.Typer(
+    no_args_is_help=True, help="Pause and resume an endpoint's queues.", rich_markup_mode=None
+)
 
 
 @queue_app.command("pause")

@@ -11,7 +11,7 @@ import typer
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store
 from mainframe.store.stats import Snapshot
 
-stats_app = typer.Typer(add_completion=False)
+stats_command = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 # What each live state means to an operator, in the order a scan meets them (README.md,
 # "Reading `mainframe stats`"; the states are DESIGN's queue states of packages_queue).
@@ -59,14 +59,15 @@ def stats_lines(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-@stats_app.command()
+@stats_command.command()
 def stats(
     database_url: DatabaseOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help='One JSON object: {"queue": {...}, "outcomes": {...}}.')
     ] = False,
 ) -> None:
-    """Live scans by state and scans by outcome, from the database, with what each means."""
+    """Live scans by state and scans by outcome, in words. Read from the database, each
+    figure with what it means (README.md, "Reading `mainframe stats`")."""
     settings = load_settings(database_url=database_url)
     figures = stats_figures(on_store(settings, lambda store: store.listings.snapshot()))
     if as_json:
