@@ -81,13 +81,35 @@ def worker(
     max_jobs: Annotated[
         int | None, typer.Option(help="Stop after this many results (default: no limit).")
     ] = None,
-    idle_exit: Annotated[bool, typer.Option(help="Stop when the queue is empty.")] = False,
+    idle_exit: Annotated[
+        bool,
+        typer.Option(
+            help="Stop once a poll finds nothing and no retry of a scan this worker failed is "
+            "due within --idle-wait."
+        ),
+    ] = False,
+    idle_wait: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="With --idle-exit: the longest to wait, once idle, for retries this worker "
+            "scheduled (seconds).",
+        ),
+    ] = 600.0,
+    give_up_after: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Exit with status 1 once the server has answered no poll for this long "
+            "(seconds; 0: never give up).",
+        ),
+    ] = 300.0,
 ) -> None:
     """Run a command once per leased scan and report its result. COMMAND comes after --;
     the worker heartbeats while it runs: exit 0 is finished, 100 a permanent failure, any
     other a retryable failure."""
     from mainframe import logs
-    from mainframe.client import MainframeError, run_worker
+    from mainframe.client import MainframeError, ServerUnreachable, run_worker
 
     command = list(ctx.args)
     if not command:
@@ -103,7 +125,11 @@ def worker(
             poll_interval=poll_interval,
             max_jobs=max_jobs,
             idle_exit=idle_exit,
+            idle_wait=idle_wait,
+            give_up_after=give_up_after or None,
         )
+    except ServerUnreachable as exc:
+        fail(f"giving up on {url}: {exc}", code=1)
     except MainframeError as exc:
         fail(f"the server refused the worker: {exc}", code=1)
     except (ValueError, FileNotFoundError) as exc:
