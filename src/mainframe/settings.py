@@ -143,6 +143,12 @@ class Settings(BaseSettings):
         pattern="^(debug|info|warning|error)$",
         description="debug, info, warning or error.",
     )
+    # Off by default: at thousands of requests a second the lines would drown every other
+    # event, and the request durations are on /metrics already.
+    access_log: bool = Field(
+        default=False,
+        description="Log one line per HTTP request: method, path, status, seconds, client.",
+    )
     # Hooks (docs/hooks.md). The global kill switch for every outbound announcement.
     notify_hooks_enabled: bool = Field(
         default=True, description="The kill switch for every hook announcement."

@@ -5,14 +5,18 @@ apart; a flag given overrides the environment (README.md, "Settings")."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import socket
 import sys
 from inspect import Parameter
 from typing import Annotated, Any, Literal, get_origin
 
 import typer
+import uvicorn
 from pydantic.fields import FieldInfo
+from uvicorn.supervisors import Multiprocess
 
 from mainframe import logs
 from mainframe.cli.common import load_settings, on_store
@@ -88,8 +92,6 @@ def serve(
 ) -> None:
     """Run the HTTP server (creates a SQLite schema by itself). It upgrades a SQLite schema
     too; PostgreSQL needs `mainframe db upgrade` first."""
-    import uvicorn
-
     from mainframe.api.app import create_app
 
     flags = {name: value for name, value in given.items() if value is not None}
@@ -120,11 +122,46 @@ def serve(
         "lifespan": "on",
     }
     if workers == 1:
-        uvicorn.run(create_app(settings), **options)
+        server = _Announcing(uvicorn.Config(create_app(settings), **options))
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+        if not server.started:
+            raise typer.Exit(STARTUP_FAILURE)
         return
     # Each process builds its own app from the environment, so flags travel as variables.
     os.environ.update({f"MAINFRAME_{name.upper()}": _env_text(v) for name, v in flags.items()})
-    uvicorn.run("mainframe.api.app:app_from_environment", factory=True, workers=workers, **options)
+    app_path = "mainframe.api.app:app_from_environment"
+    config = uvicorn.Config(app_path, factory=True, workers=workers, **options)
+    sock = config.bind_socket()
+    log_listening([sock.getsockname()], workers=workers)
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[sock]).run()
+
+
+# uvicorn's exit status when the server could not start (a port taken, say).
+STARTUP_FAILURE = 3
+
+
+class _Announcing(uvicorn.Server):
+    """uvicorn's server that logs where it listens once its socket is bound, whatever the
+    log format (uvicorn's own line is plain text at info, which the server keeps quiet)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            log_listening([s.getsockname() for srv in self.servers for s in srv.sockets or ()])
+
+
+def listening_url(address: tuple[Any, ...]) -> str:
+    """The URL of a bound address: `http://127.0.0.1:8000`, `http://[::1]:8000`."""
+    host, port = str(address[0]), int(address[1])
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def log_listening(addresses: list[tuple[Any, ...]], *, workers: int = 1) -> None:
+    """One line saying where the server listens."""
+    urls = [listening_url(address) for address in addresses]
+    logs.get_logger().info("server_listening", url=urls[0], urls=urls, workers=workers)
 
 
 def _env_text(value: object) -> str:
