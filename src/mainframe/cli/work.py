@@ -15,7 +15,9 @@ worker_command = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 # Where `make serve` listens (README.md, "Two commands").
 DEFAULT_URL = "http://127.0.0.1:8000"
-UrlOpt = Annotated[str, typer.Option(help="The Mainframe server's base URL.")]
+UrlOpt = Annotated[
+    str, typer.Option(help="The Mainframe server's base URL.", envvar="MAINFRAME_URL")
+]
 
 
 @submit_command.command()
