@@ -98,7 +98,7 @@ def last_line(output: str) -> str:
 def queued_count(database_url: str) -> int:
     """QUEUED scans, as `mainframe stats --json` reads them from the database."""
     figures = json.loads(last_line(cli(database_url, "stats", "--json")))
-    return int(figures['packages_queue{state="queued"}'])
+    return int(figures["queue"]["queued"])
 
 
 @dataclass(frozen=True)

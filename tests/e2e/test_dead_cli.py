@@ -62,9 +62,11 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         store.close()
 
 
-def dead(fleet: Fleet, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def dead(
+    fleet: Fleet, *args: str, stdin: str | None = None, verbose: bool = False
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mainframe", "dead", *args],
+        [sys.executable, "-m", "mainframe", *(["--verbose"] if verbose else []), "dead", *args],
         capture_output=True, text=True, input=stdin, timeout=60, check=False,
         env=mainframe_env(fleet.url),
     )  # fmt: skip
@@ -79,10 +81,15 @@ def test_list_shows_only_the_owners_dead_letters(fleet: Fleet) -> None:
     assert [s["scan_id"] for s in body["scans"]] == [mine] and body["count"] == 1
     assert body["scans"][0]["final_attempt"]["summary"] == "boom"
     plain = dead(fleet, "list", "--owner", "alice")
-    assert "secret-package" not in plain.stdout and "1 shown of 1 dead letters" in plain.stdout
+    assert "secret-package" not in plain.stdout and "1 shown of 1 dead letter\n" in plain.stdout
+    header = plain.stdout.splitlines()[0].split("\t")
+    assert header == [
+        "ID", "DEAD-LETTERED", "ENDPOINT", "QUEUE", "REASON", "NAME", "VERSION", "LAST ERROR"
+    ]  # fmt: skip
     [row] = [line for line in plain.stdout.splitlines() if line.startswith(f"{mine}\t")]
     # The tab and the bidi override in the name cannot break the row or reorder it.
-    assert len(row.split("\t")) == 7 and "\u202e" not in row
+    assert len(row.split("\t")) == 8 and "\u202e" not in row
+    assert row.split("\t")[4] == "attempts exhausted" and row.endswith("\tboom")
     theirs = dead(fleet, "list", "--owner", "mallory", "--json")
     assert json.loads(theirs.stdout)["scans"][0]["name"] == "secret-package"
     assert dead(fleet, "list", "--owner", "nobody").returncode == 2
@@ -92,7 +99,9 @@ def test_show_prints_the_whole_history(fleet: Fleet) -> None:
     scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "first failure")
     done = dead(fleet, "show", str(scan_id), "--owner", "alice")
     assert done.returncode == 0, done.stderr
-    assert "attempts_exhausted" in done.stdout and "summary: first failure" in done.stdout
+    assert "summary: first failure" in done.stdout
+    lines = done.stdout.splitlines()
+    assert "status             DEAD" in lines and "reason             attempts exhausted" in lines
     assert dead(fleet, "show", str(scan_id), "--owner", "mallory").returncode == 1
 
 
@@ -101,16 +110,25 @@ def test_redrive_asks_with_the_count_and_requeues(fleet: Fleet) -> None:
     b = fleet.dead(fleet.alice_source, fleet.alice_worker, "leftpad", "x")
     keep = fleet.dead(fleet.alice_source, fleet.alice_worker, "other", "x")
     declined = dead(fleet, "redrive", "--owner", "alice", "--q", "left", stdin="n\n")
-    assert "Redrive 2 dead letters?" in declined.stdout and declined.returncode == 1
+    assert "Redrive 2 dead letters?" in declined.stdout and declined.returncode == 0
+    assert declined.stdout.endswith("nothing redriven\n") and declined.stderr == ""
     assert json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)["count"] == 3
     done = dead(fleet, "redrive", "--owner", "alice", "--q", "left", "--yes")
     assert done.returncode == 0, done.stderr
     assert "redriven 2, skipped 0" in done.stdout
-    assert '"event": "scans_redriven"' in done.stderr
+    # The log line is the server's business: the operator reads stdout, stderr stays quiet.
+    assert done.stderr == ""
+    verbose = dead(fleet, "redrive", "--owner", "alice", "--q", "other", "--yes", verbose=True)
+    assert '"event": "scans_redriven"' in verbose.stderr
     left = json.loads(dead(fleet, "list", "--owner", "alice", "--json").stdout)
-    assert [s["scan_id"] for s in left["scans"]] == [keep]
+    assert left["scans"] == []
     jobs = fleet.store.leasing.lease(fleet.alice_worker, 5)
-    assert sorted(job.scan_id for job in jobs) == sorted([a, b])
+    assert sorted(job.scan_id for job in jobs) == sorted([a, b, keep])
+    [job] = [job for job in jobs if job.scan_id == keep]
+    report = Report("failed", True, job.attempt, job.assignment_id, "x", None, None)
+    fleet.store.results.report(fleet.alice_worker, keep, report)
+    one = dead(fleet, "redrive", "--owner", "alice", str(keep), stdin="n\n")
+    assert "Redrive 1 dead letter?" in one.stdout and one.returncode == 0
     by_id = dead(fleet, "redrive", "--owner", "mallory", str(keep), "--yes")
     assert "skipped " + str(keep) + ": not_found" in by_id.stderr
 
@@ -139,6 +157,8 @@ def test_hidden_characters_show_as_markers_the_way_the_board_shows_them(fleet: F
     scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, name, "line one\n\u202eevil")
     shown = dead(fleet, "show", str(scan_id), "--owner", "alice").stdout
     assert "pay[U+200B]pal[U+202E]gnp.exe" in shown and "[U+202E]evil" in shown
+    # Every line of a summary starts where its first line does.
+    assert "       summary: line one\n                [U+202E]evil\n" in shown
     assert "\u202e" not in shown and "\u200b" not in shown
     # A field without a value reads as '-', never as Python's None.
     assert "None" not in shown and "redriven           0 times" in shown

@@ -337,6 +337,11 @@ WHERE endpoints.owner_id = $1 AND dead_letter_causes.cause = $2
 -- delete_hook
 DELETE FROM hooks WHERE id = $1 AND endpoint_id = $2 RETURNING url;
 
+-- delete_owner_tokens
+DELETE FROM tokens
+WHERE endpoint_id IS NULL AND owner_id = $1 AND role = 'owner'
+RETURNING id;
+
 -- delete_session
 DELETE FROM board_sessions WHERE session_hash = $1;
 
@@ -384,6 +389,10 @@ UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 
 WHERE id = $1 AND endpoint_id = $2
 RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
           created_at, consecutive_failures, last_delivery_at;
+
+-- end_owner_sessions
+UPDATE board_sessions SET expires_at = mf_now()
+WHERE expires_at > mf_now() AND owner_id = $1;
 
 -- endpoint_by_id
 SELECT id, name, owner_id, open_intake, revoked_at, created_at
@@ -791,6 +800,9 @@ WHERE scans.id = $1 AND endpoints.owner_id = $2;
 
 -- owner_id
 SELECT id FROM owners WHERE name = $1;
+
+-- owner_names
+SELECT name FROM owners ORDER BY name LIMIT $1;
 
 -- package_scans
 WITH who AS (

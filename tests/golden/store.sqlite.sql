@@ -255,6 +255,11 @@ WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
 -- delete_hook
 DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url;
 
+-- delete_owner_tokens
+DELETE FROM tokens
+WHERE endpoint_id IS NULL AND owner_id = :owner AND role = 'owner'
+RETURNING id;
+
 -- delete_session
 DELETE FROM board_sessions WHERE session_hash = :session;
 
@@ -299,6 +304,10 @@ UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 
 WHERE id = :hook AND endpoint_id = :endpoint
 RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
           created_at, consecutive_failures, last_delivery_at;
+
+-- end_owner_sessions
+UPDATE board_sessions SET expires_at = mf_now()
+WHERE expires_at > mf_now() AND owner_id = :owner;
 
 -- endpoint_by_id
 SELECT id, name, owner_id, open_intake, revoked_at, created_at
@@ -700,6 +709,9 @@ WHERE scans.id = :scan AND endpoints.owner_id = :owner;
 
 -- owner_id
 SELECT id FROM owners WHERE name = :name;
+
+-- owner_names
+SELECT name FROM owners ORDER BY name LIMIT :limit;
 
 -- package_scans
 WITH who AS (

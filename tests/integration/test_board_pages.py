@@ -540,3 +540,17 @@ def test_the_endpoint_page_shows_its_workers_at_a_glance(board: Desk) -> None:
     row = next(r for r in section.split("<tr")[2:] if "w1" in r)
     assert '<td data-label="Failed">1</td>' in row and '<td data-label="Finished">0</td>' in row
     assert "100 %" in row
+
+
+def test_a_dead_letter_reads_dead_and_a_permanent_failure_reads_so(board: Desk) -> None:
+    dead = board.dead("exhausted-one")
+    scan = board.ok("POST", "/api/v1/scans", board.source, {"name": "bad-input", "version": "1"})
+    [job] = board.ok("POST", "/api/v1/jobs", board.worker)
+    result = {"outcome": "failed", "retryable": False, "attempt": job["attempt"],
+              "assignment_id": job["assignment_id"], "summary": "not a wheel"}  # fmt: skip
+    board.ok("POST", f"/api/v1/jobs/{scan['scan_id']}/result", board.worker, result)
+    sign_in(board, board.alice)
+    page = board.client.get(f"/board/scans/{dead}").text
+    assert ">DEAD</span>" in page and "attempts exhausted" in page and "DEAD LETTER" not in page
+    page = board.client.get(f"/board/scans/{scan['scan_id']}").text
+    assert ">FAILED</span>" in page and "<dd>permanent failure</dd>" in page

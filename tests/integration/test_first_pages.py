@@ -11,6 +11,10 @@ def test_home_points_a_browser_to_the_board_and_the_docs(api: Api) -> None:
     page = api.client.get("/", headers={"Accept": "text/html,application/xhtml+xml"})
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'href="/board"' in page.text and 'href="/docs"' in page.text
+    # Styled as the board is: its stylesheet, header and card.
+    assert '<link rel="stylesheet" href="/board/static/board.css">' in page.text
+    assert '<header class="top">' in page.text and '<article class="card">' in page.text
+    assert api.client.get("/board/static/board.css").status_code == 200
 
 
 def test_home_answers_a_script_in_json(api: Api) -> None:

@@ -455,6 +455,17 @@ CASES = {
                      pg_small("owners", "owners_name_key")),
     # The first row of owners, whichever: the read stops there.
     "any_owner": Case(accounts.ANY_OWNER, {}, r"^SCAN owners", r"Limit[\s\S]*Scan on owners\b"),
+    # The first two names in order, to tell the only owner from several.
+    "owner_names": Case(accounts.OWNER_NAMES, {"limit": 2},
+                        r"^SCAN owners USING COVERING INDEX sqlite_autoindex_owners_1",
+                        pg_small("owners", "owners_name_key"), sorts=SORTS),
+    # An owner's own tokens sit under a NULL endpoint in the endpoint index.
+    "delete_owner_tokens": Case(accounts.DELETE_OWNER_TOKENS, {"owner": 1},
+                                sqlite_index("ix_tokens_endpoint", "tokens"),
+                                pg_small("tokens", "ix_tokens_endpoint")),
+    "end_owner_sessions": Case(accounts.END_OWNER_SESSIONS, {"owner": 1},
+                               sqlite_index("ix_board_sessions_expires", "board_sessions"),
+                               pg_small("board_sessions", "ix_board_sessions_expires")),
     "endpoint_by_name": Case(accounts.ENDPOINT_BY_NAME, {"name": "pypi"},
                              sqlite_index("sqlite_autoindex_endpoints_1", "endpoints"),
                              pg_small("endpoints", "endpoints_name_key")),

@@ -38,13 +38,13 @@ def test_a_dry_run_says_what_would_go_and_changes_nothing(aged: Kept, database_u
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
     assert lines == [
-        "finished                 1 scans with 1 attempts         kept 7 days",
+        "finished                 1 scan  with 1 attempt          kept 7 days",
         "failed                   0 scans with 0 attempts         kept 30 days",
         "dead_lettered            0 scans with 0 attempts         kept 90 days",
         "audit                    - rows                          kept forever",
         "delivery_counts          0 rows                          kept 35 days",
         "board_sessions           0 rows                          kept 1 day",
-        "dry run: 1 rows and 1 attempts would be pruned",
+        "dry run: 1 row and 1 attempt would be pruned",
     ]
     assert aged.rows() == before
 
@@ -53,7 +53,7 @@ def test_a_prune_removes_what_the_dry_run_named(aged: Kept, database_url: str) -
     before = aged.rows()
     env = {"MAINFRAME_DEAD_LETTER_RETENTION_DAYS": "9.5"}
     dry = cli_run(database_url, "db", "prune", "--dry-run", **env)
-    assert "dead_lettered            1 scans with 3 attempts" in dry.stdout
+    assert "dead_lettered            1 scan  with 3 attempts" in dry.stdout
     done = cli_run(database_url, "db", "prune", **env)
     assert done.exit_code == 0, done.output
     assert "pruned finished         1" in done.stdout

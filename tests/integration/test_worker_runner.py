@@ -20,6 +20,7 @@ from mainframe.client import (
     EXIT_PERMANENT_FAILURE,
     Client,
     MainframeError,
+    ServerUnreachable,
     report_for_exit,
     run_worker,
 )
@@ -447,3 +448,81 @@ def test_a_scan_fetched_as_a_stop_comes_is_left_unrun(fake: FakeMainframe) -> No
     assert (first.status, second.status, second.results) == ("FINISHED", "PENDING", [])
     abandoned = [entry["scan_id"] for entry in logs if entry["event"] == "job_abandoned"]
     assert abandoned == [second.scan_id]  # its lease lapses and the server hands it on
+
+
+def test_idle_exit_waits_for_a_retry_it_scheduled(fake: FakeMainframe, tmp_path: Path) -> None:
+    fake.retry_seconds = 0.3
+    scan = fake.submit("flaky")
+    marker = tmp_path / "failed-once"
+    # Fails the first time, finishes the second.
+    code = (
+        f"import os, sys; p = {str(marker)!r}; done = os.path.exists(p); "
+        "open(p, 'w'); sys.exit(0 if done else 1)"
+    )
+    started = time.monotonic()
+    with capture_logs() as logs:
+        assert work(fake, python(code), poll_interval=0.1, idle_wait=30) == 2
+    assert scan.status == "FINISHED" and 0.3 <= time.monotonic() - started < 30
+    assert "idle_waiting_for_retries" in [entry["event"] for entry in logs]
+
+
+def test_idle_exit_does_not_wait_past_its_bound(fake: FakeMainframe) -> None:
+    fake.retry_seconds = 1000
+    scan = fake.submit("flaky")
+    slept: list[float] = []
+    with capture_logs() as logs:
+        assert work(fake, python("raise SystemExit(1)"), idle_wait=600, sleep=slept.append) == 1
+    assert scan.status == "QUEUED" and slept == []
+    [line] = [entry for entry in logs if entry["event"] == "idle_exit_before_retry"]
+    assert line["scans"] == 1 and line["due_in"] > 600 and line["idle_wait"] == 600
+
+
+def test_a_retry_that_never_comes_is_waited_for_a_bounded_time() -> None:
+    fake = FakeMainframe(retry_seconds=50)
+    fake.submit("flaky")
+    now = [time.time()]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds  # the worker's clock moves; the fake's retry stays 50 s away
+
+    processed = work(
+        fake, python("raise SystemExit(1)"), idle_wait=60, poll_interval=2.0, sleep=sleep,
+        now=lambda: now[0],
+    )  # fmt: skip
+    # Fifty seconds of polls every 2 s, then the retry (due by the worker's clock) is not
+    # leased, so the grace runs out and the worker stops: bounded in polls, not in sleeping.
+    assert processed == 1 and len(fake.posted("/jobs")) <= 40
+
+
+def test_a_result_that_dead_letters_its_scan_says_so() -> None:
+    fake = FakeMainframe(max_attempts=1)
+    fake.submit("doomed")
+    with capture_logs() as logs:
+        assert work(fake, python("raise SystemExit(1)")) == 1
+    [line] = [entry for entry in logs if entry["event"] == "scan_dead_lettered"]
+    assert line["log_level"] == "warning" and line["reason"] == "attempts_exhausted"
+    assert line["name"] == "doomed" and line["attempt_count"] == 1
+
+
+def test_a_server_that_stays_down_is_given_up_after_the_bound() -> None:
+    now = [1_000.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    transport = httpx.MockTransport(handle)
+    with (
+        Client(BASE_URL, TOKEN, transport=transport, sleep=sleep) as client,
+        pytest.raises(ServerUnreachable) as raised,
+    ):
+        run_worker(
+            BASE_URL, TOKEN, python("pass"), client=client, sleep=sleep, now=lambda: now[0],
+            idle_exit=True, give_up_after=120,
+        )  # fmt: skip
+    assert raised.value.seconds == 120 and "connection refused" in raised.value.error
+    assert 120 <= sum(slept) < 300 and len(slept) < 40

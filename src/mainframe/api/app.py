@@ -67,7 +67,7 @@ def create_app(
     # Innermost first: the hot routes' lane sits right above FastAPI's own layers.
     app.add_middleware(HotLane, routes=lane_routes(jobs.router, scans.router))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(RequestEdge, metrics=rt.metrics)
+    app.add_middleware(RequestEdge, metrics=rt.metrics, access_log=settings.access_log)
     return app
 
 

@@ -33,11 +33,31 @@ def _home(request: Request) -> Response:
         f'<li><a href="{path}">{escape(path)}</a>: {escape(what)}</li>'
         for path, what in PLACES.values()
     )
-    body = (
-        '<!doctype html><html lang="en"><meta charset="utf-8"><title>Mainframe</title>'
-        f"<h1>Mainframe</h1><ul>{items}</ul></html>"
-    )
-    return HTMLResponse(body)
+    return HTMLResponse(HOME.format(items=items))
+
+
+# The board's stylesheet, header and card, so the first page looks like the rest.
+HOME = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Mainframe</title>
+<link rel="stylesheet" href="/board/static/board.css">
+<link rel="icon" href="/board/static/favicon.svg" type="image/svg+xml">
+</head>
+<body>
+<header class="top"><a class="brand" href="/">Mainframe</a></header>
+<main id="main">
+<article class="card">
+<h1>Mainframe</h1>
+<p class="muted">Package scans for a fleet of scanner workers.</p>
+<ul>{items}</ul>
+</article>
+</main>
+</body>
+</html>
+"""
 
 
 def install(app: FastAPI) -> None:

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mainframe.api.responses import send_error
-from mainframe.logs import get_logger
+from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
 
 UNEXPECTED = "unexpected server error; it has been logged"
@@ -46,11 +46,13 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 
 class RequestEdge:
-    """Times each request, refuses a NUL, and answers an unclaimed exception with one 500."""
+    """Times each request, refuses a NUL, answers an unclaimed exception with one 500, and
+    logs each request when asked."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, access_log: bool = False) -> None:
         self.app = app
         self.metrics = metrics
+        self.access_log = access_log  # one `request` log line per request (MAINFRAME_ACCESS_LOG)
         # Histogram children by (template, method, status): labels() costs a lookup of its
         # own on every call, and the label sets are bounded by the routes.
         self._children: dict[tuple[str, str, int], Any] = {}
@@ -88,7 +90,21 @@ class RequestEdge:
             elif not ended:  # part of a response went out; all that is left is to end it
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            self._child(scope, status or 500).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self._child(scope, status or 500).observe(seconds)
+            if self.access_log:
+                self._log(scope, status or 500, seconds)
+
+    def _log(self, scope: Scope, status: int, seconds: float) -> None:
+        client = scope.get("client")
+        get_logger().info(
+            "request",
+            method=neutralize(scope["method"], limit=16),
+            path=neutralize(scope["path"]),
+            status=status,
+            seconds=round(seconds, 6),
+            client=client[0] if client else None,
+        )
 
     def _child(self, scope: Scope, status: int) -> Any:
         route = scope.get("route")

@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse
 
 from mainframe.clock import MICROS, parse_rfc3339, rfc3339
 from mainframe.contract.names import MAX_NAME, NAME_HTML_PATTERN, NAME_RULE
-from mainframe.contract.text import shown
+from mainframe.contract.text import last_error, reason_words, shown, status_word
 
 # Sent with every page: nothing may load from another host, and no script runs at all.
 SECURITY_HEADERS = {
@@ -27,7 +27,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-LAST_ERROR_CHARS = 160  # a listing row shows at most this much of a summary's last line
 
 
 def _us(value: int | str | None) -> int | None:
@@ -74,16 +73,6 @@ def at(context: Context, value: int | str | None) -> Markup:
     )
 
 
-def last_error(summary: str | None) -> str:
-    """What a failed attempt ended on: its summary's last non-empty line, its tail if long
-    (a traceback's first lines say where it started, its last what went wrong)."""
-    lines = [line.strip() for line in (summary or "").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    last = lines[-1]
-    return last if len(last) <= LAST_ERROR_CHARS else "…" + last[-(LAST_ERROR_CHARS - 1) :]
-
-
 def payload(text: str | None) -> str:
     """A scan's stored payload (JSON text), indented for reading."""
     if text is None:
@@ -118,6 +107,8 @@ env.filters["when"] = when
 env.filters["at"] = at
 env.filters["age"] = age
 env.filters["shown"] = shown
+env.filters["reason"] = reason_words
+env.globals["status_word"] = status_word
 # The name rule, for the forms that create names: the browser checks it before the server.
 env.globals.update(name_pattern=NAME_HTML_PATTERN, name_max=MAX_NAME, name_rule=NAME_RULE)
 env.filters["last_error"] = last_error

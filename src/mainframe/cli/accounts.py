@@ -11,15 +11,19 @@ from sqlalchemy.exc import DBAPIError
 
 from mainframe.cli.common import (
     DatabaseOpt,
+    OwnerOpt,
     check_revision,
-    fail,
     load_settings,
     on_store,
     on_store_or_fail,
+    resolve_owner,
 )
 from mainframe.cli.failures import database_errors
+from mainframe.cli.retention import db_prune
+from mainframe.cli.shell import fail
+from mainframe.contract.text import counted
 from mainframe.settings import Settings
-from mainframe.store import StoreError, session_policy
+from mainframe.store import Store, StoreError, session_policy
 from mainframe.store.accounts import NameTaken, UnknownName
 from mainframe.store.audit import CLI
 from mainframe.store.engine import create_store_engine
@@ -29,11 +33,19 @@ from mainframe.store.migrate import (
     set_role_defaults,
     upgrade,
 )
+from mainframe.store.records import EndpointRecord
 
-db_app = typer.Typer(no_args_is_help=True, help="Database schema and retention.")
-owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.")
-endpoint_app = typer.Typer(no_args_is_help=True, help="Scanner fleets' lanes of work.")
-token_app = typer.Typer(no_args_is_help=True, help="Worker and source credentials.")
+db_app = typer.Typer(
+    no_args_is_help=True, help="Database schema and retention.", rich_markup_mode=None
+)
+owner_app = typer.Typer(no_args_is_help=True, help="Operator accounts.", rich_markup_mode=None)
+endpoint_app = typer.Typer(
+    no_args_is_help=True, help="Scanner fleets' lanes of work.", rich_markup_mode=None
+)
+token_app = typer.Typer(
+    no_args_is_help=True, help="Worker and source credentials.", rich_markup_mode=None
+)
+db_app.command("prune")(db_prune)
 
 
 @db_app.command("upgrade")
@@ -81,28 +93,49 @@ def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
     typer.echo(secret)
 
 
+@owner_app.command("token")
+def owner_token(name: str, database_url: DatabaseOpt = None) -> None:
+    """A new token for owner NAME, printed on the last line; its old token stops working and
+    its board sessions end (audited)."""
+    settings = load_settings(database_url=database_url)
+    try:
+        secret, revoked = on_store(
+            settings, lambda store: store.accounts.rotate_owner_token(name, origin=CLI)
+        )
+    except UnknownName as exc:
+        fail(str(exc))
+    typer.echo(
+        f"owner {name!r}: {counted(revoked, 'old token')} revoked and its board sessions "
+        "ended; the new token (shown once):"
+    )
+    typer.echo(secret)
+
+
 @endpoint_app.command("create")
 def endpoint_create(
     name: str,
-    owner: Annotated[str, typer.Option(help="The owner's name.")],
+    owner: OwnerOpt = None,
     open_intake: Annotated[
         bool,
         typer.Option("--open-intake", help="Accept unauthenticated submissions into QUARANTINED."),
     ] = False,
     database_url: DatabaseOpt = None,
 ) -> None:
-    """Create an endpoint owned by OWNER."""
+    """Create an endpoint NAME owned by the owner."""
     settings = load_settings(database_url=database_url)
-    try:
-        record = on_store(
-            settings,
-            lambda store: store.accounts.create_endpoint(
-                name, owner=owner, open_intake=open_intake, origin=CLI
-            ),
+
+    async def create(store: Store) -> tuple[EndpointRecord, str]:
+        acting = await resolve_owner(store, owner)
+        record = await store.accounts.create_endpoint(
+            name, owner=acting, open_intake=open_intake, origin=CLI
         )
+        return record, acting
+
+    try:
+        record, acting = on_store(settings, create)
     except (NameTaken, UnknownName, StoreError) as exc:
         fail(str(exc))
-    typer.echo(f"endpoint {record.name!r} created for owner {owner!r}")
+    typer.echo(f"endpoint {record.name!r} created for owner {acting!r}")
     typer.echo(record.name)
 
 

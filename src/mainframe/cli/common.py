@@ -12,7 +12,9 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
+from mainframe import logs
 from mainframe.cli.failures import SchemaMismatch, database_errors
+from mainframe.cli.shell import Verbose, fail
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.engine import create_store_engine, is_sqlite
@@ -21,21 +23,27 @@ from mainframe.store.migrate import current_revision, head_revision, is_known_re
 T = TypeVar("T")
 
 
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"mainframe: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def load_settings(**overrides: object) -> Settings:
-    """Environment first, flags on top; a bad value stops with one clear line."""
+    """Environment first, flags on top; a bad value stops with one clear line. Logs go to
+    stderr at the level `command_log_level` gives."""
     given = {key: value for key, value in overrides.items() if value is not None}
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        settings = Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
         name = "MAINFRAME_" + str(first["loc"][0]).upper() if first["loc"] else "setting"
         fail(f"invalid setting {name}: {first['msg']}")
         raise AssertionError from exc  # unreachable: fail() exits
+    logs.configure(fmt=settings.log_format, level=command_log_level(settings))
+    return settings
+
+
+def command_log_level(settings: Settings) -> str:
+    """A command's output is on stdout; its log lines reach stderr from warning up, unless
+    MAINFRAME_LOG_LEVEL names a level or `--verbose` asks for info."""
+    if "log_level" in settings.model_fields_set:
+        return settings.log_level
+    return "info" if Verbose.enabled else "warning"
 
 
 def missing_sqlite_file(database_url: str) -> Path | None:
@@ -105,7 +113,37 @@ def on_store(
     raise AssertionError("unreachable: database_errors exits on a failure")
 
 
-DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
+DatabaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="The server's database (MAINFRAME_DATABASE_URL; default sqlite:///./mainframe.db).",
+        show_default=False,
+    ),
+]
+OwnerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--owner",
+        envvar="MAINFRAME_OWNER",
+        help="The owner acting (default: MAINFRAME_OWNER, or the only owner there is).",
+        show_default=False,
+    ),
+]
+
+
+async def resolve_owner(store: Store, given: str | None) -> str:
+    """The owner a command acts for: the one named, else the only one; one clear line when
+    there is none or there are several to choose from."""
+    if given is not None:
+        return given
+    names = await store.accounts.owner_names(limit=2)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        fail("no owner yet: `mainframe serve` creates the first one, `mainframe owner create`")
+    fail("several owners: name one with --owner NAME or MAINFRAME_OWNER")
+    raise AssertionError("unreachable: fail() exits")
 
 
 def on_store_or_fail(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:

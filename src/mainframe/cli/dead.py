@@ -7,21 +7,34 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from mainframe import effects, logs
-from mainframe.cli.common import fail, load_settings, ready_schema
+from mainframe import effects
+from mainframe.cli.common import (
+    DatabaseOpt,
+    OwnerOpt,
+    load_settings,
+    ready_schema,
+    resolve_owner,
+)
+from mainframe.cli.shell import fail
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.operator_schemas import CAUSE_KEY
-from mainframe.contract.text import one_line, printable, shown
+from mainframe.contract.text import (
+    counted,
+    last_error,
+    one_line,
+    printable,
+    reason_words,
+    shown,
+    status_word,
+)
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
 from mainframe.shapes import operator as operator_shapes
@@ -33,11 +46,11 @@ from mainframe.store.causes import CausePage
 from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
 from mainframe.store.redrive import Progress, Redriven
 
-dead_app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, redrive.")
+dead_app = typer.Typer(
+    no_args_is_help=True, help="Dead letters: list, show, redrive.", rich_markup_mode=None
+)
 
 CAUSE = re.compile(CAUSE_KEY)
-OwnerOpt = Annotated[str, typer.Option("--owner", help="The owner whose dead letters these are.")]
-DatabaseOpt = Annotated[str | None, typer.Option("--database-url", help="MAINFRAME_DATABASE_URL")]
 QOpt = Annotated[
     str | None, typer.Option("--q", help="Substring of name, source or kind, or a scan id.")
 ]
@@ -54,18 +67,17 @@ SinceOpt = Annotated[
 
 
 @asynccontextmanager
-async def _opened(database_url: str | None, owner: str) -> AsyncIterator[tuple[Store, int]]:
+async def _opened(database_url: str | None, owner: str | None) -> AsyncIterator[tuple[Store, int]]:
     """The store on the configured database and the owner's id, closed on the way out."""
 
     settings = load_settings(database_url=database_url)
-    logs.configure(fmt=settings.log_format, level=settings.log_level)
     ready_schema(settings)
     store = open_store(settings)
     # Logs and counters as the server has them (scans_redriven); hooks are the server's.
     store.db.publish = effects.wire(Metrics())
     try:
         try:
-            owner_id = await store.accounts.owner_id(owner)
+            owner_id = await store.accounts.owner_id(await resolve_owner(store, owner))
         except UnknownName as exc:
             fail(str(exc))
             raise AssertionError from exc  # unreachable: fail() exits
@@ -93,8 +105,17 @@ def _filter(
     return DeadLetterFilter(q or None, reason_value, since_us, endpoint, queue, cause)
 
 
-# The columns of the plain (not a terminal) listing, tab-separated.
-PLAIN = ("scan_id", "dead_lettered_at", "endpoint", "queue", "fail_reason", "name", "version")
+# The columns of the listing: a header word and how a row's value is read.
+COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], object]], ...] = (
+    ("ID", lambda row: row["scan_id"]),
+    ("DEAD-LETTERED", lambda row: row["dead_lettered_at"]),
+    ("ENDPOINT", lambda row: row["endpoint"]),
+    ("QUEUE", lambda row: row["queue"]),
+    ("REASON", lambda row: reason_words(row["fail_reason"])),
+    ("NAME", lambda row: row["name"]),
+    ("VERSION", lambda row: row["version"]),
+    ("LAST ERROR", lambda row: last_error((row["final_attempt"] or {}).get("summary")) or None),
+)
 
 
 def _cell(value: object) -> str:
@@ -113,26 +134,28 @@ def _field(value: object) -> str:
 
 
 def _table(rows: list[dict[str, Any]], count: int) -> None:
+    """A table on a terminal; otherwise a header and tab-separated rows, for `cut` and `awk`."""
     if not sys.stdout.isatty():
+        typer.echo("\t".join(header for header, _ in COLUMNS))
         for row in rows:
-            typer.echo("\t".join(_cell(row[key]) for key in PLAIN))
-        typer.echo(f"{len(rows)} shown of {count} dead letters")
+            typer.echo("\t".join(_cell(read(row)) for _, read in COLUMNS))
+        typer.echo(f"{len(rows)} shown of {counted(count, 'dead letter')}")
         return
-    table = Table(title=f"{count} dead letters", title_justify="left")
-    for column in ("ID", "DEAD-LETTERED", "ENDPOINT", "QUEUE", "REASON", "PACKAGE", "LAST SUMMARY"):
-        table.add_column(column, overflow="fold")
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=counted(count, "dead letter"), title_justify="left")
+    for header, _ in COLUMNS:
+        table.add_column(header, overflow="fold")
     for row in rows:
-        cells = [row["scan_id"], row["dead_lettered_at"], row["endpoint"], row["queue"],
-                 row["fail_reason"], f"{row['name']} {row['version']}",
-                 (row["final_attempt"]["summary"] or "")[:80]]  # fmt: skip
-        table.add_row(*(_cell(c) for c in cells))
+        table.add_row(*(_cell(read(row)) for _, read in COLUMNS))
     # markup=False: sender text is shown as written, never read as rich markup.
     Console(markup=False, highlight=False).print(table)
 
 
 @dead_app.command("list")
 def dead_list(
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     q: QOpt = None,
     endpoint: EndpointOpt = None,
     queue: QueueOpt = None,
@@ -160,7 +183,7 @@ def dead_list(
 
 @dead_app.command("causes")
 def dead_causes(
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     endpoint: EndpointOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="Causes to show.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
@@ -190,7 +213,7 @@ def dead_causes(
 @dead_app.command("show")
 def dead_show(
     scan_id: int,
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
     database_url: DatabaseOpt = None,
 ) -> None:
@@ -214,8 +237,11 @@ def dead_show(
 
 def _show(body: dict[str, Any], scan: ScanRecord) -> None:
     """The scan as labelled lines, sender text with hidden characters made visible."""
-    for key in ("scan_id", "name", "version", "endpoint", "queue", "kind", "source", "status",
-                "fail_reason", "dead_lettered_at", "attempt_count"):  # fmt: skip
+    for key in ("scan_id", "name", "version", "endpoint", "queue", "kind", "source"):
+        typer.echo(f"{key:<18} {_field(body[key])}")
+    typer.echo(f"{'status':<18} {status_word(body['status'], body['dead_lettered_at'])}")
+    typer.echo(f"{'reason':<18} {reason_words(body['fail_reason']) or '-'}")
+    for key in ("dead_lettered_at", "attempt_count"):
         typer.echo(f"{key:<18} {_field(body[key])}")
     last = "" if scan.redriven_at is None else f", last {rfc3339(scan.redriven_at)}"
     typer.echo(f"{'redriven':<18} {scan.redrive_count} times{last}")
@@ -227,15 +253,21 @@ def _show(body: dict[str, Any], scan: ScanRecord) -> None:
             f"  #{a['seq']:<3} {a['outcome'] or 'open':<18} worker={_field(a['worker'])} "
             f"leased={_field(a['leased_at'])} closed={_field(a['closed_at'])}"
         )
-        if a["summary"]:
-            typer.echo(f"       summary: {shown(a['summary'])}")
-        if a["artifact"]:
-            typer.echo(f"       artifact: {shown(a['artifact'])}")
+        for label in ("summary", "artifact"):
+            if a[label]:
+                typer.echo(_indented(f"       {label}: ", shown(a[label])))
+
+
+def _indented(label: str, text: str) -> str:
+    """`text` after `label`, its later lines indented to where the first one starts."""
+    first, *rest = text.splitlines() or [""]
+    pad = "\n" + " " * len(label)
+    return label + first + "".join(pad + line for line in rest)
 
 
 @dead_app.command("redrive")
 def dead_redrive(
-    owner: OwnerOpt,
+    owner: OwnerOpt = None,
     scan_ids: Annotated[list[int] | None, typer.Argument(help="Scan ids to redrive.")] = None,
     q: QOpt = None,
     endpoint: EndpointOpt = None,
@@ -266,8 +298,9 @@ def dead_redrive(
                 count = await store.dead_letters.redrivable(owner_id, f)
             if count == 0:
                 fail("nothing matches; nothing redriven", code=1)
-            if not yes and not typer.confirm(f"Redrive {count} dead letters?"):
-                raise typer.Exit(1)
+            if not yes and not typer.confirm(f"Redrive {counted(count, 'dead letter')}?"):
+                typer.echo("nothing redriven")
+                raise typer.Exit(0)
             with progress_bar("redriving", total=count) as advance:
                 seen = [0]
 

@@ -13,7 +13,9 @@ from mainframe.cli.common import (
 )
 from mainframe.store.audit import CLI
 
-hook_app = typer.Typer(no_args_is_help=True, help="Outbound webhooks of an endpoint.")
+hook_app = typer.Typer(
+    no_args_is_help=True, help="Outbound webhooks of an endpoint.", rich_markup_mode=None
+)
 HookEndpointOpt = Annotated[str, typer.Option("--endpoint", help="The endpoint's name.")]
 
 

@@ -1,48 +1,101 @@
-"""The `mainframe` command: serve, submit, run a worker or the watcher, and the operator's
-groups of commands (each in its own module of this package)."""
+"""The `mainframe` command. Each command or group lives in its own module of this package and
+is imported only when it runs, so `mainframe --help` and `--version` start without the store,
+the server or the HTTP client (README.md, "Running it")."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from pathlib import Path
-from typing import Annotated, Any
+import importlib
+from typing import Annotated
 
-import httpx
 import typer
+from typer import _click as click  # typer carries its own click (pinned in pyproject.toml)
+from typer.core import TyperCommand, TyperGroup
 
-from mainframe import logs
-from mainframe.cli.accounts import db_app, endpoint_app, owner_app, token_app
-from mainframe.cli.common import (
-    DatabaseOpt,
-    fail,
-    load_settings,
-    on_store,
-)
-from mainframe.cli.dead import dead_app
-from mainframe.cli.failures import Debug
-from mainframe.cli.hooks import hook_app
-from mainframe.cli.queues import queue_app
-from mainframe.cli.retention import db_prune
-from mainframe.store import Store
-from mainframe.store.stats import Snapshot
+from mainframe import __version__
+from mainframe.cli.shell import Debug, Verbose
+
+# Every command: its module and Typer (`*_app` a group of commands, `*_command` one command),
+# and the line `mainframe --help` shows for it (held equal to the command's own help by
+# tests/integration/test_cli_start.py).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": (
+        "serve:serve_command",
+        "Run the HTTP server (creates a SQLite schema by itself).",
+    ),
+    "submit": (
+        "work:submit_command",
+        "Submit the scans of a JSON Lines file, 1,000 per request.",
+    ),
+    "worker": (
+        "work:worker_command",
+        "Run a command once per leased scan and report its result.",
+    ),
+    "stats": (
+        "stats:stats_command",
+        "Live scans by state and scans by outcome, in words.",
+    ),
+    "dead": ("dead:dead_app", "Dead letters: list, show, redrive."),
+    "owner": ("accounts:owner_app", "Operator accounts."),
+    "endpoint": ("accounts:endpoint_app", "Scanner fleets' lanes of work."),
+    "token": ("accounts:token_app", "Worker and source credentials."),
+    "hook": ("hooks:hook_app", "Outbound webhooks of an endpoint."),
+    "queue": ("queues:queue_app", "Pause and resume an endpoint's queues."),
+    "db": ("accounts:db_app", "Database schema and retention."),
+    "watch": (
+        "watcher:watch_command",
+        "Run the delivery-failure watcher.",
+    ),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """The command `name`, importing its module."""
+    module, _, attribute = COMMANDS[name][0].partition(":")
+    found = getattr(importlib.import_module(f"mainframe.cli.{module}"), attribute)
+    assert isinstance(found, typer.Typer)
+    # A group stays a group even while it has a single command (`endpoint create`).
+    if attribute.endswith("_app"):
+        return typer.main.get_group(found)
+    return typer.main.get_command(found)
+
+
+class LazyGroup(TyperGroup):
+    """A group whose commands are imported when they run; its help lists them from
+    COMMANDS without importing any."""
+
+    listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if self.listing:
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name][1])
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: rich's help renderer alone costs 0.15 s at start
     help="Mainframe: package scans for a fleet of scanner workers.",
 )
-db_app.command("prune")(db_prune)
-app.add_typer(db_app, name="db")
-app.add_typer(owner_app, name="owner")
-app.add_typer(endpoint_app, name="endpoint")
-app.add_typer(token_app, name="token")
-app.add_typer(hook_app, name="hook")
-app.add_typer(dead_app, name="dead")
-app.add_typer(queue_app, name="queue")
 
-BOOTSTRAP_OWNER = "admin"
+
+def _version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"mainframe {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -55,209 +108,25 @@ def root(
             help="Print the traceback after a one-line database error (for a bug report).",
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Log info lines on stderr too (default: warnings and errors only; "
+            "MAINFRAME_LOG_LEVEL sets a level).",
+        ),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Mainframe: package scans for a fleet of scanner workers."""
     Debug.enabled = debug
-
-
-@app.command()
-def stats(
-    database_url: DatabaseOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
-) -> None:
-    """Print the reconciled figures (outcomes, live scans by state) from the database."""
-    settings = load_settings(database_url=database_url)
-    snapshot = on_store(settings, lambda store: store.listings.snapshot())
-    figures = stats_figures(snapshot)
-    if as_json:
-        typer.echo(json.dumps(figures))
-        return
-    for key, value in figures.items():
-        typer.echo(f"{key:<40} {value}")
-
-
-def stats_figures(snapshot: Snapshot) -> dict[str, float | int]:
-    """The same series names and labels as /metrics, from one database snapshot."""
-    figures: dict[str, float | int] = {}
-    for outcome, count in snapshot.outcomes.items():
-        figures[f'packages_scan_outcomes{{outcome="{outcome}"}}'] = count
-    for state, count in snapshot.queue.items():
-        figures[f'packages_queue{{state="{state.value}"}}'] = count
-    oldest = snapshot.oldest_due_at
-    age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
-    figures["packages_oldest_queued_age_seconds"] = round(age, 3)
-    return figures
-
-
-async def _bootstrap_owner(store: Store) -> str | None:
-    """The first owner's token, when the database has no owner yet."""
-    if await store.accounts.has_owners():
-        return None
-    return await store.accounts.create_owner(BOOTSTRAP_OWNER)
-
-
-@app.command()
-def serve(
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
-    database_url: DatabaseOpt = None,
-    job_timeout: Annotated[float | None, typer.Option(help="MAINFRAME_JOB_TIMEOUT")] = None,
-    max_job_attempts: Annotated[int | None, typer.Option(help="MAINFRAME_MAX_JOB_ATTEMPTS")] = None,
-    workers: Annotated[
-        int, typer.Option(min=1, max=64, help="Server processes sharing the port.")
-    ] = 1,
-) -> None:
-    """Run the HTTP server (creates and upgrades the SQLite schema by itself)."""
-    import uvicorn
-
-    from mainframe.api.app import create_app
-
-    settings = load_settings(
-        database_url=database_url, job_timeout=job_timeout, max_job_attempts=max_job_attempts
-    )
-    logs.configure(fmt=settings.log_format, level=settings.log_level)
-    secret = on_store(settings, _bootstrap_owner, create=True)
-    if secret is not None:
-        typer.echo(f"bootstrap owner {BOOTSTRAP_OWNER!r} created; its token (shown once):")
-        typer.echo(secret)
-    sys.stdout.flush()
-    logs.get_logger().info(
-        "server_starting",
-        host=host,
-        port=port,
-        database=settings.database_url.split("@")[-1],
-        job_timeout=settings.job_timeout,
-        max_job_attempts=settings.max_job_attempts,
-        workers=workers,
-    )
-    options: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "access_log": False,
-        "log_level": "warning",
-        "log_config": None,  # uvicorn's records go through our JSON handler (logs.py)
-        "loop": "uvloop",
-        "http": "httptools",
-        "lifespan": "on",
-    }
-    if workers == 1:
-        uvicorn.run(create_app(settings), **options)
-        return
-    # Each process builds its own app from the environment, so flags travel as variables.
-    flags = {
-        "database_url": database_url,
-        "job_timeout": job_timeout,
-        "max_job_attempts": max_job_attempts,
-    }
-    os.environ.update(
-        {f"MAINFRAME_{name.upper()}": str(v) for name, v in flags.items() if v is not None}
-    )
-    uvicorn.run("mainframe.api.app:app_from_environment", factory=True, workers=workers, **options)
-
-
-@app.command()
-def submit(
-    file: Annotated[Path, typer.Argument(help="JSON Lines: one {name, version, ...} per line.")],
-    url: Annotated[str, typer.Option(help="The Mainframe server's base URL.")] = (
-        "http://127.0.0.1:8000"
-    ),
-    token: Annotated[
-        str, typer.Option(help="A source or owner token.", envvar="MAINFRAME_TOKEN")
-    ] = "",
-    endpoint: Annotated[
-        str | None, typer.Option(help="The endpoint (required with an owner token).")
-    ] = None,
-) -> None:
-    """Submit every scan in FILE through the bulk route, 1,000 per request."""
-    from mainframe.client.progress import progress_bar
-    from mainframe.client.submit import SubmitError, count_lines, submit_file
-
-    if not token:
-        fail("give --token (or MAINFRAME_TOKEN): a source or owner token")
-    if not file.is_file():
-        fail(f"no such file: {file}")
-    headers = {"Authorization": f"Bearer {token}"}
-    try:
-        with (
-            httpx.Client(base_url=url, headers=headers) as client,
-            progress_bar("submitting", total=count_lines(file)) as advance,
-        ):
-            tally = submit_file(client, file, endpoint=endpoint, progress=advance)
-    except (SubmitError, httpx.HTTPError) as exc:
-        fail(f"the server refused the submission: {exc}", code=1)
-    for number, detail in tally.refused[:20]:
-        typer.echo(f"line {number}: {detail}", err=True)
-    counts = ", ".join(f"{n} x {status}" for status, n in sorted(tally.statuses.items()))
-    typer.echo(f"{tally.total} lines: {counts}")
-    if tally.refused:
-        raise typer.Exit(1)
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def worker(
-    ctx: typer.Context,
-    url: Annotated[str, typer.Option(help="The Mainframe server's base URL.")],
-    token: Annotated[str, typer.Option(help="A worker token.", envvar="MAINFRAME_TOKEN")],
-    batch: Annotated[int, typer.Option(min=1, max=100, help="Scans per job poll.")] = 1,
-    fetch: Annotated[
-        bool,
-        typer.Option(
-            "--fetch/--no-fetch",
-            help=(
-                "Take the next scans in the reply to each result (?next=): one request per "
-                "batch. --no-fetch reports and polls separately (two requests per batch), "
-                "as workers did before ?next=."
-            ),
-        ),
-    ] = True,
-    poll_interval: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 2.0,
-    max_jobs: Annotated[int | None, typer.Option(help="Stop after this many results.")] = None,
-    idle_exit: Annotated[bool, typer.Option(help="Stop when the queue is empty.")] = False,
-) -> None:
-    """Run COMMAND (after --) once per leased scan, heartbeating while it runs."""
-    from mainframe.client import MainframeError, run_worker
-
-    command = list(ctx.args)
-    if not command:
-        fail("give the command to run after --, e.g. mainframe worker ... -- ./scan.sh")
-    logs.configure()
-    try:
-        done = run_worker(
-            url,
-            token,
-            command,
-            batch=batch,
-            fetch=fetch,
-            poll_interval=poll_interval,
-            max_jobs=max_jobs,
-            idle_exit=idle_exit,
-        )
-    except MainframeError as exc:
-        fail(f"the server refused the worker: {exc}", code=1)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
-    typer.echo(f"processed {done} scans")
-
-
-@app.command()
-def watch(
-    config: Annotated[Path, typer.Option("--config", help="The watcher's TOML file.")] = Path(
-        "watch.toml"
-    ),
-    once: Annotated[bool, typer.Option(help="One tick and one relay pass, then exit.")] = False,
-    source: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--source",
-            help="Watch only this source of the file (repeatable); every source by default.",
-        ),
-    ] = None,
-) -> None:
-    """Run the watcher: poll closed delivery windows and raise or resolve alerts."""
-    from mainframe.watch.command import run_watch
-
-    logs.configure()
-    raise typer.Exit(run_watch(config, once=once, only=source or ()))
+    Verbose.enabled = verbose
 
 
 def main() -> None:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store_or_fail
+from mainframe.contract.text import counted
 from mainframe.store import Store
 from mainframe.store.audit import CLI
 from mainframe.store.queues import QueueChange
 
-queue_app = typer.Typer(no_args_is_help=True, help="Pause and resume an endpoint's queues.")
+queue_app = typer.Typer(
+    no_args_is_help=True, help="Pause and resume an endpoint's queues.", rich_markup_mode=None
+)
 
 
 @queue_app.command("pause")
@@ -46,4 +49,4 @@ def queue_resume(endpoint: str, queue: str, database_url: DatabaseOpt = None) ->
 
 
 def _scans(n: int) -> str:
-    return "1 scan" if n == 1 else f"{n} scans"
+    return counted(n, "scan")

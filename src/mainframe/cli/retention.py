@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store
+from mainframe.contract.text import counted
 from mainframe.lifecycle.events import RowsPruned
 from mainframe.lifecycle.retention import DAY_US, RETAINED, SCAN_KINDS, PruneKind, RetentionPolicy
 from mainframe.store import Store
@@ -27,8 +28,12 @@ def kept_text(kept: int | None) -> str:
 def due_line(kind: PruneKind, due: Due | None, policy: RetentionPolicy) -> str:
     """One kind's line of the dry run: what would go (`-` when kept forever), its retention."""
     count = "-" if due is None else str(due.count)
-    unit = "scans" if kind in SCAN_KINDS else "rows"
-    attempts = f"with {due.attempts} attempts" if due is not None and kind in SCAN_KINDS else ""
+    unit = ("scan" if kind in SCAN_KINDS else "row") + (
+        "" if due is not None and due.count == 1 else "s"
+    )
+    attempts = ""
+    if due is not None and kind in SCAN_KINDS:
+        attempts = f"with {counted(due.attempts, 'attempt')}"
     return f"{kind.value:<16}{count:>10} {unit:<6}{attempts:<24}{kept_text(policy.kept(kind))}"
 
 
@@ -50,7 +55,10 @@ def db_prune(
         if dry_run:
             for kind in RETAINED:
                 typer.echo(due_line(kind, found.get(kind), policy))
-            typer.echo(f"dry run: {rows} rows and {attempts} attempts would be pruned")
+            typer.echo(
+                f"dry run: {counted(rows, 'row')} and {counted(attempts, 'attempt')} "
+                "would be pruned"
+            )
         elif rows == 0:
             typer.echo("nothing is past its retention; nothing pruned")
         else:
@@ -71,4 +79,6 @@ async def _prune(store: Store, *, total: int) -> None:
     for kind in store.retention.policy.pruned():
         typer.echo(f"pruned {kind.value:<16} {pruned[kind]}")
     rows = sum(n for kind, n in pruned.items() if kind is not PruneKind.ATTEMPTS)
-    typer.echo(f"pruned {rows} rows and {pruned[PruneKind.ATTEMPTS]} attempts")
+    typer.echo(
+        f"pruned {counted(rows, 'row')} and {counted(pruned[PruneKind.ATTEMPTS], 'attempt')}"
+    )

@@ -9,7 +9,7 @@ from mainframe.client.command import (
     report_for_exit,
 )
 from mainframe.client.heartbeat import LeaseKeeper
-from mainframe.client.runner import run_worker
+from mainframe.client.runner import ServerUnreachable, run_worker
 from mainframe.client.sdk import (
     BatchCompletion,
     Client,
@@ -33,6 +33,7 @@ __all__ = [
     "LeaseKeeper",
     "MainframeError",
     "ResultReport",
+    "ServerUnreachable",
     "StaleAssignment",
     "job_environment",
     "parse_timestamp",

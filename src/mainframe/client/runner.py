@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 import httpx
@@ -30,6 +30,7 @@ from structlog.typing import FilteringBoundLogger
 from mainframe.client.backoff import Backoff
 from mainframe.client.command import report_for_exit, run_command
 from mainframe.client.heartbeat import LeaseKeeper, log_fields
+from mainframe.client.idle import LaterScans, idle_pause
 from mainframe.client.sdk import (
     Client,
     ItemStatus,
@@ -37,7 +38,7 @@ from mainframe.client.sdk import (
     MainframeError,
     ResultReport,
 )
-from mainframe.clock import Clock, SystemClock
+from mainframe.clock import Clock, SystemClock, parse_rfc3339
 from mainframe.contract.limits import MAX_LEASE_BATCH
 
 # A finished result is kept and sent again while the server is unreachable or failing, for
@@ -49,6 +50,15 @@ LEASE_BACKOFF = 2.0  # the same for polls the server could not answer
 MAX_BACKOFF = 60.0
 
 Done = list[tuple[Job, ResultReport]]  # the results of a batch, ready to report
+
+
+class ServerUnreachable(Exception):
+    """The server answered no poll for longer than the worker's `give_up_after`."""
+
+    def __init__(self, seconds: float, error: str) -> None:
+        super().__init__(f"the server answered no poll for {seconds:g} s (last: {error})")
+        self.seconds = seconds
+        self.error = error
 
 
 @dataclass
@@ -65,6 +75,13 @@ class _Worker:
     log: FilteringBoundLogger
     stop: threading.Event
     rng: random.Random
+    idle_wait: float  # with idle_exit: the longest to wait for scans expected later
+    give_up_after: float | None  # stop once no poll was answered for this long
+    now: Callable[[], float]  # seconds since the epoch, as the server's stamps are
+    later: LaterScans = field(default_factory=LaterScans)
+    idle_since: float | None = None
+    unanswered_since: float | None = None  # the first poll of the current outage
+    last_error: str = ""
 
     def run(self) -> int:
         processed = failures = 0
@@ -74,16 +91,21 @@ class _Worker:
             if not jobs:
                 polled = self._lease(self._wanted(processed))
                 if polled is None:
+                    self._give_up_if_too_long()
                     self.sleep(lease_backoff.delay(failures))
                     failures += 1
                     continue
                 failures = 0
-                if not polled and self.idle_exit:
-                    break
+                self.unanswered_since = None
                 if not polled:
-                    self.sleep(self.poll_interval)
+                    pause = self._idle_pause() if self.idle_exit else self.poll_interval
+                    if pause is None:
+                        break
+                    self.sleep(pause)
                     continue
+                self.idle_since = None
                 jobs = polled
+            self.later.leased(job.scan_id for job in jobs)
             reported, jobs = self._run_batch(jobs, processed)
             processed += reported
         for job in jobs:
@@ -97,15 +119,51 @@ class _Worker:
 
     def _lease(self, wanted: int) -> list[Job] | None:
         """Lease scans; None when the server could not be reached or failed (try again later)."""
+        started = self.now()
         try:
             return self.client.lease(wanted)
         except httpx.TransportError as exc:
-            self.log.warning("lease_failed", error=str(exc))
+            self.last_error = str(exc) or type(exc).__name__
+            self.log.warning("lease_failed", error=self.last_error)
         except MainframeError as exc:
             if exc.status < 500:
                 raise  # a bad token or a revoked endpoint: polling again will not help
+            self.last_error = f"HTTP {exc.status}: {exc}"
             self.log.warning("lease_failed", status=exc.status, error=str(exc))
+        if self.unanswered_since is None:
+            self.unanswered_since = started
         return None
+
+    def _give_up_if_too_long(self) -> None:
+        if self.give_up_after is None or self.unanswered_since is None:
+            return
+        if self.now() - self.unanswered_since >= self.give_up_after:
+            raise ServerUnreachable(self.give_up_after, self.last_error)
+
+    def _idle_pause(self) -> float | None:
+        """With idle_exit: how long to sleep before polling again, or None to stop now."""
+        now = self.now()
+        if self.idle_since is None:
+            self.idle_since = now
+        due = self.later.next_due(now)
+        pause = idle_pause(
+            now=now, idle_since=self.idle_since, due=due, bound=self.idle_wait,
+            poll_interval=self.poll_interval,
+        )  # fmt: skip
+        if pause is None and due is not None:
+            self.log.warning(
+                "idle_exit_before_retry",
+                scans=len(self.later.due),
+                due_in=round(due - now, 1),
+                idle_wait=self.idle_wait,
+            )
+        elif pause is not None and now == self.idle_since:
+            self.log.info(
+                "idle_waiting_for_retries",
+                scans=len(self.later.due),
+                due_in=round(due - now, 1) if due else 0,
+            )
+        return pause
 
     def _run_batch(self, jobs: list[Job], processed: int) -> tuple[int, list[Job]]:
         """Run `jobs` and report them; return how many results were answered and the jobs
@@ -200,21 +258,22 @@ class _Worker:
     ) -> tuple[list[ItemStatus], list[Job]]:
         try:
             if fetch is None:
-                self.client.report(job, report)
-                return [ItemStatus(job.scan_id, 200)], []
-            jobs = self.client.complete(job, report, next=fetch).jobs
+                scan = self.client.report(job, report)
+                return [ItemStatus(job.scan_id, 200, scan=scan)], []
+            completion = self.client.complete(job, report, next=fetch)
         except MainframeError as exc:
             if not 400 <= exc.status < 500 or exc.status == 401:
                 raise
             # Like an item of a batch report: this result is refused, the worker goes on.
             return [ItemStatus.refused(job.scan_id, exc)], []
-        return [ItemStatus(job.scan_id, 200)], jobs
+        return [ItemStatus(job.scan_id, 200, scan=completion.scan)], completion.jobs
 
     def _log_status(
         self, job: Job, report: ResultReport, status: ItemStatus, *, retried: bool
     ) -> None:
         if status.accepted:
             self.log.info("job_reported", outcome=report.outcome, **log_fields(job))
+            self._note_where_it_went(job, status.scan or {})
             return
         # After a retry, a 409 most likely means the first try landed after all (a server that
         # answers repeats of a completion as the first one does not say 409 then).
@@ -226,6 +285,20 @@ class _Worker:
             after_retry=retried,
             **log_fields(job),
         )
+
+    def _note_where_it_went(self, job: Job, scan: dict[str, object]) -> None:
+        """A result's reply says where the scan went: a dead letter is told in a line of its
+        own; a retry this worker may lease later is remembered for `idle_exit`."""
+        if scan.get("dead_lettered_at"):
+            self.log.warning(
+                "scan_dead_lettered",
+                reason=scan.get("fail_reason"),
+                attempt_count=scan.get("attempt_count"),
+                **log_fields(job),
+            )
+        elif scan.get("status") == "QUEUED":
+            at = parse_rfc3339(str(scan.get("available_at") or ""))
+            self.later.expect(job.scan_id, self.now() if at is None else at / 1_000_000)
 
 
 @contextlib.contextmanager
@@ -263,15 +336,20 @@ def run_worker(
     heartbeat_interval: float | None = None,
     max_jobs: int | None = None,
     idle_exit: bool = False,
+    idle_wait: float = 600.0,
+    give_up_after: float | None = None,
     client: Client | None = None,
     sleep: Callable[[float], None] = time.sleep,
     log: FilteringBoundLogger | None = None,
     clock: Clock | None = None,
     rng: random.Random | None = None,
+    now: Callable[[], float] = time.time,
 ) -> int:
     """Lease scans from `url` and run `command` for each until stopped; return results reported.
 
-    Stops after `max_jobs` results, at the first empty poll with `idle_exit`, or on SIGTERM/Ctrl-C.
+    Stops after `max_jobs` results, on SIGTERM/Ctrl-C, or with `idle_exit` once a poll finds
+    nothing and no retry it scheduled is due within `idle_wait` seconds of going idle; raises
+    ServerUnreachable once no poll was answered for `give_up_after` seconds.
     With `fetch` each result's reply brings the next scans; without, the worker polls for them.
     """
     if not command:
@@ -304,6 +382,9 @@ def run_worker(
                 log,
                 stop,
                 rng or random.Random(),
+                idle_wait,
+                give_up_after,
+                now,
             )
             processed = worker.run()
     finally:

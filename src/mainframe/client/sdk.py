@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -123,6 +123,9 @@ class ItemStatus:
     status: int
     error: str | None = None
     detail: str | None = None
+    # Where an accepted result sent the scan (status, available_at, dead_lettered_at, ...);
+    # the answer's facts, not what makes two statuses the same.
+    scan: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def accepted(self) -> bool:
@@ -344,4 +347,5 @@ def _item_status(item: dict[str, Any]) -> ItemStatus:
         status=item["status"],
         error=None if error is None else str(error),
         detail=None if detail is None else str(detail),
+        scan=item.get("scan"),
     )

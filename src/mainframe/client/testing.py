@@ -59,6 +59,7 @@ class FakeScan:
     settled_us: int | None = None  # when the last accepted result arrived (µs since epoch)
     fail_reason: str | None = None
     dead_lettered: bool = False
+    available_us: int | None = None  # a retry waiting out its backoff is due then
 
     def public(self) -> dict[str, Any]:
         """The server's reply to an accepted result."""
@@ -68,7 +69,7 @@ class FakeScan:
                 scan_id=self.scan_id,
                 status=self.status,
                 attempt_count=self.attempt,
-                available_at=None,
+                available_at=rfc3339(self.available_us) if self.status == "QUEUED" else None,
                 finished_at=rfc3339(self.settled_us) if terminal else None,
                 dead_lettered_at=rfc3339(self.settled_us) if self.dead_lettered else None,
                 fail_reason=self.fail_reason,
@@ -116,9 +117,14 @@ class _Refused(Exception):
 class FakeMainframe:
     """The job API of one endpoint, in memory and real time: enough to drive one worker."""
 
-    def __init__(self, *, lease_seconds: float = 30.0, max_attempts: int = 3) -> None:
+    def __init__(
+        self, *, lease_seconds: float = 30.0, max_attempts: int = 3, retry_seconds: float = 0.0
+    ) -> None:
         self.lease_seconds = lease_seconds
         self.max_attempts = max_attempts
+        # How long a retryable failure waits before it is due again (the server's backoff,
+        # without its jitter); 0: due at once.
+        self.retry_seconds = retry_seconds
         self.lose_on_heartbeat: set[int] = set()  # scans reassigned at their first heartbeat
         self.scans: dict[int, FakeScan] = {}
         self.requests: list[tuple[str, Any]] = []  # (path, JSON body) of every request
@@ -185,7 +191,12 @@ class FakeMainframe:
         for scan in self.scans.values():
             if scan.status == "PENDING" and scan.lease_expires < now:
                 self._reap(scan)
-        eligible = [scan for scan in self.scans.values() if scan.status == "QUEUED"]
+        due_us = to_us(now)
+        eligible = [
+            scan
+            for scan in self.scans.values()
+            if scan.status == "QUEUED" and (scan.available_us or 0) <= due_us
+        ]
         for scan in eligible[:batch]:
             scan.status, scan.attempt = "PENDING", scan.attempt + 1
             scan.assignment_id = uuid.uuid4().hex
@@ -245,6 +256,8 @@ class FakeMainframe:
         )
         scan.status = settled.status.value
         scan.fail_reason = settled.fail_reason
+        if scan.status == "QUEUED" and self.retry_seconds:
+            scan.available_us = to_us(time.time() + self.retry_seconds)
         scan.dead_lettered = settled.dead_letter_reason is not None
         accepted = _Accepted(scan.public(), _digest(body), body["outcome"])
         self._accepted[_result_key(scan.scan_id, body)] = accepted

@@ -115,16 +115,42 @@ class ResultBody(Echo):
     )
 
 
+# The words of a scan's end, the same in every reply that carries them (README.md, "Reading
+# `mainframe stats`").
+ScanStatus = Annotated[
+    str,
+    Field(
+        description="QUARANTINED, QUEUED, PENDING, FINISHED or FAILED. A dead letter is FAILED "
+        "with `dead_lettered_at` set; the board and the CLI show it as DEAD."
+    ),
+]
+DeadLetteredAt = Annotated[
+    str | None,
+    Field(
+        description="When the scan became a dead letter (failed for good once its attempts "
+        "were spent, or its endpoint was revoked); null for any other scan."
+    ),
+]
+FailReason = Annotated[
+    str | None,
+    Field(
+        description="Why it failed: `failed` is a permanent failure (a result with "
+        "`retryable: false`); `attempts_exhausted`, `lease_expired`, `interrupt_expired` and "
+        "`endpoint_revoked` are a dead letter's reasons."
+    ),
+]
+
+
 class ResultPublic(BaseModel):
     """What a worker needs back after closing an attempt."""
 
     scan_id: int
-    status: str
+    status: ScanStatus
     attempt_count: int
     available_at: str | None
     finished_at: str | None
-    dead_lettered_at: str | None
-    fail_reason: str | None
+    dead_lettered_at: DeadLetteredAt
+    fail_reason: FailReason
     # With ?next=N only: the jobs leased in the same transaction (complete-and-fetch).
     next: list[JobPublic] | None = None
 
@@ -177,7 +203,7 @@ class ScanPublic(BaseModel):
     name: str
     version: str
     kind: str
-    status: str
+    status: ScanStatus
     verified: bool
     source: str | None
     payload: Any
@@ -189,8 +215,8 @@ class ScanPublic(BaseModel):
     created_at: str
     updated_at: str
     finished_at: str | None
-    dead_lettered_at: str | None
-    fail_reason: str | None
+    dead_lettered_at: DeadLetteredAt
+    fail_reason: FailReason
     available_at: str | None
     result: Any
     attempts: list[AttemptPublic] | None = None

@@ -30,5 +30,6 @@ class Action(StrEnum):
     HOOK_SECRET_ROTATED = "hook_secret_rotated"
     HOOK_DELETED = "hook_deleted"
     SIGNED_IN = "signed_in"
+    OWNER_TOKEN_ROTATED = "owner_token_rotated"
     QUEUE_PAUSED = "queue_paused"
     QUEUE_RESUMED = "queue_resumed"

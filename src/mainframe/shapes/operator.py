@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mainframe.clock import rfc3339
+from mainframe.contract.text import counted
 from mainframe.lifecycle.workers import failure_share, stands_out
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid
@@ -62,7 +63,11 @@ AUDIT_IDS_SHOWN = 10
 
 
 def _scans(n: int | None) -> str:
-    return "1 scan" if n == 1 else f"{n or 0} scans"
+    return counted(n, "scan")
+
+
+def _tokens(n: int | None) -> str:
+    return counted(n, "token")
 
 
 def audit_target(entry: AuditEntry) -> str:
@@ -87,6 +92,8 @@ def audit_target(entry: AuditEntry) -> str:
         return f"endpoint {entry.endpoint}: {_scans(entry.count)} dead-lettered"
     if entry.action in (Action.QUEUE_PAUSED, Action.QUEUE_RESUMED):
         return f"queue {detail.get('queue')}{on}"
+    if entry.action == Action.OWNER_TOKEN_ROTATED:
+        return f"the owner's token: a new one, {_tokens(entry.count)} revoked"
     if entry.action == Action.ENDPOINT_CREATED:
         intake = ", open intake" if detail.get("open_intake") else ""
         return f"endpoint {entry.endpoint}{intake}"

@@ -91,6 +91,26 @@ LOCK_ENDPOINT = Sql(
     "SELECT id FROM endpoints WHERE id = :endpoint",
     "SELECT id FROM endpoints WHERE id = :endpoint FOR UPDATE",
 )
+# An owner's own tokens have no endpoint: they sit under NULL in the endpoint index.
+DELETE_OWNER_TOKENS = Sql(
+    "delete_owner_tokens",
+    """
+    DELETE FROM tokens
+    WHERE endpoint_id IS NULL AND owner_id = :owner AND role = 'owner'
+    RETURNING id
+    """,
+)
+# A rotated token may have signed a browser in: its live sessions end with it, through the
+# expiry index (the sign-in page then says the session ended).
+END_OWNER_SESSIONS = Sql(
+    "end_owner_sessions",
+    """
+    UPDATE board_sessions SET expires_at = mf_now()
+    WHERE expires_at > mf_now() AND owner_id = :owner
+    """,
+)
+# Up to two names: enough to tell "the only owner" from "several".
+OWNER_NAMES = Sql("owner_names", "SELECT name FROM owners ORDER BY name LIMIT :limit")
 TOKEN_NAMED = Sql(
     "token_named",
     "SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal LIMIT 1",
@@ -297,6 +317,26 @@ class Accounts:
     async def create_owner(self, name: str) -> str:
         async with self.db.write() as tx:
             return (await insert_owner(tx, name))[1]
+
+    async def rotate_owner_token(self, name: str, *, origin: Origin = CLI) -> tuple[str, int]:
+        """A new token for owner `name`, its old ones revoked and its board sessions ended,
+        audited; returns the secret and how many tokens it replaced."""
+        async with self.db.write() as tx:
+            owner_id = await owner_id_by_name(tx, name)
+            revoked = len(await tx.rows(DELETE_OWNER_TOKENS, {"owner": owner_id}))
+            await tx.run(END_OWNER_SESSIONS, {"owner": owner_id})
+            secret = await issue_token(
+                tx, role="owner", principal=name, owner_id=owner_id, endpoint_id=None
+            )
+            await audit.record(
+                tx, owner_id, Action.OWNER_TOKEN_ROTATED, origin=origin, count=revoked
+            )
+        return secret, revoked
+
+    async def owner_names(self, limit: int = 2) -> list[str]:
+        """The first `limit` owners' names, by name."""
+        async with self.db.read() as tx:
+            return [str(row[0]) for row in await tx.rows(OWNER_NAMES, {"limit": limit})]
 
     async def has_owners(self) -> bool:
         async with self.db.read() as tx:

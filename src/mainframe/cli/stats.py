@@ -1,0 +1,77 @@
+"""`mainframe stats`: the database's figures in plain words, one line per queue state and per
+outcome with what it means, or as nested JSON for scripts (`.queue.queued`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from mainframe.cli.common import DatabaseOpt, load_settings, on_store
+from mainframe.store.stats import Snapshot
+
+stats_command = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+# What each live state means to an operator, in the order a scan meets them (README.md,
+# "Reading `mainframe stats`"; the states are DESIGN's queue states of packages_queue).
+QUEUE_MEANINGS = {
+    "queued": "due now: the next poll leases it",
+    "scheduled": "waiting out a retry's backoff; due at its available_at",
+    "pending": "leased to a worker (or parked in a wait), lease still live",
+    "retryable": "lease lapsed with attempts left: the next poll hands it on",
+    "exhausted": "lease lapsed with attempts spent: the next reap dead-letters it",
+    "quarantined": "submitted anonymously; waits for an owner to release it",
+}
+OUTCOME_MEANINGS = {
+    "finished": "reported finished",
+    "failed": "a permanent failure: failed, never to be retried, not a dead letter",
+    "dead_lettered": "attempts spent; `mainframe dead list` shows them",
+}
+# How the outcome keys read in the table (the JSON keeps the keys).
+OUTCOME_WORDS = {"dead_lettered": "dead letters"}
+
+
+def stats_figures(snapshot: Snapshot) -> dict[str, Any]:
+    """The snapshot as nested plain keys: live scans by state, scans by outcome, and the age
+    of the oldest due scan."""
+    oldest = snapshot.oldest_due_at
+    age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
+    live = {state.value: count for state, count in snapshot.queue.items()}
+    return {
+        "queue": {state: live.get(state, 0) for state in QUEUE_MEANINGS},
+        "outcomes": {outcome: snapshot.outcomes.get(outcome, 0) for outcome in OUTCOME_MEANINGS},
+        "oldest_queued_age_seconds": round(age, 3),
+    }
+
+
+def stats_lines(figures: dict[str, Any]) -> list[str]:
+    """The figures as two small tables with a header each, then the oldest due scan's age."""
+    lines = [f"{'LIVE SCANS':<14}{'COUNT':>8}  MEANING"]
+    for state, meaning in QUEUE_MEANINGS.items():
+        lines.append(f"{state:<14}{figures['queue'][state]:>8}  {meaning}")
+    lines += ["", f"{'OUTCOMES':<14}{'COUNT':>8}  MEANING"]
+    for outcome, meaning in OUTCOME_MEANINGS.items():
+        word = OUTCOME_WORDS.get(outcome, outcome)
+        lines.append(f"{word:<14}{figures['outcomes'][outcome]:>8}  {meaning}")
+    age = figures["oldest_queued_age_seconds"]
+    lines += ["", f"the oldest due scan has waited {age:g} s" if age else "no scan is due"]
+    return lines
+
+
+@stats_command.command()
+def stats(
+    database_url: DatabaseOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='One JSON object: {"queue": {...}, "outcomes": {...}}.')
+    ] = False,
+) -> None:
+    """Live scans by state and scans by outcome, in words. Read from the database, each
+    figure with what it means (README.md, "Reading `mainframe stats`")."""
+    settings = load_settings(database_url=database_url)
+    figures = stats_figures(on_store(settings, lambda store: store.listings.snapshot()))
+    if as_json:
+        typer.echo(json.dumps(figures))
+        return
+    for line in stats_lines(figures):
+        typer.echo(line)

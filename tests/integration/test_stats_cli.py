@@ -1,0 +1,48 @@
+"""`mainframe stats` as an operator reads it: a header, one line per state and outcome with
+its meaning, and JSON with plain nested keys for `jq`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mainframe.cli.stats import OUTCOME_MEANINGS, QUEUE_MEANINGS
+from mainframe.store import Budget, Report, ScanSpec, Store, open_database
+from tests.blocking import Blocking, portal
+from tests.serverproc import cli, cli_run
+
+
+def test_stats_in_words_and_as_nested_json(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    assert cli_run(url, "db", "upgrade").exit_code == 0
+    cli(url, "owner", "create", "alice")
+    cli(url, "endpoint", "create", "pypi")
+    source_secret = cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed")
+    worker_secret = cli(url, "token", "create", "--endpoint", "pypi", "--worker", "w")
+    with portal() as loop:
+        store = Blocking(
+            Store.build(open_database(url), Budget.of(job_timeout=30, max_attempts=3)), loop
+        )
+        source = store.accounts.authenticate(source_secret)
+        worker = store.accounts.authenticate(worker_secret)
+        for name in ("a", "b", "c"):
+            store.intake.submit(source, endpoint=None, spec=ScanSpec(name, "1"))
+        first, _held = store.leasing.lease(worker, 2)
+        done = Report("finished", True, first.attempt, first.assignment_id, None, None, None)
+        store.results.report(worker, first.scan_id, done)
+        store.close()
+
+    plain = cli_run(url, "stats")
+    assert plain.exit_code == 0 and plain.stderr == ""
+    lines = plain.stdout.splitlines()
+    assert lines[0].split() == ["LIVE", "SCANS", "COUNT", "MEANING"]
+    rows = {line.split()[0]: line for line in lines if line and not line.isupper()}
+    assert rows["queued"].split()[1] == "1" and rows["pending"].split()[1] == "1"
+    assert QUEUE_MEANINGS["retryable"] in rows["retryable"]
+    assert "OUTCOMES" in plain.stdout and rows["finished"].split()[1] == "1"
+    assert "dead letters" in plain.stdout and "{" not in plain.stdout
+
+    figures = json.loads(cli_run(url, "stats", "--json").stdout)
+    assert figures["queue"] == dict.fromkeys(QUEUE_MEANINGS, 0) | {"queued": 1, "pending": 1}
+    assert figures["outcomes"] == dict.fromkeys(OUTCOME_MEANINGS, 0) | {"finished": 1}
+    assert figures["oldest_queued_age_seconds"] >= 0
