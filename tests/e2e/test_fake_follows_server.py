@@ -128,14 +128,17 @@ def test_a_refused_poll_has_the_one_error_shape(side: Side) -> None:
 def test_a_lease_lapsed_at_the_cap_is_dead_lettered_not_leased_again(side: Side) -> None:
     side.submit("requests")
     for attempt in range(1, MAX_ATTEMPTS + 1):
+        # Each lease lapses unreported; the next poll after it lapsed leases the scan again.
         deadline = time.monotonic() + 10
         jobs = side.client.lease()
         while not jobs and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.05)
             jobs = side.client.lease()
         assert [job.attempt for job in jobs] == [attempt]
-        time.sleep(LEASE_S + 0.3)  # let the lease lapse
-    time.sleep(0.5)
+    lapsed = time.monotonic() + LEASE_S + 0.3
+    while time.monotonic() < lapsed:  # the last lease's lapse, polled: nothing comes back
+        assert side.client.lease() == []
+        time.sleep(0.05)
     assert side.client.lease() == []  # spent: never handed out again
     with pytest.raises(StaleAssignment):
         side.client.report(jobs[0], ResultReport("finished"))

@@ -90,8 +90,10 @@ def test_lapsed_leases_are_reassigned_then_swept_into_a_logged_dead_letter(
         )
         scan_id = created.json()["scan_id"]
         [first] = http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
-        time.sleep(1.1)
-        [second] = http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
+        # The one-second lease lapses; the next poll that finds the scan leases it again.
+        [second] = wait_for(
+            lambda: http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
+        )
         assert (first["attempt"], second["attempt"]) == (1, 2)
         assert first["assignment_id"] != second["assignment_id"]
         # Nobody polls again: the sweeper alone must dead-letter the scan.

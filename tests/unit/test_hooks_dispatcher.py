@@ -263,7 +263,10 @@ async def test_offer_from_another_thread_never_blocks_and_is_delivered() -> None
     thread = threading.Thread(target=r.dispatcher.offer, args=([ready(), dead()],))
     thread.start()
     thread.join(1)
-    await asyncio.sleep(0.05)
+    for _ in range(500):  # the offer reaches the loop soon after the thread returns
+        if len(r.requests) == 2:
+            break
+        await asyncio.sleep(0.01)
     await asyncio.wait_for(r.dispatcher.drain(), 5)
     await r.dispatcher.stop()
     assert len(r.requests) == 2
