@@ -98,6 +98,8 @@ def last_line(output: str) -> str:
 def queued_count(database_url: str) -> int:
     """QUEUED scans, as `mainframe stats --json` reads them from the database."""
     figures = json.loads(last_line(cli(database_url, "stats", "--json")))
+    if "queue" not in figures:  # a tree from before stats spoke plain words (--server-src)
+        return int(figures['packages_queue{state="queued"}'])
     return int(figures["queue"]["queued"])
 
 

@@ -10,6 +10,7 @@ from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.responses import JSON
 from mainframe.clock import parse_rfc3339
+from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.contract.operator_schemas import (
     CAUSE_KEY,
     PRINTABLE,
@@ -26,7 +27,7 @@ from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.shapes import operator as shape
 from mainframe.store import Invalid
 from mainframe.store.audit import API
-from mainframe.store.dead_letters import MAX_QUERY_LENGTH, DeadLetterFilter
+from mainframe.store.dead_letters import DeadLetterFilter
 
 router = APIRouter(prefix="/api/v1", tags=["dead letters"])
 

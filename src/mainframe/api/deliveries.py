@@ -12,6 +12,7 @@ from mainframe.api.deps import BearerDep, OwnerDep, RuntimeDep, owner_id
 from mainframe.api.responses import JSON, error
 from mainframe.clock import MICROS
 from mainframe.contract.hook_schemas import DeliveryStats
+from mainframe.contract.limits import MAX_STATS_SPAN_S
 from mainframe.contract.schemas import ErrorBody
 from mainframe.ratelimit import retry_after_header
 from mainframe.shapes import operator as shape
@@ -19,8 +20,7 @@ from mainframe.store import Invalid
 
 router = APIRouter(prefix="/api/v1/deliveries", tags=["deliveries"])
 MINUTE_US = 60 * MICROS
-# The longest window one request may ask for.
-MAX_SPAN_US = 24 * 3600 * MICROS
+MAX_SPAN_US = MAX_STATS_SPAN_S * MICROS
 
 
 def _micros(value: datetime, field: str) -> int:

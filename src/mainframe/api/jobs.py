@@ -10,9 +10,14 @@ from mainframe.api.fastpath import body_doc, json_body, presented
 from mainframe.api.jsonvalue import stored
 from mainframe.api.params import IntParam, documented
 from mainframe.api.responses import JSON
-from mainframe.contract.limits import JOBS_PATH, MAX_ID, MAX_LEASE_BATCH, MAX_NEXT
-from mainframe.contract.schemas import (
+from mainframe.contract.limits import (
+    JOBS_PATH,
+    MAX_ID,
+    MAX_LEASE_BATCH,
+    MAX_NEXT,
     MAX_RESULT_BYTES,
+)
+from mainframe.contract.schemas import (
     BatchResults,
     BatchStatuses,
     Echo,
@@ -55,9 +60,7 @@ async def lease_jobs(request: Request) -> JSON:
     """The job poll: reaps this endpoint's lapsed leases when one may be due, then leases up
     to `batch` due scans, oldest first."""
     rt, worker = presented(request)
-    batch = BATCH.read(request)
-    assert batch is not None
-    jobs = await rt.store.leasing.lease(worker, batch)
+    jobs = await rt.store.leasing.lease(worker, BATCH.value(request))
     return JSON([shapes.job(job) for job in jobs])
 
 
@@ -115,7 +118,7 @@ async def report_result(request: Request) -> JSON:
     same result sent again is answered as the first time. With `next`, also the worker's next
     jobs, leased in the same transaction."""
     rt, worker = presented(request)
-    scan_id, fetch = _scan_id(request), NEXT.read(request)
+    scan_id, fetch = SCAN_ID.value(request), NEXT.read(request)
     body = await json_body(request, ResultBody)
     done = await rt.store.results.complete(worker, [(scan_id, _report(body))], fetch=fetch or 0)
     [outcome] = done.outcomes
@@ -126,12 +129,6 @@ async def report_result(request: Request) -> JSON:
     if fetch is not None:
         reply["next"] = [shapes.job(job) for job in done.jobs]
     return JSON(reply)
-
-
-def _scan_id(request: Request) -> int:
-    found = SCAN_ID.read(request)
-    assert found is not None  # a path parameter is never absent
-    return found
 
 
 def _echo(body: Echo) -> tuple[int | None, str | None]:
@@ -153,7 +150,7 @@ def _echo(body: Echo) -> tuple[int | None, str | None]:
 async def heartbeat(request: Request) -> JSON:
     """Extend the lease of the current assignment by the job timeout."""
     rt, worker = presented(request)
-    scan_id = _scan_id(request)
+    scan_id = SCAN_ID.value(request)
     attempt, assignment = _echo(await json_body(request, Echo))
     until = await rt.store.assignments.heartbeat(
         worker, scan_id, attempt=attempt, assignment_id=assignment
@@ -170,7 +167,7 @@ async def heartbeat(request: Request) -> JSON:
 async def wait(request: Request) -> JSON:
     """Park the scan while it waits on something outside, for at most `seconds`."""
     rt, worker = presented(request)
-    scan_id = _scan_id(request)
+    scan_id = SCAN_ID.value(request)
     body = await json_body(request, WaitBody)
     attempt, assignment = _echo(body)
     if body.seconds > rt.settings.max_wait_seconds:
@@ -197,7 +194,7 @@ async def wait(request: Request) -> JSON:
 async def resume(request: Request) -> JSON:
     """End a wait; the scan is back under an ordinary lease."""
     rt, worker = presented(request)
-    scan_id = _scan_id(request)
+    scan_id = SCAN_ID.value(request)
     attempt, assignment = _echo(await json_body(request, Echo))
     until = await rt.store.assignments.resume(
         worker, scan_id, attempt=attempt, assignment_id=assignment

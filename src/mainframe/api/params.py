@@ -13,7 +13,6 @@ from starlette.requests import Request
 
 from mainframe.store import Invalid
 
-# The largest id a route accepts (the ids of scans fit in 62 bits).
 MAX_DIGITS = 20  # more than any bound here has
 
 
@@ -28,8 +27,16 @@ class IntParam:
     description: str
     default: int | None = None
 
+    def value(self, request: Request) -> int:
+        """The value of a path parameter, or of a query parameter that has a default."""
+        found = self.read(request)
+        if found is None:  # a query parameter without a default, absent
+            raise Invalid(f"{self.where}.{self.name}", "is required")
+        return found
+
     def read(self, request: Request) -> int | None:
-        """The value, the default when a query parameter is absent; Invalid otherwise."""
+        """The value, the default (None without one) when a query parameter is absent;
+        Invalid when it is not a whole number in range."""
         if self.where == "path":
             raw = request.path_params.get(self.name)
         else:

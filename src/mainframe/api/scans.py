@@ -12,11 +12,10 @@ from mainframe.api.fastpath import body_doc, json_body, optional_presented
 from mainframe.api.jobs import REFUSALS
 from mainframe.api.jsonvalue import stored
 from mainframe.api.responses import JSON
-from mainframe.contract.limits import MAX_ID
+from mainframe.contract.limits import MAX_ID, MAX_PAYLOAD_BYTES
 from mainframe.contract.operator_schemas import RevokedPublic
 from mainframe.contract.schemas import (
     CURSOR_PATTERN,
-    MAX_PAYLOAD_BYTES,
     AsciiInt,
     BatchSubmitted,
     FailBody,

@@ -10,12 +10,12 @@ from urllib.parse import urlencode
 
 from starlette.datastructures import ImmutableMultiDict
 
+from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import printable
 from mainframe.lifecycle.rules import DeadLetterReason, Status
 from mainframe.store.dead_letters import DeadLetterFilter
 from mainframe.store.queries import ListingFilter
-from mainframe.store.search import MAX_QUERY_LENGTH
 
 # The pills, in the order shown, and the status each lists (None: every status).
 PILLS: dict[str, Status | None] = {

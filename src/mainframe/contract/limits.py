@@ -12,3 +12,12 @@ MAX_NEXT = 100  # scans leased with a result at most (`?next=`)
 MAX_REPORTS = 100  # results in one batch report at most
 MAX_INTAKE_BATCH = 1000  # scans in one bulk submission at most
 MAX_URL_LENGTH = 2048  # characters in a hook URL at most
+MAX_NAME = 64  # characters in a name (endpoint, queue, credential, owner) at most
+MAX_PAYLOAD_BYTES = 65_536  # a scan's payload, as stored JSON
+MAX_RESULT_BYTES = 262_144  # a result's structured `result`, as stored JSON
+MAX_ARTIFACT = 2048  # characters in a result's artifact reference
+MAX_ASSIGNMENT_ID = 64  # characters in an assignment id
+MAX_ATTEMPT = 1_000_000  # the largest attempt number a result may echo
+MAX_REDRIVE_IDS = 1000  # scans one redrive by ids names at most
+MAX_QUERY_LENGTH = 300  # a search term's characters; a longer one cannot match a bounded name
+MAX_STATS_SPAN_S = 24 * 3600  # the longest window one delivery-stats request may ask for

@@ -10,7 +10,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, WithJsonSchema
 
-MAX_NAME = 64
+from mainframe.contract.limits import MAX_NAME as MAX_NAME
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 # The same rule for an HTML `pattern` attribute: browsers compile it with the `v` flag,
 # where a `-` inside a class must be escaped, and match the whole value implicitly.

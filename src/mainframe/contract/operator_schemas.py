@@ -7,12 +7,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from mainframe.contract.limits import MAX_QUERY_LENGTH, MAX_REDRIVE_IDS
 from mainframe.contract.names import Name
 from mainframe.contract.schemas import Label, ScanId, ScanPublic, Strict
-from mainframe.contract.vocabulary import MAX_QUERY_LENGTH, Action
+from mainframe.contract.vocabulary import Action
 from mainframe.lifecycle.rules import DeadLetterReason
 
-MAX_REDRIVE_IDS = 1000  # a redrive by ids names at most 1,000 scans (README: HTTP contract)
 # Search terms and names in a query carry no control character: PostgreSQL refuses a NUL.
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
 SearchTerm = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_LENGTH, pattern=PRINTABLE)]

@@ -13,7 +13,14 @@ from pydantic import (
     StringConstraints,
 )
 
-from mainframe.contract.limits import MAX_ID, MAX_INTAKE_BATCH, MAX_REPORTS
+from mainframe.contract.limits import (
+    MAX_ARTIFACT,
+    MAX_ASSIGNMENT_ID,
+    MAX_ATTEMPT,
+    MAX_ID,
+    MAX_INTAKE_BATCH,
+    MAX_REPORTS,
+)
 from mainframe.contract.names import Name
 
 
@@ -41,14 +48,12 @@ Label = Annotated[
 PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300), NoNul]
 PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200), NoNul]
 Summary = Annotated[str, StringConstraints(max_length=8192), NoNul]
-Artifact = Annotated[str, StringConstraints(max_length=2048), NoNul]
-AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64), NoNul]
-Attempt = Annotated[int, Field(ge=1, le=1_000_000)]
+Artifact = Annotated[str, StringConstraints(max_length=MAX_ARTIFACT), NoNul]
+AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ASSIGNMENT_ID), NoNul]
+Attempt = Annotated[int, Field(ge=1, le=MAX_ATTEMPT)]
 ScanId = Annotated[int, Field(ge=1, le=MAX_ID)]
-MAX_PAYLOAD_BYTES = 65_536
 # A page cursor is the id a previous page ended on.
 CURSOR_PATTERN = r"^[0-9]{1,18}$"
-MAX_RESULT_BYTES = 262_144
 
 
 class Strict(BaseModel):

@@ -12,10 +12,6 @@ BOARD: Origin = "board"
 API: Origin = "api"
 CLI: Origin = "cli"
 
-# The longest search term; a longer one cannot match a bounded name, source or kind anyway.
-MAX_QUERY_LENGTH = 300
-# The largest scan id a numeric search treats as an id (the routes' bound on ids).
-
 
 class Action(StrEnum):
     """What an audit entry records."""

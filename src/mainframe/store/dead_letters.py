@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.store import audit, causes, queries, search
 from mainframe.store.audit import AuditEntry, Origin
 from mainframe.store.database import Database, Row, Tx, value
 from mainframe.store.errors import Conflict
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.redrive import Progress, Redriven, redrive
-from mainframe.store.search import MAX_QUERY_LENGTH
 from mainframe.store.sql import Sql
 
 __all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]

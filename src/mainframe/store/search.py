@@ -5,7 +5,6 @@ pattern, its wildcards escaped with a backslash) and :term_id (NULL unless numer
 from __future__ import annotations
 
 from mainframe.contract.limits import MAX_ID
-from mainframe.contract.vocabulary import MAX_QUERY_LENGTH as MAX_QUERY_LENGTH
 
 
 def like_pattern(term: str) -> str:
