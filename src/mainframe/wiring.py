@@ -53,7 +53,7 @@ class Runtime:
     async def principal(self, secret: str) -> Principal | None:
         # Read on every request, never cached: a deleted credential or a revoked endpoint
         # must stop working at once in every server process (one unique-index probe).
-        found = await self.store.accounts.authenticate(secret)
+        found = await self.store.authentication.authenticate(secret)
         if found is not None:
             self.store.usage.note(found.digest)
         return found

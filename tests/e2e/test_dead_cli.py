@@ -55,7 +55,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
                 secret = store.accounts.create_token(
                     endpoint=endpoint, role=role, principal=role[0]
                 )
-                found = store.accounts.authenticate(secret)
+                found = store.authentication.authenticate(secret)
                 assert found is not None
                 principals.append(found)
         yield Fleet(url, store, *principals)

@@ -120,14 +120,14 @@ def open_world(
     store = blocking_store(database_url, loop, clock, publish=recorder, **store_kwargs)
     store.accounts.create_owner("alice")
     store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-    owner = store.accounts.authenticate(store.accounts.create_owner("bob"))
+    owner = store.authentication.authenticate(store.accounts.create_owner("bob"))
     store.accounts.create_endpoint("npm", owner="bob", open_intake=False)
     tokens = {
         "source": store.accounts.create_token(endpoint="npm", role="source", principal="feed"),
         "worker": store.accounts.create_token(endpoint="npm", role="worker", principal="w1"),
         "other": store.accounts.create_token(endpoint="npm", role="worker", principal="w2"),
     }
-    found = {key: store.accounts.authenticate(secret) for key, secret in tokens.items()}
+    found = {key: store.authentication.authenticate(secret) for key, secret in tokens.items()}
     assert owner is not None and all(found.values())
     return World(
         store,

@@ -69,7 +69,7 @@ def test_dead_letters_lapses_and_revocations_are_counted(world: World, loop: Any
     world.store.leasing.sweep()
     for i in range(2):
         world.submit(f"live-{i}")
-    world.store.accounts.revoke(world.owner.owner_id, "npm", origin=CLI)
+    world.store.revocations.revoke(world.owner.owner_id, "npm", origin=CLI)
     activity.flush()
     total = activity.chart(world.owner.owner_id, span="hour", bars=1)[-1]
     assert total.dead_lettered == 1 + 2

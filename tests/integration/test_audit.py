@@ -95,7 +95,7 @@ def trail(database_url: str, loop: BlockingPortal) -> Iterator[Trail]:
     store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
     store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
     principals = [
-        store.accounts.authenticate(
+        store.authentication.authenticate(
             store.accounts.create_token(endpoint="pypi", role=role, principal=role)
         )
         for role in ("source", "worker")
@@ -118,10 +118,10 @@ def test_endpoint_changes_are_audited(trail: Trail) -> None:
     assert (e.action, e.origin, e.endpoint) == ("endpoint_created", "cli", "cargo")
     trail.dead("held")  # already a dead letter: the cascade counts only the live scan
     s.intake.submit(trail.source, endpoint=None, spec=ScanSpec("queued", "1"))
-    e = trail.change(lambda: s.accounts.revoke(alice, "pypi", origin="api"))
+    e = trail.change(lambda: s.revocations.revoke(alice, "pypi", origin="api"))
     assert (e.action, e.origin, e.endpoint, e.count) == ("endpoint_revoked", "api", "pypi", 1)
-    trail.refused(lambda: s.accounts.revoke(trail.mallory, "npm", origin="api"), NotFound)
-    trail.refused(lambda: s.accounts.revoke(alice, "pypi", origin="api"), Conflict)
+    trail.refused(lambda: s.revocations.revoke(trail.mallory, "npm", origin="api"), NotFound)
+    trail.refused(lambda: s.revocations.revoke(alice, "pypi", origin="api"), Conflict)
     taken = {"open_intake": False, "origin": "api"}
     trail.refused(lambda: s.credentials.create_endpoint(trail.mallory, "npm", **taken), Conflict)
 

@@ -110,7 +110,7 @@ def test_lapsed_leases_operator_fails_and_revocations_have_their_causes(world: W
             world.owner.owner_id, failed, retryable=True, summary="stuck on host 10.0.0.7"
         )
     live = [world.submit(f"live-{i}") for i in range(3)]
-    world.store.accounts.revoke(world.owner.owner_id, "npm", origin=CLI)
+    world.store.revocations.revoke(world.owner.owner_id, "npm", origin=CLI)
     found = causes(world)
     lapse = cause_of("lease_expired", None).pattern
     revoked = cause_of("endpoint_revoked", None).pattern

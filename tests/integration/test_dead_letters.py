@@ -275,7 +275,7 @@ def test_a_filter_redrive_confirms_exactly_what_it_requeues(desk: Desk) -> None:
     stays = desk.ok("POST", "/api/v1/scans", desk.alice, held)["scan_id"]
     desk.ok("POST", "/api/v1/endpoints/npm/revoke", desk.alice)
     assert desk.listing()["count"] == 2  # both are dead letters, and both are listed
-    owner = desk.store.accounts.authenticate(desk.alice)
+    owner = desk.store.authentication.authenticate(desk.alice)
     assert desk.store.dead_letters.redrivable(owner.owner_id, DeadLetterFilter()) == 1
     done = desk.ok("POST", "/api/v1/dead-letters/redrive", desk.alice, {"filter": {}, "confirm": 1})
     assert done["redriven"] == 1 and done["skipped"] == []
@@ -293,7 +293,7 @@ def test_a_resubmitted_key_is_not_requeued_twice(desk: Desk) -> None:
 def test_large_redrives_run_in_chunks(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redrive_module, "CHUNK", 2)
     ids = [desk.dead(f"bulk-{i}") for i in range(5)]
-    owner_id = desk.store.accounts.authenticate(desk.alice)
+    owner_id = desk.store.authentication.authenticate(desk.alice)
     assert owner_id is not None and owner_id.owner_id is not None
     seen: list[tuple[int, int]] = []
     done = desk.store.dead_letters.redrive_ids(

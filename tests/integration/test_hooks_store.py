@@ -79,8 +79,8 @@ def hooked(database_url: str, loop: BlockingPortal) -> Iterator[Hooked]:
         hook_box=SecretBox([Fernet.generate_key()]),
         rotation_grace_us=GRACE_US,
     )
-    owner = store.accounts.authenticate(store.accounts.create_owner("alice"))
-    other = store.accounts.authenticate(store.accounts.create_owner("mallory"))
+    owner = store.authentication.authenticate(store.accounts.create_owner("alice"))
+    other = store.authentication.authenticate(store.accounts.create_owner("mallory"))
     assert owner is not None and other is not None
     assert owner.owner_id is not None and other.owner_id is not None
     endpoint = store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
@@ -156,7 +156,7 @@ def test_another_owners_endpoint_and_hook_are_not_found(hooked: Hooked) -> None:
 
 def test_a_revoked_endpoint_takes_no_hooks_and_delivers_to_none(hooked: Hooked) -> None:
     hooked.create()
-    hooked.store.accounts.revoke(hooked.owner_id, "pypi", origin="api")
+    hooked.store.revocations.revoke(hooked.owner_id, "pypi", origin="api")
     assert hooked.store.hooks.targets(hooked.endpoint_id) == []
     with pytest.raises(Conflict) as refused:
         hooked.create()

@@ -77,7 +77,7 @@ def test_workers_never_see_another_endpoints_scans(world: World) -> None:
         kind="scan",
         payload=None,
     )
-    pypi_worker = world.store.accounts.authenticate(
+    pypi_worker = world.store.authentication.authenticate(
         world.store.accounts.create_token(endpoint="pypi", role="worker", principal="pw")
     )
     assert pypi_worker is not None
@@ -99,13 +99,13 @@ def test_quarantined_scans_are_never_leased_until_released(world: World) -> None
         payload=None,
     )
     assert created and scan.status is Status.QUARANTINED and not scan.verified
-    worker = world.store.accounts.authenticate(
+    worker = world.store.authentication.authenticate(
         world.store.accounts.create_token(endpoint="pypi", role="worker", principal="pw")
     )
     assert worker is not None
     world.clock.advance(3600)
     assert world.store.leasing.lease(worker, 10) == []
-    alice = world.store.accounts.authenticate(
+    alice = world.store.authentication.authenticate(
         world.store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
     )
     assert alice is not None
@@ -121,7 +121,7 @@ def test_revoked_endpoint_refuses_its_worker(world: World) -> None:
     [job] = world.store.leasing.lease(world.worker, 1)
     world.submit(name="other")
     assert world.owner.owner_id is not None
-    assert world.store.accounts.revoke(world.owner.owner_id, "npm", origin="api") == 2
+    assert world.store.revocations.revoke(world.owner.owner_id, "npm", origin="api") == 2
     with pytest.raises(Unauthorized):
         world.store.leasing.lease(world.worker, 1)
     with pytest.raises(Unauthorized):

@@ -154,7 +154,7 @@ def test_budget_is_enforced_from_the_boundary(
     clock = FakeClock(NOW)
     budget = Budget.of(job_timeout=TIMEOUT, max_attempts=2)
     store = blocking_store(empty_database_url, loop, clock, budget=budget)
-    worker = store.accounts.authenticate(
+    worker = store.authentication.authenticate(
         store.accounts.create_token(endpoint="e", role="worker", principal="w")
     )
     assert worker is not None

@@ -37,8 +37,8 @@ def test_owner_token_replaces_the_token_and_revokes_the_old_one(url: str, store:
     new = done.stdout.strip().splitlines()[-1]
     assert new.startswith("mfo_") and new != old
     assert "1 old token revoked" in done.stdout
-    assert store.accounts.authenticate(old) is None
-    found = store.accounts.authenticate(new)
+    assert store.authentication.authenticate(old) is None
+    found = store.authentication.authenticate(new)
     assert found is not None and found.role == "owner" and found.name == "alice"
     alice = store.accounts.owner_id("alice")
     [entry] = store.dead_letters.audit(alice, before_id=None, limit=10)

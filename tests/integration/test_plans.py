@@ -36,6 +36,7 @@ from mainframe.store import (
     accounts,
     activity,
     assignments,
+    authentication,
     causes,
     deliveries,
     hooks,
@@ -449,7 +450,7 @@ CASES = {
        for label, extra in (("", {"queue": "default"}), ("_search", terms("QUEUED4")),
                             ("_of_a_status", {"status": "QUEUED"} | terms("QUEUED4")))},
     # Accounts.
-    "authenticate": Case(accounts.AUTHENTICATE, {"digest": WORKER}, WHO, PG_WHO),
+    "authenticate": Case(authentication.AUTHENTICATE, {"digest": WORKER}, WHO, PG_WHO),
     "owner_id": Case(accounts.OWNER_ID, {"name": "owner1"},
                      sqlite_index("sqlite_autoindex_owners_1", "owners"),
                      pg_small("owners", "owners_name_key")),

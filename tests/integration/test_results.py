@@ -427,7 +427,7 @@ def test_revocation_cascade_is_silent_and_total(world: World) -> None:
     world.submit(name="queued")
     world.store.leasing.lease(world.worker, 1)
     world.published.events.clear()
-    assert world.store.accounts.revoke(world.owner.owner_id, "npm", origin="api") == 2
+    assert world.store.revocations.revoke(world.owner.owner_id, "npm", origin="api") == 2
     assert [type(e) for e in world.published.events] == [EndpointRevoked]
     scan = owner_view(world, leased)
     assert scan.fail_reason == "endpoint_revoked" and scan.dead_lettered_at is not None
@@ -466,7 +466,7 @@ def test_resubmission_returns_the_live_scan_and_promotes_quarantine(world: World
         kind="scan",
         payload=None,
     )
-    source = world.store.accounts.authenticate(
+    source = world.store.authentication.authenticate(
         world.store.accounts.create_token(endpoint="pypi", role="source", principal="reg")
     )
     world.published.events.clear()

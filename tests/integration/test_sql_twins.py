@@ -35,7 +35,7 @@ from mainframe.lifecycle.retention import (
 )
 from mainframe.lifecycle.rules import Holding, QueueState, Status, diagnose_stale, queue_state
 from mainframe.store import Presented, Report, Stale, stats
-from mainframe.store.accounts import digest
+from mainframe.store.authentication import digest
 from mainframe.store.database import Database
 from mainframe.store.engine import create_store_engine
 from mainframe.store.schema import delivery_counts, scans

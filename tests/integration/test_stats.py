@@ -52,7 +52,7 @@ def test_revocation_counts_as_dead_lettered_in_database_truth(world: World) -> N
         kind="scan",
         payload=None,
     )
-    world.store.accounts.revoke(world.owner.owner_id, "npm", origin="api")
+    world.store.revocations.revoke(world.owner.owner_id, "npm", origin="api")
     snap = world.store.listings.snapshot()
     assert snap.outcomes["dead_lettered"] == 1
     assert snap.queue[QueueState.QUARANTINED] == 1 and snap.queue[QueueState.QUEUED] == 0

@@ -23,8 +23,8 @@ def test_stats_in_words_and_as_nested_json(tmp_path: Path) -> None:
         store = Blocking(
             Store.build(open_database(url), Budget.of(job_timeout=30, max_attempts=3)), loop
         )
-        source = store.accounts.authenticate(source_secret)
-        worker = store.accounts.authenticate(worker_secret)
+        source = store.authentication.authenticate(source_secret)
+        worker = store.authentication.authenticate(worker_secret)
         for name in ("a", "b", "c"):
             store.intake.submit(source, endpoint=None, spec=ScanSpec(name, "1"))
         first, _held = store.leasing.lease(worker, 2)

@@ -5,7 +5,7 @@ the board and the CLI show it."""
 from __future__ import annotations
 
 from mainframe.clock import rfc3339
-from mainframe.store.accounts import digest
+from mainframe.store.authentication import digest
 from mainframe.store.usage import COARSE_US
 from tests.blocking import Blocking
 from tests.integration import test_board_pages

@@ -17,7 +17,7 @@ from pydantic_core import ErrorDetails
 
 from mainframe.api.deps import Runtime
 from mainframe.store import Presented, Unauthorized
-from mainframe.store.accounts import digest
+from mainframe.store.authentication import digest
 
 M = TypeVar("M", bound=BaseModel)
 _PREFIX = "bearer "

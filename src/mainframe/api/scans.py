@@ -157,5 +157,5 @@ async def revoke(
 ) -> JSON:
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
-    count = await rt.store.accounts.revoke(owner_id(owner), name, origin=API)
+    count = await rt.store.revocations.revoke(owner_id(owner), name, origin=API)
     return JSON(shape.revoked(name, count))

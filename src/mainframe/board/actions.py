@@ -31,8 +31,8 @@ from mainframe.contract.text import printable
 from mainframe.logs import get_logger
 from mainframe.ratelimit import retry_after_header
 from mainframe.store import Conflict, StoreError
-from mainframe.store.accounts import digest
 from mainframe.store.audit import BOARD
+from mainframe.store.authentication import digest
 from mainframe.store.sessions import Session
 from mainframe.wiring import Runtime, RuntimeDep
 

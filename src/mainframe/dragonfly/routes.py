@@ -69,7 +69,7 @@ async def handshake(request: Request) -> JSON:
 async def rules(request: Request) -> JSON:
     """Every rule by name, and the hash the jobs carry."""
     surface = _surface(request)
-    await surface.store.accounts.worker(surface.presented(request))
+    await surface.store.authentication.worker(surface.presented(request))
     current = surface.rules.current()
     return JSON({"hash": current.hash, "rules": current.rules})
 

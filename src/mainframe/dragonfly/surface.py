@@ -14,7 +14,7 @@ from mainframe.dragonfly.rules import RulesDirectory
 from mainframe.dragonfly.session import ASSERTION_HEADER, COOKIE, PURPOSE, Session, SessionKeys
 from mainframe.settings import Settings
 from mainframe.store import Presented, Store, Unauthorized, Unavailable
-from mainframe.store.accounts import digest
+from mainframe.store.authentication import digest
 
 _BEARER = "bearer "
 NO_KEY = (
@@ -61,7 +61,7 @@ class Surface:
             raise Unavailable("sessions_unavailable", NO_KEY, retry_after=NO_KEY_RETRY_SECONDS)
         if not worker or not secret:
             raise Unauthorized("send CF-Access-Client-Id and CF-Access-Client-Secret")
-        found = await self.store.accounts.authenticate(secret)
+        found = await self.store.authentication.authenticate(secret)
         if (
             found is None
             or found.role != "worker"

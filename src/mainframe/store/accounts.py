@@ -5,31 +5,18 @@ change of an endpoint or a credential writes its audit row in its own transactio
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from mainframe.contract.names import name_problem
-from mainframe.store import audit, revoke, totals
+from mainframe.store import audit, totals
 from mainframe.store.audit import CLI, Action, Origin
+from mainframe.store.authentication import digest, issue_secret
 from mainframe.store.database import Database, Row, Tx, first, value
-from mainframe.store.errors import Conflict, Invalid, NotFound, Unauthorized
-from mainframe.store.records import EndpointRecord, Presented, Principal
+from mainframe.store.errors import Conflict, Invalid, NotFound
+from mainframe.store.records import EndpointRecord
 from mainframe.store.sql import Sql
 
-TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
-
-# One probe of the unique token_hash index and the endpoint's primary key.
-AUTHENTICATE = Sql(
-    "authenticate",
-    """
-    SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id,
-           endpoints.name, endpoints.revoked_at, tokens.id
-    FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
-    WHERE tokens.token_hash = :digest
-    """,
-)
 OWNER_ID = Sql("owner_id", "SELECT id FROM owners WHERE name = :name")
 ANY_OWNER = Sql("any_owner", "SELECT id FROM owners LIMIT 1")
 INSERT_OWNER = Sql(
@@ -144,27 +131,10 @@ class UnknownName(LookupError):
     """No owner or endpoint has that name."""
 
 
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def new_secret(role: str) -> str:
-    return TOKEN_PREFIX[role] + secrets.token_urlsafe(32)
-
-
 def _endpoint(row: Row | None) -> EndpointRecord | None:
     if row is None:
         return None
     return EndpointRecord(row[0], row[1], row[2], bool(row[3]), row[4])
-
-
-async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
-    """The principal behind a token digest, or None if unknown, deleted, or its endpoint
-    revoked."""
-    row = await first(tx, AUTHENTICATE, {"digest": secret_digest})
-    if row is None or row[5] is not None:
-        return None
-    return Principal(row[0], row[1], row[2], row[3], row[4], secret_digest, row[6])
 
 
 async def endpoint_by_name(tx: Tx, name: str) -> EndpointRecord | None:
@@ -234,7 +204,7 @@ async def issue_endpoint_token(
     tx: Tx, found: EndpointRecord, *, role: str, principal: str, origin: Origin
 ) -> tuple[TokenView, str]:
     """A worker or source credential of an endpoint, audited; returns it and its secret."""
-    secret = new_secret(role)
+    secret = issue_secret(role)
     view = await issue_token_row(
         tx, secret, role=role, principal=principal, owner_id=found.owner_id, endpoint_id=found.id
     )
@@ -261,7 +231,7 @@ async def delete_endpoint_token(
 async def issue_token(
     tx: Tx, *, role: str, principal: str, owner_id: int | None, endpoint_id: int | None
 ) -> str:
-    secret = new_secret(role)
+    secret = issue_secret(role)
     await issue_token_row(
         tx, secret, role=role, principal=principal, owner_id=owner_id, endpoint_id=endpoint_id
     )
@@ -308,8 +278,7 @@ async def _check_credential_name(tx: Tx, endpoint_id: int, name: str) -> None:
 
 class Accounts:
     """Owners, endpoints and credentials as an operator at the database sees them (the CLI,
-    so its changes are audited as `cli` unless told otherwise), authentication, and the
-    revocation cascade."""
+    so its changes are audited as `cli` unless told otherwise)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -380,18 +349,6 @@ class Accounts:
             found = await _named(tx, endpoint)
             await delete_endpoint_token(tx, found, token_id, origin=origin)
 
-    async def authenticate(self, secret: str) -> Principal | None:
-        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
-            return await authenticate(tx, digest(secret))
-
-    async def worker(self, caller: Presented) -> Principal:
-        """The live worker a presented token speaks for; Unauthorized for anything else."""
-        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
-            found = await authenticate(tx, caller.digest)
-        if found is None or found.role != "worker":
-            raise Unauthorized("unknown token, or not a worker's, or its endpoint is revoked")
-        return found
-
     async def owned_endpoints(self, owner_id: int) -> dict[int, str]:
         async with self.db.read() as tx:
             return await owned_endpoints(tx, owner_id)
@@ -400,24 +357,6 @@ class Accounts:
         """An owner's id by name (UnknownName if there is none)."""
         async with self.db.read() as tx:
             return await owner_id_by_name(tx, name)
-
-    async def revoke(self, owner_id: int, endpoint: str, *, origin: Origin) -> int:
-        """The silent cascade, audited with its count; returns how many scans it
-        dead-lettered."""
-        async with self.db.write() as tx:
-            found = await endpoint_by_name(tx, endpoint)
-            if found is None or found.owner_id != owner_id:
-                raise NotFound(f"no endpoint named {endpoint!r}")
-            if found.revoked_at is not None:
-                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
-            event = await revoke.revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
-            tx.events.append(event)
-            await totals.record(tx, [event])
-            await audit.record(
-                tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
-                count=event.dead_lettered,
-            )  # fmt: skip
-        return event.dead_lettered
 
 
 class Credentials:

@@ -12,7 +12,7 @@ import orjson
 
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, queries
+from mainframe.store import accounts, authentication, queries
 from mainframe.store.database import Database, Row, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
 from mainframe.store.names import EndpointNames
@@ -302,7 +302,7 @@ async def _gate(tx: Tx, caller: Caller | None, name: str | None) -> Gate:
 
 
 async def _principal(tx: Tx, caller: Caller) -> Principal:
-    found = await accounts.authenticate(tx, caller.digest)
+    found = await authentication.authenticate(tx, caller.digest)
     if found is None:
         raise Unauthorized("unknown token, or its endpoint is revoked")
     if found.role == "worker":

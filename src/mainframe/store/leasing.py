@@ -28,7 +28,7 @@ from mainframe.lifecycle.events import (
     ScanRef,
 )
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.store import accounts, causes, totals
+from mainframe.store import authentication, causes, totals
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database, Row, Tx
 from mainframe.store.errors import Unauthorized
@@ -272,7 +272,7 @@ def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object
 
 async def worker_of(tx: Tx, caller: Caller) -> Principal:
     """The worker behind a presented token; Unauthorized for anything else."""
-    found = await accounts.authenticate(tx, caller.digest)
+    found = await authentication.authenticate(tx, caller.digest)
     if found is None:
         raise Unauthorized("unknown token, or its endpoint is revoked")
     if found.role != "worker":

@@ -1,14 +1,17 @@
 """The revocation cascade: an operator kills an endpoint and everything it still held, in
 one transaction: its credentials stop working, its open attempts are closed, and every live
-scan becomes a dead letter with reason `endpoint_revoked`."""
+scan becomes a dead letter with reason `endpoint_revoked` (`Revocations.revoke`, audited)."""
 
 from __future__ import annotations
 
 from mainframe.lifecycle.causes import cause_of
 from mainframe.lifecycle.events import EndpointRevoked
 from mainframe.lifecycle.rules import AttemptOutcome
-from mainframe.store import causes
-from mainframe.store.database import Tx
+from mainframe.store import audit, causes, totals
+from mainframe.store.accounts import endpoint_by_name
+from mainframe.store.audit import Action, Origin
+from mainframe.store.database import Database, Tx
+from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.sql import Sql
 
 REVOKE_ENDPOINT = Sql(
@@ -60,3 +63,28 @@ async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> Endpoin
     await tx.run(CLOSE_HELD_ATTEMPTS, params | {"cause": revoked.key})
     ended = await tx.run(DEAD_LETTER_LIVE, params | {"cause": revoked.key})
     return EndpointRevoked(endpoint_id, endpoint, ended)
+
+
+class Revocations:
+    """An owner revoking one of its endpoints, over the API."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def revoke(self, owner_id: int, endpoint: str, *, origin: Origin) -> int:
+        """The silent cascade, audited with its count; returns how many scans it
+        dead-lettered."""
+        async with self.db.write() as tx:
+            found = await endpoint_by_name(tx, endpoint)
+            if found is None or found.owner_id != owner_id:
+                raise NotFound(f"no endpoint named {endpoint!r}")
+            if found.revoked_at is not None:
+                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
+            event = await revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
+            tx.events.append(event)
+            await totals.record(tx, [event])
+            await audit.record(
+                tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
+                count=event.dead_lettered,
+            )  # fmt: skip
+        return event.dead_lettered

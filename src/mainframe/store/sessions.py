@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store import audit
-from mainframe.store.accounts import authenticate, digest
 from mainframe.store.audit import Action, Origin
+from mainframe.store.authentication import authenticate, digest
 from mainframe.store.database import Database, first
 from mainframe.store.sql import Sql
 

@@ -13,6 +13,7 @@ from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.activity import Activity
 from mainframe.store.assignments import Assignments
+from mainframe.store.authentication import Authentication
 from mainframe.store.budget import Budget
 from mainframe.store.causes import Causes
 from mainframe.store.database import Database
@@ -31,6 +32,7 @@ from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.queues import Queues
 from mainframe.store.results import Results
 from mainframe.store.retention import Retention
+from mainframe.store.revoke import Revocations
 from mainframe.store.sessions import Sessions
 from mainframe.store.sql import Sql
 from mainframe.store.statistics import Statistics
@@ -49,8 +51,10 @@ class HostReport:
 class Store:
     db: Database
     clock: Clock
+    authentication: Authentication
     accounts: Accounts
     credentials: Credentials
+    revocations: Revocations
     intake: Intake
     leasing: Leasing
     results: Results
@@ -93,8 +97,10 @@ class Store:
         return cls(
             db=db,
             clock=process_clock,
+            authentication=Authentication(db),
             accounts=Accounts(db),
             credentials=Credentials(db),
+            revocations=Revocations(db),
             intake=Intake(db, names),
             leasing=leasing,
             results=Results(db, budget, policy, leasing, names, draws),
