@@ -12,3 +12,5 @@ MAX_NEXT = 100  # scans leased with a result at most (`?next=`)
 MAX_REPORTS = 100  # results in one batch report at most
 MAX_INTAKE_BATCH = 1000  # scans in one bulk submission at most
 MAX_URL_LENGTH = 2048  # characters in a hook URL at most
+MAX_SUMMARY = 8192  # characters in an attempt's summary at most
+MAX_ARTIFACT = 2048  # characters in an attempt's artifact (a report's URL or path) at most

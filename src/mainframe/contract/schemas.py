@@ -13,7 +13,13 @@ from pydantic import (
     StringConstraints,
 )
 
-from mainframe.contract.limits import MAX_ID, MAX_INTAKE_BATCH, MAX_REPORTS
+from mainframe.contract.limits import (
+    MAX_ARTIFACT,
+    MAX_ID,
+    MAX_INTAKE_BATCH,
+    MAX_REPORTS,
+    MAX_SUMMARY,
+)
 from mainframe.contract.names import Name
 
 
@@ -40,8 +46,8 @@ Label = Annotated[
 ]
 PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300), NoNul]
 PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200), NoNul]
-Summary = Annotated[str, StringConstraints(max_length=8192), NoNul]
-Artifact = Annotated[str, StringConstraints(max_length=2048), NoNul]
+Summary = Annotated[str, StringConstraints(max_length=MAX_SUMMARY), NoNul]
+Artifact = Annotated[str, StringConstraints(max_length=MAX_ARTIFACT), NoNul]
 AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=64), NoNul]
 Attempt = Annotated[int, Field(ge=1, le=1_000_000)]
 ScanId = Annotated[int, Field(ge=1, le=MAX_ID)]
