@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import jwt
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -191,6 +192,19 @@ def test_a_failure_body_is_a_retryable_failure_with_its_reason() -> None:
     assert report.summary == "r" * 8192 and report.result is None
 
 
+def test_a_body_is_held_to_the_contracts_bounds_and_nul_check() -> None:
+    # The same checks as /api/v1's result: a NUL is refused alike on both databases.
+    for field, value in (("name", "a\x00"), ("version", "v" * 201), ("assignment_id", "a\x00")):
+        body = {"name": "a", "version": "1", "reason": "r", "attempt": 1, "assignment_id": "a-1"}
+        with pytest.raises(Invalid) as refused:
+            read_report(orjson.dumps(body | {field: value}))
+        assert refused.value.field == f"body.{field}"
+    scored = {"score": 1, "rules_matched": [], "commit": "c"}
+    for inspector_url, artifact in (("u" * 2048, "u" * 2048), ("u" * 2049, None), ("u\x00", None)):
+        body = {"name": "a", "version": "1", "inspector_url": inspector_url} | scored
+        assert read_report(orjson.dumps(body)).report.artifact == artifact
+
+
 def candidate(scan_id: int, status: Status, worker: str | None = None) -> Candidate:
     return Candidate(scan_id, status, worker, f"a-{scan_id}")
 
@@ -222,9 +236,11 @@ def _imports(path: Path) -> set[str]:
 
 
 SOURCE = Path(mainframe.__file__).parent
-# What the dragonfly shell may use: the store and the lifecycle, and the leaf modules.
+# What the dragonfly shell may use: the store, the lifecycle, the contract, the shells' shared
+# reply shapes and web parts, and the leaf modules.
 ALLOWED = ("mainframe.dragonfly", "mainframe.store", "mainframe.lifecycle", "mainframe.clock",
-           "mainframe.settings", "mainframe.logs", "mainframe.contract")  # fmt: skip
+           "mainframe.settings", "mainframe.logs", "mainframe.contract", "mainframe.shapes",
+           "mainframe.web")  # fmt: skip
 
 
 def test_the_dragonfly_package_uses_only_the_store_and_leaves() -> None:

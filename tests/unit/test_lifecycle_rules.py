@@ -46,9 +46,10 @@ def test_retryable_failure_requeues_below_the_cap_and_dead_letters_at_it(
 def test_echo_must_be_both_or_neither() -> None:
     assert require_echo_pair(1, "x") is True
     assert require_echo_pair(None, None) is False
-    for partial in ((1, None), (None, "x")):
-        with pytest.raises(EchoError):
+    for partial, missing in (((1, None), "assignment_id"), ((None, "x"), "attempt")):
+        with pytest.raises(EchoError) as refused:
             require_echo_pair(*partial)
+        assert refused.value.missing == missing
 
 
 @pytest.mark.parametrize(

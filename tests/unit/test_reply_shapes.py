@@ -1,5 +1,6 @@
-"""Every reply the shells build (mainframe.shapes) has exactly the fields of its contract model:
-no field the model lacks, none it requires left out, each value of the model's type. Records
+"""Every reply the shells build (mainframe.shapes, and the dragonfly surface's own in
+mainframe.dragonfly.replies) has exactly the fields of its contract model: no field the model
+lacks, none it requires left out, each value of the model's type. Records
 are filled from their type hints twice, once with every optional field empty and once with
 every one set, so a new record field or contract field cannot slip past unseen."""
 
@@ -16,8 +17,12 @@ import orjson
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from mainframe.contract import hook_schemas, operator_schemas, schemas
+from mainframe.contract import dragonfly_schemas, hook_schemas, operator_schemas, schemas
 from mainframe.contract.vocabulary import Action
+from mainframe.dragonfly import replies as dragonfly
+from mainframe.dragonfly.routes import router as dragonfly_router
+from mainframe.dragonfly.rules import RuleSet
+from mainframe.dragonfly.session import Session
 from mainframe.shapes import hooks, operator, scans
 from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
@@ -37,6 +42,9 @@ from mainframe.store.records import Job, ScanRecord
 from mainframe.store.redrive import Redriven
 
 NOW = 1_780_000_000_000_000  # µs: a valid time, and a valid count or id
+NOW_S = NOW // 1_000_000  # the same time in seconds, as a session's `exp`
+# A payload whose distributions a dragonfly job passes on (its list is not empty).
+DOWNLOADS = '{"distributions": ["https://files.example/a-1.0.tar.gz"]}'
 # Valid JSON text too: stored payloads and results are embedded as they are.
 TEXT = '"text"'
 
@@ -191,6 +199,18 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
         lambda e: hooks.created(filled(HookView, empty=e), "whsec_x"),
     ),
     hooks.rotation: (hook_schemas.HookRotated, lambda e: hooks.rotation(filled(Rotation, empty=e))),
+    dragonfly.session: (
+        dragonfly_schemas.SessionPublic,
+        lambda e: dragonfly.session(filled(Session, empty=e, expires=NOW_S)),
+    ),
+    dragonfly.rule_set: (
+        dragonfly_schemas.RulesPublic,
+        lambda e: dragonfly.rule_set(filled(RuleSet, empty=e)),
+    ),
+    dragonfly.job: (
+        dragonfly_schemas.DragonflyJob,
+        lambda e: dragonfly.job(filled(Job, empty=e, payload=None if e else DOWNLOADS), "hash"),
+    ),
 }
 # Parts of a reply, or not a reply: each is covered through the reply that uses it.
 PARTS = {operator.card, operator.audit_entry, operator.audit_target, operator.cursor}
@@ -220,13 +240,22 @@ def test_every_reply_has_exactly_its_models_fields(build: Callable[..., Any], em
 def test_every_function_of_the_shapes_is_held_to_a_model() -> None:
     public = {
         obj
-        for module in (scans, operator, hooks)
+        for module in (scans, operator, hooks, dragonfly)
         for name, obj in vars(module).items()
         if inspect.isfunction(obj)
         and obj.__module__ == module.__name__
         and not name.startswith("_")
     }
     assert public - set(REPLIES) - PARTS == set()
+
+
+def test_every_dragonfly_route_names_a_model_its_reply_is_held_to() -> None:
+    # The routes are not in the OpenAPI document; their models are checked here instead.
+    held = {model for model, _ in REPLIES.values()}
+    for route in dragonfly_router.routes:
+        model = getattr(route, "response_model", None)
+        assert model is not None, f"{route} names no reply model"
+        assert (get_args(model) or (model,))[0] in held, f"{route}: {model} is held to nothing"
 
 
 @pytest.mark.parametrize("reason", [None, "attempts_exhausted"])

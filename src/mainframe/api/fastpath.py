@@ -17,10 +17,9 @@ from pydantic_core import ErrorDetails
 
 from mainframe.api.deps import Runtime
 from mainframe.store import Presented, Unauthorized
-from mainframe.store.authentication import digest
+from mainframe.web import bearer
 
 M = TypeVar("M", bound=BaseModel)
-_PREFIX = "bearer "
 
 
 class BadJson(Exception):
@@ -49,10 +48,9 @@ def body_doc(model: type[BaseModel]) -> dict[str, Any]:
 def presented(request: Request, role: str = "worker") -> tuple[Runtime, Presented]:
     """The runtime and the bearer token as presented (checked by the store's statement)."""
     rt: Runtime = request.app.state.runtime
-    header = request.headers.get("authorization", "")
-    if header[: len(_PREFIX)].lower() != _PREFIX:
+    found = bearer(request)
+    if found is None:
         raise Unauthorized(f"send 'Authorization: Bearer <{role} token>'")
-    found = Presented(digest(header[len(_PREFIX) :].strip()))
     rt.store.usage.note(found.digest)  # the credential's last use, flushed coarsely later
     return rt, found
 

@@ -135,9 +135,7 @@ def _echo(body: Echo) -> tuple[int | None, str | None]:
     try:
         require_echo_pair(body.attempt, body.assignment_id)
     except EchoError as exc:
-        raise Invalid(
-            "body.assignment_id" if body.assignment_id is None else "body.attempt", str(exc)
-        ) from None
+        raise Invalid(f"body.{exc.missing}", str(exc)) from None
     return body.attempt, body.assignment_id
 
 

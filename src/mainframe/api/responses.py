@@ -1,19 +1,16 @@
-"""Fast JSON responses (orjson) and the one error body shape: {"error": CODE, "detail": ...}."""
+"""The one error body shape, {"error": CODE, "detail": ...}, sent as the shells' JSON reply
+(`web.py::JSON`, orjson)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
-from starlette.responses import Response
 from starlette.types import Send
 
+from mainframe.web import JSON
 
-class JSON(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+__all__ = ["JSON", "error", "send_error"]
 
 
 def error(

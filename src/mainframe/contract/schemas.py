@@ -20,6 +20,7 @@ from mainframe.contract.limits import (
     MAX_ID,
     MAX_INTAKE_BATCH,
     MAX_REPORTS,
+    MAX_SUMMARY,
 )
 from mainframe.contract.names import Name
 
@@ -47,7 +48,7 @@ Label = Annotated[
 ]
 PackageName = Annotated[str, StringConstraints(min_length=1, max_length=300), NoNul]
 PackageVersion = Annotated[str, StringConstraints(min_length=1, max_length=200), NoNul]
-Summary = Annotated[str, StringConstraints(max_length=8192), NoNul]
+Summary = Annotated[str, StringConstraints(max_length=MAX_SUMMARY), NoNul]
 Artifact = Annotated[str, StringConstraints(max_length=MAX_ARTIFACT), NoNul]
 AssignmentId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ASSIGNMENT_ID), NoNul]
 Attempt = Annotated[int, Field(ge=1, le=MAX_ATTEMPT)]

@@ -1,8 +1,7 @@
-"""Jobs as a dragonfly worker reads them. The worker downloads every entry of
-`distributions` and ends on one it cannot parse as an absolute http(s) URL with a host, so a
-scan's `payload.distributions` is passed on only when every entry is one; otherwise the job
-carries none. Mainframe's own fields (`attempt`, `assignment_id`, `scan_id`) ride along:
-the worker ignores keys it does not know."""
+"""What a dragonfly worker's job poll needs of its own: its `batch`, and the distributions
+rule. The worker downloads every entry of `distributions` and ends on one it cannot parse as
+an absolute http(s) URL with a host, so a scan's `payload.distributions` is passed on only
+when every entry is one; otherwise the job carries none (`replies.py::job`)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from mainframe.contract.limits import MAX_LEASE_BATCH
-from mainframe.store import Invalid, Job
+from mainframe.store import Invalid
 
 # Scans leased at most per poll, as the job poll of /api/v1 allows.
 MAX_BATCH = MAX_LEASE_BATCH
@@ -69,16 +68,3 @@ def distributions(payload: str | None) -> list[str]:
     if isinstance(found, list) and all(is_download_url(url) for url in found):
         return list(found)
     return []
-
-
-def job(leased: Job, rules_hash: str) -> dict[str, Any]:
-    """One leased scan in the shape the worker reads."""
-    return {
-        "name": leased.name,
-        "version": leased.version,
-        "distributions": distributions(leased.payload),
-        "hash": rules_hash,
-        "attempt": leased.attempt,
-        "assignment_id": leased.assignment_id,
-        "scan_id": leased.scan_id,
-    }

@@ -3,33 +3,24 @@ poll and the result. Each reads what it needs from the request, calls the store 
 own routes do (so the same leases, closes, events, dead letters, metrics, logs and hooks
 follow) and shapes the reply the worker reads. Refusals are the store's errors, answered by
 the app's one error body. The routes are not in Mainframe's OpenAPI document: their contract
-is the worker's (docs/dragonfly.md)."""
+is the worker's (docs/dragonfly.md); each names its reply's model all the same."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from fastapi import APIRouter
 from starlette.requests import Request
-from starlette.responses import Response
 
-from mainframe.clock import MICROS, rfc3339
-from mainframe.dragonfly import jobs
+from mainframe.contract.dragonfly_schemas import DragonflyJob, RulesPublic, SessionPublic
+from mainframe.contract.schemas import ResultPublic
+from mainframe.dragonfly import jobs, replies
 from mainframe.dragonfly.reports import read_report
 from mainframe.dragonfly.session import COOKIE
 from mainframe.dragonfly.surface import Surface
-from mainframe.store import Closed
+from mainframe.shapes import scans as shapes
+from mainframe.web import JSON
 
 PREFIX = "/dragonfly"
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
-
-
-class JSON(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
 
 
 def _surface(request: Request) -> Surface:
@@ -44,20 +35,14 @@ def session_cookie(token: str, *, path: str, secure: bool) -> str:
     return f"{COOKIE}={token}; Path={path}; HttpOnly" + ("; Secure" if secure else "")
 
 
-@router.get("")
+@router.get("", response_model=SessionPublic)
 async def handshake(request: Request) -> JSON:
     """Cloudflare Access's part: a worker token's name and secret in, a session cookie out."""
     headers = request.headers
     session, token = await _surface(request).handshake(
         headers.get("cf-access-client-id"), headers.get("cf-access-client-secret")
     )
-    reply = JSON(
-        {
-            "common_name": session.worker,
-            "exp": session.expires,
-            "expires_at": rfc3339(session.expires * MICROS),
-        }
-    )
+    reply = JSON(replies.session(session))
     path = request.url.path.rstrip("/") or PREFIX
     reply.headers.append(
         "set-cookie", session_cookie(token, path=path, secure=request.url.scheme == "https")
@@ -65,16 +50,15 @@ async def handshake(request: Request) -> JSON:
     return reply
 
 
-@router.get("/rules")
+@router.get("/rules", response_model=RulesPublic)
 async def rules(request: Request) -> JSON:
     """Every rule by name, and the hash the jobs carry."""
     surface = _surface(request)
     await surface.store.authentication.worker(surface.presented(request))
-    current = surface.rules.current()
-    return JSON({"hash": current.hash, "rules": current.rules})
+    return JSON(replies.rule_set(surface.rules.current()))
 
 
-@router.post("/jobs")
+@router.post("/jobs", response_model=list[DragonflyJob])
 async def lease_jobs(request: Request) -> JSON:
     """The job poll: up to `batch` due scans of the worker's endpoint, leased as by /api/v1."""
     surface = _surface(request)
@@ -82,10 +66,10 @@ async def lease_jobs(request: Request) -> JSON:
     batch = jobs.batch_of(request.query_params.get("batch"))
     leased = await surface.store.leasing.lease(caller, batch)
     rules_hash = surface.rules.current().hash
-    return JSON([jobs.job(job, rules_hash) for job in leased])
+    return JSON([replies.job(job, rules_hash) for job in leased])
 
 
-@router.put("/package")
+@router.put("/package", response_model=ResultPublic)
 async def report_package(request: Request) -> JSON:
     """A result for (name, version): it closes the attempt of the scan leased to this worker,
     through the same close as /api/v1's result route."""
@@ -103,16 +87,4 @@ async def report_package(request: Request) -> JSON:
     if outcome.error is not None:
         raise outcome.error
     assert outcome.closed is not None
-    return JSON(_closed(outcome.closed))
-
-
-def _closed(closed: Closed) -> dict[str, Any]:
-    return {
-        "scan_id": closed.scan_id,
-        "status": closed.status.value,
-        "attempt_count": closed.attempt,
-        "available_at": rfc3339(closed.available_at),
-        "finished_at": rfc3339(closed.finished_at),
-        "dead_lettered_at": rfc3339(closed.dead_lettered_at),
-        "fail_reason": closed.fail_reason,
-    }
+    return JSON(shapes.closed(outcome.closed))

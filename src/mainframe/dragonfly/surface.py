@@ -14,9 +14,8 @@ from mainframe.dragonfly.rules import RulesDirectory
 from mainframe.dragonfly.session import ASSERTION_HEADER, COOKIE, PURPOSE, Session, SessionKeys
 from mainframe.settings import Settings
 from mainframe.store import Presented, Store, Unauthorized, Unavailable
-from mainframe.store.authentication import digest
+from mainframe.web import bearer
 
-_BEARER = "bearer "
 NO_KEY = (
     "dragonfly sessions need a key: set MAINFRAME_SECRET_KEY (a Fernet key, the one hooks use) "
     "on every server process"
@@ -42,9 +41,9 @@ class Surface:
         return found
 
     def _presented(self, request: Request) -> Presented:
-        header = request.headers.get("authorization", "")
-        if header[: len(_BEARER)].lower() == _BEARER:
-            return Presented(digest(header[len(_BEARER) :].strip()))
+        found = bearer(request)
+        if found is not None:
+            return found
         token = request.headers.get(ASSERTION_HEADER) or request.cookies.get(COOKIE)
         if not token:
             raise Unauthorized(HANDSHAKE_FIRST)

@@ -79,13 +79,17 @@ def lapse_dead_letter_reason(*, waiting: bool) -> DeadLetterReason:
 
 
 class EchoError(ValueError):
-    """A result echoed one assignment field without the other."""
+    """A result echoed one assignment field without the other; `missing` names the other."""
+
+    def __init__(self, missing: str) -> None:
+        super().__init__("attempt and assignment_id must be sent together, or both omitted")
+        self.missing = missing
 
 
 def require_echo_pair(attempt: int | None, assignment_id: str | None) -> bool:
     """True when both fields are echoed, False when neither is; one alone is an error."""
     if (attempt is None) != (assignment_id is None):
-        raise EchoError("attempt and assignment_id must be sent together, or both omitted")
+        raise EchoError("assignment_id" if assignment_id is None else "attempt")
     return attempt is not None
 
 
