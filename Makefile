@@ -33,7 +33,7 @@ test: lint typecheck  ## the whole suite: lint, types, unit, integration, end to
 	$(BIN)/pytest tests/faults
 
 check: lint typecheck  ## the inner loop: unit tests and the SQLite half of integration, no server
-	MAINFRAME_TEST_DATABASES=sqlite $(BIN)/pytest tests/unit tests/integration -q -m "not slow"
+	MAINFRAME_TEST_DATABASES=sqlite $(BIN)/pytest -n 2 --dist loadfile tests/unit tests/integration -q -m "not slow"
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
