@@ -189,50 +189,22 @@ port = 0
 
 
 @contextmanager
-def silent_port() -> Iterator[int]:
-    """A port that accepts connections and never answers."""
+def loopback_port(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A loopback port whose every accepted connection is given to `handle`, until the
+    block ends; connections `handle` leaves open are closed then."""
     listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        for conn in held:
-            conn.close()
-        listener.close()
-
-
-@contextmanager
-def resetting_port() -> Iterator[int]:
-    """A port that accepts each connection, reads the request and resets it (RST)."""
-    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    accepted: list[socket.socket] = []
     stop = threading.Event()
 
     def serve() -> None:
-        listener.settimeout(0.1)
         while not stop.is_set():
             try:
-                conn, _ = listener.accept()
+                conn = listener.accept()[0]
             except TimeoutError:
                 continue
-            conn.settimeout(1)
-            with contextlib.suppress(OSError):
-                conn.recv(65536)
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.close()
+            accepted.append(conn)
+            handle(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -241,7 +213,22 @@ def resetting_port() -> Iterator[int]:
     finally:
         stop.set()
         thread.join(timeout=5)
+        for conn in accepted:
+            conn.close()
         listener.close()
+
+
+def never_answer(_conn: socket.socket) -> None:
+    """Keep the connection open and say nothing."""
+
+
+def reset(conn: socket.socket) -> None:
+    """Read the request, then reset the connection (RST, not FIN)."""
+    conn.settimeout(1)
+    with contextlib.suppress(OSError):
+        conn.recv(65536)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
 
 
 def watch_config(tmp_path: Path, url: str, sink: str, timeout_s: float = 5.0) -> Path:
@@ -306,8 +293,7 @@ def test_each_status_is_recorded_under_its_class_and_retried_or_not(
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["timeout", "reset"])
 def test_no_answer_and_a_reset_are_classes_of_their_own(tmp_path: Path, kind: str) -> None:
-    place = silent_port if kind == "timeout" else resetting_port
-    with place() as port:
+    with loopback_port(never_answer if kind == "timeout" else reset) as port:
         url = f"http://127.0.0.1:{port}"
         config = load_config(watch_config(tmp_path, url, "http://127.0.0.1:1", timeout_s=0.5))
         clock = FakeClock(time.time_ns() // 1000)

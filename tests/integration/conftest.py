@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from mainframe.lifecycle.events import Event
 from mainframe.settings import Settings
 from mainframe.store import Budget, Principal, Publish, ScanRecord, ScanSpec, Store, open_database
 from mainframe.store.engine import create_store_engine
+from mainframe.watch.database import create_watch_engine
 from tests.blocking import Blocking, portal
 
 JOB_TIMEOUT = 30.0
@@ -201,3 +202,17 @@ def api(database_url: str) -> Iterator[Api]:
         worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
         other_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
         yield Api(client, owner, other_owner, source, worker, other_worker)
+
+
+@pytest.fixture
+def engines(watch_database_url: str) -> Iterator[Callable[[], Engine]]:
+    """Engines on one watcher database, each as a separate watcher process would have."""
+    made: list[Engine] = []
+
+    def make() -> Engine:
+        made.append(create_watch_engine(watch_database_url))
+        return made[-1]
+
+    yield make
+    for engine in made:
+        engine.dispose()

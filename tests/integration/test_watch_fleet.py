@@ -6,7 +6,7 @@ with the same window times never share a window, an alert or an outbox row."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import Engine
 
 from mainframe.clock import MICROS, FakeClock
-from mainframe.watch.database import create_watch_engine
 from mainframe.watch.engine import DELIVERY_ALERT
 from mainframe.watch.engine import Engine as WatchEngine
 from mainframe.watch.observations import Observation, PollClass
@@ -38,20 +37,6 @@ from tests.integration.test_watch_engine import (
 
 T = 1_790_000_040 * MICROS  # a minute boundary
 HOLD = 30 * MICROS
-
-
-@pytest.fixture
-def engines(watch_database_url: str) -> Iterator[Callable[[], Engine]]:
-    """Engines on the one database, each as a separate watcher process would have."""
-    made: list[Engine] = []
-
-    def make() -> Engine:
-        made.append(create_watch_engine(watch_database_url))
-        return made[-1]
-
-    yield make
-    for engine in made:
-        engine.dispose()
 
 
 @dataclass

@@ -5,14 +5,13 @@ claims and re-sends, and observer health."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import Engine
 
 from mainframe.clock import MICROS
-from mainframe.watch.database import create_watch_engine
 from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import AlertState
 from mainframe.watch.state import AlertUpdate, WatchStore
@@ -21,19 +20,6 @@ from mainframe.watch.windows import Window
 T = 1_790_000_040 * MICROS
 LEASE = 30 * MICROS
 W1, W2 = Window(T - 120 * MICROS, 60), Window(T - 60 * MICROS, 60)
-
-
-@pytest.fixture
-def engines(watch_database_url: str) -> Iterator[Callable[[], Engine]]:
-    made: list[Engine] = []
-
-    def make() -> Engine:
-        made.append(create_watch_engine(watch_database_url))
-        return made[-1]
-
-    yield make
-    for engine in made:
-        engine.dispose()
 
 
 @pytest.fixture

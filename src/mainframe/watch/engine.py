@@ -247,7 +247,7 @@ class Engine:
         """Ask the shared quota for leave, waiting while the wait fits in max_wait_s."""
         bound = to_us(self.max_wait_s)
         hold = slot_hold_us(requests=self.source.requests_per_poll, timeout_s=self.source.timeout_s)
-        spent, waited = 0, False
+        spent = 0
         while True:
             got = self.store.acquire(
                 self.quota,
@@ -256,21 +256,19 @@ class Engine:
                 hold_us=hold,
                 max_wait_us=bound - spent,
             )
-            if isinstance(got, Permit) and got.wait_us == 0:
-                break
-            waited = True
-            wait = got.wait_us if isinstance(got, Permit) else max(got.retry_in_us, MIN_ASK_US)
-            if not isinstance(got, Permit) and spent + wait > bound:
+            if isinstance(got, Permit):
+                if got.wait_us:  # tokens reserved ahead of their time: go at that time
+                    self.sleep(got.wait_us / MICROS)
+                if got.wait_us or spent:
+                    self._waited(report)
+                return got
+            wait = max(got.retry_in_us, MIN_ASK_US)
+            if spent + wait > bound:
                 self._waited(report)
                 report.held = got.reason
                 return None
             self.sleep(wait / MICROS)
-            if isinstance(got, Permit):
-                break
             spent += wait
-        if waited:
-            self._waited(report)
-        return got
 
     def _waited(self, report: TickReport) -> None:
         report.quota_waits += 1
