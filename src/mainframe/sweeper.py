@@ -25,7 +25,8 @@ PRUNE_BATCH = 500
 PRUNE_PAUSE_SECONDS = 0.05
 # How often the planner's statistics are checked on PostgreSQL (store/statistics.py).
 STATISTICS_SECONDS = 5.0
-# How often the credentials requests presented have their last use written (store/usage.py).
+# How often the credentials requests presented have their last use written
+# (store/authentication.py).
 TOKEN_USE_SECONDS = 30.0
 # How often this process's activity counts are added to the database (store/activity.py).
 ACTIVITY_SECONDS = 5.0
@@ -116,7 +117,7 @@ async def keep_token_use(store: Store, *, every: float) -> None:
     while True:
         await asyncio.sleep(every)
         try:
-            await store.usage.flush()
+            await store.authentication.flush()
         except Exception as exc:  # the next round writes them; a last use is a hint
             log.warning("token_use_flush_failed", error=f"{type(exc).__name__}: {exc}")
 

@@ -55,7 +55,7 @@ class Runtime:
         # must stop working at once in every server process (one unique-index probe).
         found = await self.store.authentication.authenticate(secret)
         if found is not None:
-            self.store.usage.note(found.digest)
+            self.store.authentication.note(found.digest)
         return found
 
 
@@ -105,7 +105,7 @@ async def serving(rt: Runtime, *, sweeper: bool = True) -> AsyncIterator[None]:
         if rt.dispatcher is not None:
             await rt.dispatcher.stop()
         with contextlib.suppress(Exception):  # a last use is a hint, never a failed stop
-            await rt.store.usage.flush()
+            await rt.store.authentication.flush()
         with contextlib.suppress(Exception):  # nor are the charts' counts
             await rt.store.activity.flush()
         await rt.store.close()

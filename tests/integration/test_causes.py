@@ -106,7 +106,7 @@ def test_lapsed_leases_operator_fails_and_revocations_have_their_causes(world: W
     failed = world.submit("failed-by-hand")
     for _ in range(MAX_ATTEMPTS):
         world.store.leasing.lease(world.worker, 1)
-        world.store.results.operator_fail(
+        world.store.interventions.fail(
             world.owner.owner_id, failed, retryable=True, summary="stuck on host 10.0.0.7"
         )
     live = [world.submit(f"live-{i}") for i in range(3)]

@@ -37,17 +37,18 @@ from mainframe.store import (
     activity,
     assignments,
     authentication,
-    causes,
+    closing,
     deliveries,
     hooks,
     intake,
+    interventions,
     leasing,
-    names,
     open_database,
     overview,
     packages,
     queries,
     queues,
+    records,
     refusals,
     replays,
     results,
@@ -56,10 +57,10 @@ from mainframe.store import (
     sessions,
     stats,
     totals,
-    usage,
 )
 from mainframe.store import audit as store_audit
 from mainframe.store.closing import Report, plan
+from mainframe.store.database import REGISTRY, Sql
 from mainframe.store.engine import create_store_engine
 from mainframe.store.schema import (
     audit,
@@ -71,7 +72,6 @@ from mainframe.store.schema import (
     tokens,
 )
 from mainframe.store.search import terms
-from mainframe.store.sql import REGISTRY, Sql
 from mainframe.store.statistics import Statistics
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.integration import test_dead_letter_plans
@@ -207,7 +207,7 @@ def _fill_accounts(conn: Connection) -> None:
             {"endpoint_id": e, "outcome": outcome, "shard": shard, "count": 0}
             for e in range(1, ENDPOINTS + 1)
             for outcome in totals.OUTCOMES
-            for shard in range(totals.SHARDS)
+            for shard in range(closing.SHARDS)
         ],
     )
 
@@ -349,7 +349,7 @@ CASES = {
                           {"items": orjson.dumps([FINISH, RETRY, ROLLOUT]).decode(),
                            "worker": "w1", "endpoint": 1},
                           (PK, r"^SCAN item VIRTUAL TABLE INDEX"), None),
-    "close_as_operator": Case(results.CLOSE_AS_OPERATOR, FINISH, PK, PG_PK),
+    "close_as_operator": Case(interventions.CLOSE_AS_OPERATOR, FINISH, PK, PG_PK),
     "replayed_result": Case(replays.ANSWERED,
                             {"scan": FINISHED_ID, "assignment": "a-7", "worker": "w1",
                              "endpoint": 2},
@@ -362,7 +362,7 @@ CASES = {
                                                   "worker": "w1"},
                           PK, PG_PK + "|" + PG_PENDING, sorts=SORTS_ON_PG),
     "diagnose_refusal": Case(refusals.DIAGNOSE, {"scan": PENDING_ID, "endpoint": 1}, PK, PG_PK),
-    "fail_unleased": Case(results.FAIL_UNLEASED, {"scan": QUARANTINED_ID}, PK, PG_PK),
+    "fail_unleased": Case(interventions.FAIL_UNLEASED, {"scan": QUARANTINED_ID}, PK, PG_PK),
     # A result keyed by package: the key's live scans, and its newest ended one walked
     # backwards (a finished scan of endpoint 1, so the refusal path is what is planned).
     "package_scans": Case(packages.PACKAGE_SCANS,
@@ -478,7 +478,9 @@ CASES = {
     "endpoint_tokens": Case(accounts.ENDPOINT_TOKENS, {"endpoint": 1},
                             sqlite_index("ix_tokens_endpoint", "tokens"),
                             pg_small("tokens", "ix_tokens_endpoint")),
-    "touch_token": Case(usage.TOUCH, {"digest": WORKER, "coarse": 60_000_000}, WHO, PG_WHO),
+    "touch_token": Case(
+        authentication.TOUCH, {"digest": WORKER, "coarse": 60_000_000}, WHO, PG_WHO
+    ),
     "lock_endpoint_for_token": Case(accounts.LOCK_ENDPOINT, {"endpoint": 1},
                                     sqlite_pk("endpoints"),
                                     pg_small("endpoints", "endpoints_pkey")),
@@ -488,7 +490,7 @@ CASES = {
     "delete_token": Case(accounts.DELETE_TOKEN, {"token": 5, "endpoint": 1}, sqlite_pk("tokens"),
                          pg_index("(tokens_pkey|ix_tokens_endpoint)", "tokens")),
     # Outcome totals: a few rows per endpoint, read whole for the fleet.
-    "bump_totals": Case(totals.BUMP, {"n": 1, "endpoint": 1, "outcome": "finished", "shard": 3},
+    "bump_totals": Case(closing.BUMP, {"n": 1, "endpoint": 1, "outcome": "finished", "shard": 3},
                         sqlite_index("sqlite_autoindex_scan_totals_1", "scan_totals"),
                         pg_index("scan_totals_pkey", "scan_totals")),
     "outcome_totals": Case(totals.TOTALS, {}, r"^SCAN scan_totals$",
@@ -566,7 +568,7 @@ CASES = {
                         sqlite_index("ix_scans_pending_lease"),
                         pg_index("(ix_scans_pending_lease|ix_scans_lease_due)"), sorts=SORTS),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
-    "name_cause": Case(causes.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
+    "name_cause": Case(closing.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
                        NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),
     "record_delivery_minute": Case(deliveries.RECORD_MINUTE,
                                    {"endpoint": 1, "attempts": 1, "failures": 0}, NO_READ,
@@ -593,7 +595,7 @@ CASES = {
                                             "board_sessions"),
                                pg_index("board_sessions_pkey", "board_sessions")),
     # Endpoint names, read once per process.
-    "endpoint_name": Case(names.ENDPOINT_NAME, {"endpoint": 1}, sqlite_pk("endpoints"),
+    "endpoint_name": Case(records.ENDPOINT_NAME, {"endpoint": 1}, sqlite_pk("endpoints"),
                           pg_small("endpoints", "endpoints_pkey")),
     "add_to_audit_count": Case(store_audit.ADD_TO_COUNT, {"n": 1, "audit": 1}, sqlite_pk("audit"),
                                pg_index("audit_pkey", "audit")),

@@ -187,9 +187,7 @@ def test_a_result_on_an_attempt_the_operator_failed_is_a_conflict(world: World) 
     assert world.owner.owner_id is not None
     scan_id = world.submit()
     [job] = world.store.leasing.lease(world.worker, 1)
-    world.store.results.operator_fail(
-        world.owner.owner_id, scan_id, retryable=False, summary="stuck"
-    )
+    world.store.interventions.fail(world.owner.owner_id, scan_id, retryable=False, summary="stuck")
     conflict = conflict_of(world, scan_id, report(job, "failed", retryable=False, summary="stuck"))
     assert (conflict.accepted.outcome, conflict.accepted.status) == ("failed", "FAILED")
 
@@ -411,14 +409,12 @@ def test_operator_fail_behaves_like_the_worker(world: World) -> None:
     scan_id = world.submit()
     for _ in range(MAX_ATTEMPTS):
         world.store.leasing.lease(world.worker, 1)
-        scan = world.store.results.operator_fail(
+        scan = world.store.interventions.fail(
             world.owner.owner_id, scan_id, retryable=True, summary="operator"
         )
     assert scan.status is Status.FAILED and scan.fail_reason == "attempts_exhausted"
     with pytest.raises(Stale):
-        world.store.results.operator_fail(
-            world.owner.owner_id, scan_id, retryable=True, summary=None
-        )
+        world.store.interventions.fail(world.owner.owner_id, scan_id, retryable=True, summary=None)
 
 
 def test_revocation_cascade_is_silent_and_total(world: World) -> None:

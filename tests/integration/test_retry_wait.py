@@ -13,8 +13,8 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import QueueState, Status
 from mainframe.store import Report
+from mainframe.store.database import Sql
 from mainframe.store.postgres import PgTx
-from mainframe.store.sql import Sql
 from mainframe.store.sqlite import SqliteTx
 from tests.integration.conftest import (
     JOB_TIMEOUT,
@@ -123,7 +123,7 @@ def test_an_operators_retryable_fail_waits_too(waiting: World) -> None:
     waiting.store.leasing.lease(waiting.worker, 1)
     owner = waiting.owner.owner_id
     assert owner is not None
-    scan = waiting.store.results.operator_fail(owner, scan_id, retryable=True, summary="flaky")
+    scan = waiting.store.interventions.fail(owner, scan_id, retryable=True, summary="flaky")
     assert scan.status is Status.QUEUED and scan.available_at is not None
     assert scan.available_at - waiting.clock.now_us() < BASE * S
 

@@ -5,8 +5,7 @@ the board and the CLI show it."""
 from __future__ import annotations
 
 from mainframe.clock import rfc3339
-from mainframe.store.authentication import digest
-from mainframe.store.usage import COARSE_US
+from mainframe.store.authentication import COARSE_US, digest
 from tests.blocking import Blocking
 from tests.integration import test_board_pages
 from tests.integration.conftest import Api, World
@@ -22,20 +21,20 @@ def last_used(world: World, name: str) -> int | None:
 
 def test_a_flush_writes_the_last_use_at_most_once_a_minute(world: World) -> None:
     assert last_used(world, "w1") is None
-    world.store.usage.note(world.worker.digest)
-    world.store.usage.note(digest("mfw_not-a-token"))  # names nothing: changes nothing
-    assert world.store.usage.flush() == 2
+    world.store.authentication.note(world.worker.digest)
+    world.store.authentication.note(digest("mfw_not-a-token"))  # names nothing: changes nothing
+    assert world.store.authentication.flush() == 2
     first = world.clock.now_us()
     assert last_used(world, "w1") == first and last_used(world, "w2") is None
     world.clock.advance(30)
-    world.store.usage.note(world.worker.digest)
-    world.store.usage.flush()
+    world.store.authentication.note(world.worker.digest)
+    world.store.authentication.flush()
     assert last_used(world, "w1") == first  # within the minute: not written again
     world.clock.advance(COARSE_US / 1_000_000)
-    world.store.usage.note(world.worker.digest)
-    world.store.usage.flush()
+    world.store.authentication.note(world.worker.digest)
+    world.store.authentication.flush()
     assert last_used(world, "w1") == world.clock.now_us()
-    assert world.store.usage.flush() == 0  # nothing noted since: no transaction at all
+    assert world.store.authentication.flush() == 0  # nothing noted since: no transaction at all
 
 
 def test_requests_note_their_token_and_the_api_lists_its_last_use(api: Api) -> None:
@@ -44,7 +43,7 @@ def test_requests_note_their_token_and_the_api_lists_its_last_use(api: Api) -> N
     assert {t["name"]: t["last_used_at"] for t in listed} == {"feed": None, "w1": None}
     api.lease()  # the worker's token, through the hot lane
     api.submit("p")  # the source's
-    store.usage.flush()
+    store.authentication.flush()
     now = rfc3339(store.clock.now_us())
     listed = api.get("/api/v1/endpoints/pypi/tokens", api.owner).json()["tokens"]
     used = {t["name"]: t["last_used_at"] for t in listed}
@@ -57,7 +56,7 @@ def test_the_board_shows_each_credentials_last_use(board: Desk) -> None:
     page = board.client.get("/board/endpoints/pypi").text
     assert "<th>Last used</th>" in page and ">never<" in page
     board.ok("POST", "/api/v1/jobs", board.worker)
-    board.store.usage.flush()
+    board.store.authentication.flush()
     page = board.client.get("/board/endpoints/pypi").text
     credentials = page[page.index('id="tokens-heading"') :]  # the credentials' table
     row = credentials[credentials.index("w1") :]

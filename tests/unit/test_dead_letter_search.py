@@ -13,9 +13,8 @@ import pytest
 
 from mainframe.lifecycle.events import Event
 from mainframe.store import Conflict
-from mainframe.store.database import NO_PARAMS, Row
+from mainframe.store.database import NO_PARAMS, Row, Sql
 from mainframe.store.dead_letters import DeadLetterFilter, DeadLetters
-from mainframe.store.sql import Sql
 
 
 class RecordingTx:

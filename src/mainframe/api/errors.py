@@ -10,11 +10,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-from mainframe.api.fastpath import BadJson, BodyInvalid
 from mainframe.api.responses import JSON, error
 from mainframe.logs import get_logger
 from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import StoreError, Unavailable
+from mainframe.web import BadJson, BodyInvalid
 
 UNPARSABLE = "There was an error parsing the body"
 

@@ -6,10 +6,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from mainframe.api.fastpath import body_doc, json_body, presented
-from mainframe.api.jsonvalue import stored
-from mainframe.api.params import IntParam, documented
-from mainframe.api.responses import JSON
 from mainframe.contract.limits import (
     JOBS_PATH,
     MAX_ID,
@@ -31,6 +27,7 @@ from mainframe.contract.schemas import (
 from mainframe.lifecycle.rules import EchoError, require_echo_pair
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, ItemOutcome, Report
+from mainframe.web import JSON, IntParam, body_doc, documented, json_body, presented, stored
 
 router = APIRouter(prefix=JOBS_PATH, tags=["worker"])
 SCAN_ID = IntParam("scan_id", "path", 1, MAX_ID, "The scan's id.")

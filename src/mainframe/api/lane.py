@@ -3,7 +3,7 @@ source's intake, served straight from ASGI, without FastAPI's router, handler an
 exception layer, which cost more per request than the statement behind them.
 
 The lane calls the very endpoint functions FastAPI has registered (they read their token,
-parameters and body themselves; see fastpath.py and params.py), answers their refusals with
+parameters and body themselves with web.py), answers their refusals with
 the same handlers, and names the same route template for the request metrics, so the
 contract and the OpenAPI document are those of the routes in jobs.py and scans.py. Anything
 the lane does not serve (another method, another path) goes on to FastAPI unchanged."""

@@ -8,10 +8,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import TypeAdapter, ValidationError
 
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
-from mainframe.api.fastpath import body_doc, json_body, optional_presented
 from mainframe.api.jobs import REFUSALS
-from mainframe.api.jsonvalue import stored
-from mainframe.api.responses import JSON
 from mainframe.contract.limits import MAX_ID, MAX_PAYLOAD_BYTES
 from mainframe.contract.operator_schemas import RevokedPublic
 from mainframe.contract.schemas import (
@@ -30,6 +27,7 @@ from mainframe.shapes import operator as shape
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, ScanSpec
 from mainframe.store.audit import API
+from mainframe.web import JSON, body_doc, json_body, optional_presented, stored
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
 # Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
@@ -135,7 +133,7 @@ async def fail_scan(
 ) -> JSON:
     """Fail the current attempt the way its worker would (dead letter at the cap)."""
     body = body or FailBody()
-    scan = await rt.store.results.operator_fail(
+    scan = await rt.store.interventions.fail(
         owner_id(owner),
         scan_id,
         retryable=body.retryable,

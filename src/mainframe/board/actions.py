@@ -95,7 +95,7 @@ async def sign_in(request: Request, rt: RuntimeDep) -> Response:
     token = _text(form, "token", 200)
     made = await rt.store.sessions.sign_in(token, lifetime_us=lifetime, origin=BOARD)
     if made is not None:
-        rt.store.usage.note(digest(token))  # an owner token's last use, like the API's
+        rt.store.authentication.note(digest(token))  # an owner token's last use, like the API's
     if made is None:
         # The address, never the token: a mistyped token is often a real one.
         get_logger().warning(

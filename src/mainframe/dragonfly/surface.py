@@ -37,7 +37,7 @@ class Surface:
     def presented(self, request: Request) -> Presented:
         """The worker token a request presents, as its digest (checked by the store)."""
         found = self._presented(request)
-        self.store.usage.note(found.digest)
+        self.store.authentication.note(found.digest)
         return found
 
     def _presented(self, request: Request) -> Presented:

@@ -12,10 +12,9 @@ from mainframe.contract.names import name_problem
 from mainframe.store import audit, totals
 from mainframe.store.audit import CLI, Action, Origin
 from mainframe.store.authentication import digest, issue_secret
-from mainframe.store.database import Database, Row, Tx, first, value
+from mainframe.store.database import Database, Row, Sql, Tx, first, value
 from mainframe.store.errors import Conflict, Invalid, NotFound
 from mainframe.store.records import EndpointRecord
-from mainframe.store.sql import Sql
 
 OWNER_ID = Sql("owner_id", "SELECT id FROM owners WHERE name = :name")
 ANY_OWNER = Sql("any_owner", "SELECT id FROM owners LIMIT 1")
@@ -112,7 +111,7 @@ class TokenView:
     name: str
     kind: str  # worker | source
     created_at: int
-    last_used_at: int | None = None  # to the minute (store/usage.py); None: never since
+    last_used_at: int | None = None  # to the minute (store/authentication.py); None: never since
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mainframe.store.budget import Budget
-from mainframe.store.database import Database, first
+from mainframe.store.database import Database, Sql, first
 from mainframe.store.leasing import Caller, LapseWatch, worker_of
 from mainframe.store.refusals import refusal
-from mainframe.store.sql import Sql
 
 # A heartbeat during a wait leaves the wait's own deadline alone.
 HEARTBEAT = Sql(

@@ -19,8 +19,7 @@ from mainframe.contract.vocabulary import CLI as CLI
 from mainframe.contract.vocabulary import ORIGINS as ORIGINS
 from mainframe.contract.vocabulary import Action as Action
 from mainframe.contract.vocabulary import Origin as Origin
-from mainframe.store.database import Tx, value
-from mainframe.store.sql import Sql
+from mainframe.store.database import Sql, Tx, value
 
 # The keyset of the first page: older than every row.
 NEWEST = 2**63 - 1

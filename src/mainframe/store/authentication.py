@@ -1,18 +1,25 @@
-"""Who a presented token speaks for: one probe of the unique token digest (and the
-endpoint's key), on every request that carries a token. Secrets are never stored: a token is
-its prefix and 32 random bytes, kept as its SHA-256 digest."""
+"""Who a presented token speaks for, and when it was last used. Secrets are never stored: a
+token is its prefix and 32 random bytes, kept as its SHA-256 digest, found by one probe of
+the unique digest (and the endpoint's key).
+
+A credential's last use is kept coarse so that no request writes for it: the request only
+notes the digest it presented (a set, in memory), and a periodic flush writes the noted ones
+in one transaction, each at most once a minute (`COARSE_US`). A digest that names no token
+updates nothing; the set is bounded, so a flood of made-up tokens costs a fixed amount of
+memory and drops only last-use notes, never a request."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 
-from mainframe.store.database import Database, Tx, first
+from mainframe.store.database import Database, Sql, Tx, first
 from mainframe.store.errors import Unauthorized
 from mainframe.store.records import Presented, Principal
-from mainframe.store.sql import Sql
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
+COARSE_US = 60_000_000  # a credential's last use is as fresh as this, at best
+MAX_NOTED = 10_000  # digests noted between two flushes at most
 
 # One probe of the unique token_hash index and the endpoint's primary key.
 AUTHENTICATE = Sql(
@@ -22,6 +29,14 @@ AUTHENTICATE = Sql(
            endpoints.name, endpoints.revoked_at, tokens.id
     FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
     WHERE tokens.token_hash = :digest
+    """,
+)
+TOUCH = Sql(
+    "touch_token",
+    """
+    UPDATE tokens SET last_used_at = mf_now()
+    WHERE token_hash = :digest
+      AND (last_used_at IS NULL OR last_used_at <= mf_now() - :coarse)
     """,
 )
 
@@ -46,10 +61,26 @@ async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
 
 
 class Authentication:
-    """A token's principal, outside any other work (the routes that take any role)."""
+    """A token's principal outside any other work (the routes that take any role), and the
+    digests this process's requests presented since the last flush."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._noted: set[str] = set()
+
+    def note(self, presented: str) -> None:
+        """Note a presented digest's use, to be written by the next `flush`."""
+        if len(self._noted) < MAX_NOTED:
+            self._noted.add(presented)
+
+    async def flush(self) -> int:
+        """Write the noted digests' last use; how many were noted."""
+        if not self._noted:
+            return 0
+        noted, self._noted = self._noted, set()
+        async with self.db.write() as tx:
+            await tx.many(TOUCH, [{"digest": d, "coarse": COARSE_US} for d in sorted(noted)])
+        return len(noted)
 
     async def authenticate(self, secret: str) -> Principal | None:
         async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:

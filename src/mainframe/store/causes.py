@@ -1,35 +1,15 @@
-"""Dead letters by cause: the names of causes (their patterns), written when a failed attempt
-closes, and the causes view an operator reads. The counts themselves are kept by triggers
+"""Dead letters by cause: the causes view an operator reads (a cause's pattern is written
+when a failed attempt closes, closing.py::name_causes). The counts themselves are kept by triggers
 on `scans` (migration 0017), so this module only reads them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
 
-from mainframe.lifecycle.causes import Cause
-from mainframe.store.database import Database, Row, Tx, value
+from mainframe.store.database import Database, Row, Sql, value
 from mainframe.store.overview import NOW
-from mainframe.store.sql import Sql
-
-# A cause's pattern under its key, the first time any attempt fails of it.
-NAME_CAUSE = Sql(
-    "name_cause",
-    """
-    INSERT INTO causes (cause, pattern, first_seen_at) VALUES (:cause, :pattern, mf_now())
-    ON CONFLICT (cause) DO NOTHING
-    """,
-)
-
-
-async def name(tx: Tx, causes: Iterable[Cause | None]) -> None:
-    """Keep the pattern of every cause met in this transaction (once per key)."""
-    distinct = {cause.key: cause for cause in causes if cause is not None}
-    params = [{"cause": c.key, "pattern": c.pattern} for c in distinct.values()]
-    await tx.many(NAME_CAUSE, params)
-
 
 # A cause's dead letters now, over the owner's endpoints (or one): the kept counts.
 DEAD_LETTERS_OF_CAUSE = Sql(

@@ -19,11 +19,10 @@ from typing import Any
 from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.store import audit, causes, queries, search
 from mainframe.store.audit import AuditEntry, Origin
-from mainframe.store.database import Database, Row, Tx, value
+from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import Conflict
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.redrive import Progress, Redriven, redrive
-from mainframe.store.sql import Sql
 
 __all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mainframe.store.database import Database, first, value
-from mainframe.store.sql import Sql
+from mainframe.store.database import Database, Sql, first, value
 
 MINUTE_US = 60_000_000
 

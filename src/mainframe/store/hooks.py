@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from mainframe.store import audit
 from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
-from mainframe.store.database import Database, Row, Tx, first, value
+from mainframe.store.database import Database, Row, Sql, Tx, first, value
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.records import EndpointRecord
-from mainframe.store.sql import Sql
 
 MAX_HOOKS_PER_ENDPOINT = 5  # a sixth is a 409 too_many_hooks (docs/hooks.md)
 DEFAULT_ROTATION_GRACE_US = 86_400_000_000  # the previous secret signs for a day

@@ -13,11 +13,16 @@ import orjson
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
 from mainframe.store import accounts, authentication, queries
-from mainframe.store.database import Database, Row, Tx, first
+from mainframe.store.database import Database, Row, Sql, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
-from mainframe.store.names import EndpointNames
-from mainframe.store.records import EndpointRecord, Presented, Principal, ScanRecord, scan_from_row
-from mainframe.store.sql import Sql
+from mainframe.store.records import (
+    EndpointNames,
+    EndpointRecord,
+    Presented,
+    Principal,
+    ScanRecord,
+    scan_from_row,
+)
 
 # A source's token checked and its scan inserted in one statement (one round trip).
 SUBMIT_AS_SOURCE = Sql(

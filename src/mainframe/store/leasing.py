@@ -28,13 +28,18 @@ from mainframe.lifecycle.events import (
     ScanRef,
 )
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.store import authentication, causes, totals
+from mainframe.store import authentication, closing
 from mainframe.store.budget import Budget
-from mainframe.store.database import Database, Row, Tx
+from mainframe.store.database import Database, Row, Sql, Tx
 from mainframe.store.errors import Unauthorized
-from mainframe.store.names import EndpointNames
-from mainframe.store.records import Job, Presented, Principal, ScanRecord, scan_from_row
-from mainframe.store.sql import Sql
+from mainframe.store.records import (
+    EndpointNames,
+    Job,
+    Presented,
+    Principal,
+    ScanRecord,
+    scan_from_row,
+)
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
@@ -356,9 +361,9 @@ class Leasing:
         spent = [x for x in lapsed if x.attempt_count >= self.budget.max_attempts]
         again = [x for x in lapsed if x.attempt_count < self.budget.max_attempts]
         await tx.many(CLOSE_LAPSED, [_closed_attempt(x) for x in lapsed])
-        await causes.name(tx, (_lapse_cause(x) for x in lapsed))
+        await closing.name_causes(tx, (_lapse_cause(x) for x in lapsed))
         dead = await self._dead_letter(tx, spent, names)
-        await totals.record(tx, dead)
+        await closing.count_outcomes(tx, dead)
         tx.events.extend(dead)
         tx.events.extend(await self._requeue(tx, again, names))
         return len(lapsed)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mainframe.store import accounts, totals
-from mainframe.store.database import Tx, value
-from mainframe.store.sql import Sql
+from mainframe.store.database import Sql, Tx, value
 
 STATUSES = ("queued", "pending", "finished", "failed", "dead")
 

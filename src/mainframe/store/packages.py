@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mainframe.lifecycle.rules import Status
-from mainframe.store.database import Database
+from mainframe.store.database import Database, Sql
 from mainframe.store.errors import NotFound, Unauthorized
 from mainframe.store.records import Presented
-from mainframe.store.sql import Sql
 
 # The token checked, then the live scans of the key (ux_scans_live_key, whose prefix is
 # (endpoint_id, name, version); at most one per kind) and the latest ended one

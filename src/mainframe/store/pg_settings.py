@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from mainframe.store.database import Tx, value
-from mainframe.store.sql import Sql
+from mainframe.store.database import Sql, Tx, value
 
 # What the store's statements rely on, in the units pg_settings reports. A transaction left
 # idle (none of ours waits between statements) is ended within 30 s. JIT compiling a hot CTE

@@ -30,10 +30,9 @@ import asyncpg
 from mainframe.clock import Clock
 from mainframe.lifecycle.events import Event
 from mainframe.parsers import libpq_url
-from mainframe.store.database import NO_PARAMS, Publish, Row, discard, outermost
+from mainframe.store.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
 from mainframe.store.errors import Invalid, ReadOnly, StoreError, Unavailable
 from mainframe.store.pg_settings import SessionPolicy
-from mainframe.store.sql import Sql
 
 # A host that cannot be reached fails a request within this bound (then 503), never hangs it.
 CONNECT_TIMEOUT_S = 5.0

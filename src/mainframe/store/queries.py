@@ -9,10 +9,9 @@ from typing import Any
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store import search
-from mainframe.store.database import Tx, first, value
+from mainframe.store.database import Sql, Tx, first, value
 from mainframe.store.errors import NotFound
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
-from mainframe.store.sql import Sql
 
 OWNED_SCAN = Sql(
     "owned_scan",

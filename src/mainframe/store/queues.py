@@ -19,9 +19,8 @@ from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, Sca
 from mainframe.store import audit
 from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
-from mainframe.store.database import Database, Row, Tx, first
+from mainframe.store.database import Database, Row, Sql, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound
-from mainframe.store.sql import Sql
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each
 

@@ -1,4 +1,7 @@
-"""Plain records the store hands out; nothing outside the store sees a SQL row."""
+"""Plain records the store hands out, read from its rows (nothing outside the store sees a
+SQL row), and the endpoint names they carry, read once per process: names never change once
+an endpoint exists, so records and events can name their endpoint without a join in every
+hot statement."""
 
 from __future__ import annotations
 
@@ -8,6 +11,9 @@ from typing import Any
 
 from mainframe.lifecycle.events import ScanRef
 from mainframe.lifecycle.rules import Status
+from mainframe.store.database import Sql, Tx, value
+
+ENDPOINT_NAME = Sql("endpoint_name", "SELECT name FROM endpoints WHERE id = :endpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +188,18 @@ def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
     """An AttemptRecord from a row of seq, attempt, worker, leased_at, closed_at, outcome,
     summary, artifact."""
     return AttemptRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+
+
+class EndpointNames:
+    """Endpoint names by id, kept for the life of the process."""
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+
+    async def of(self, tx: Tx, endpoint_id: int) -> str:
+        """The endpoint's name, read once per process."""
+        name = self._names.get(endpoint_id)
+        if name is None:
+            name = str(await value(tx, ENDPOINT_NAME, {"endpoint": endpoint_id}))
+            self._names[endpoint_id] = name
+        return name

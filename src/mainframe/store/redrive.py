@@ -15,9 +15,8 @@ from typing import Any
 import orjson
 
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
-from mainframe.store import audit, totals
-from mainframe.store.database import Database, Row, Tx
-from mainframe.store.sql import Sql
+from mainframe.store import audit, closing
+from mainframe.store.database import Database, Row, Sql, Tx
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
 NOT_DEAD_LETTERED = "not_dead_lettered"
@@ -168,7 +167,7 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
     due = {row[0]: int(row[1]) for row in requeued}
     events = [ScanRedriven(ref) for ref in ready]
-    await totals.record(tx, events)
+    await closing.count_outcomes(tx, events)
     tx.events.extend(events)
     # Announced as claimable like any other ready scan, and only when its sender was verified.
     tx.events.extend(ScanReady(ref, 0, due[ref.scan_id]) for ref in ready if ref.verified)

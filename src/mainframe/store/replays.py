@@ -13,10 +13,9 @@ import orjson
 
 from mainframe.lifecycle.replay import is_replay
 from mainframe.store.closing import Closed, replayed
-from mainframe.store.database import Row, Tx, first
+from mainframe.store.database import Row, Sql, Tx, first
 from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.records import Principal
-from mainframe.store.sql import Sql
 
 # A result this worker sent before, found by its assignment (uq_attempts_assignment).
 ANSWERED = Sql(
@@ -57,37 +56,44 @@ LEASED_WITH = Sql(
 )
 
 
-def _params(worker: Principal, scan_id: int, assignment_id: str | None) -> dict[str, object]:
-    return {
-        "scan": scan_id,
-        "assignment": assignment_id,
-        "worker": worker.name,
-        "endpoint": worker.endpoint_id,
-    }
+class Answers:
+    """The accepted results of one worker's request, each looked up at most once: SQLite asks
+    before it leases next jobs (none after a replay), and every dialect when it answers."""
 
+    def __init__(self, tx: Tx, worker: Principal) -> None:
+        self.tx = tx
+        self.worker = worker
+        self._rows: dict[tuple[int, str | None], Row | None] = {}
 
-async def was_answered(tx: Tx, worker: Principal, scan_id: int, assignment_id: str | None) -> bool:
-    """Whether this worker's result for this assignment was accepted before."""
-    return await first(tx, ANSWERED, _params(worker, scan_id, assignment_id)) is not None
+    async def row(self, scan_id: int, assignment_id: str | None) -> Row | None:
+        """The history row that kept the answer to this assignment's result, if any."""
+        key = (scan_id, assignment_id)
+        if key not in self._rows:
+            params = {
+                "scan": scan_id,
+                "assignment": assignment_id,
+                "worker": self.worker.name,
+                "endpoint": self.worker.endpoint_id,
+            }
+            self._rows[key] = await first(self.tx, ANSWERED, params)
+        return self._rows[key]
 
-
-async def answer(
-    tx: Tx, worker: Principal, scan_id: int, assignment_id: str | None, digest: str
-) -> tuple[Closed, list[str]] | None:
-    """The first answer to this worker's result for this assignment, and the assignments
-    leased with it; None when it was never accepted. ResultConflict when the accepted result
-    said something else."""
-    row = await first(tx, ANSWERED, _params(worker, scan_id, assignment_id))
-    if row is None:
-        return None
-    attempt, closed_at, status, available_at, fail_reason, nexts, outcome, accepted = row
-    if not is_replay(accepted, digest):
-        raise ResultConflict(Accepted(outcome, status, fail_reason, closed_at))
-    closed = replayed(
-        scan_id=scan_id, attempt=attempt, closed_at=closed_at, status=status,
-        available_at=available_at, fail_reason=fail_reason,
-    )  # fmt: skip
-    return closed, [a for a in (nexts or "").split(",") if a]
+    async def answer(
+        self, scan_id: int, assignment_id: str | None, digest: str
+    ) -> tuple[Closed, list[str]] | None:
+        """The first answer to this result and the assignments leased with it; None when it
+        was never accepted. ResultConflict when the accepted result said something else."""
+        row = await self.row(scan_id, assignment_id)
+        if row is None:
+            return None
+        attempt, closed_at, status, available_at, fail_reason, nexts, outcome, accepted = row
+        if not is_replay(accepted, digest):
+            raise ResultConflict(Accepted(outcome, status, fail_reason, closed_at))
+        closed = replayed(
+            scan_id=scan_id, attempt=attempt, closed_at=closed_at, status=status,
+            available_at=available_at, fail_reason=fail_reason,
+        )  # fmt: skip
+        return closed, [a for a in (nexts or "").split(",") if a]
 
 
 async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) -> list[Row]:

@@ -16,33 +16,32 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Sequence
 
 import orjson
 
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.events import ScanFailed, StaleResultRejected
-from mainframe.lifecycle.replay import OPERATOR_CLOSE
-from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
-from mainframe.store import causes, queries, replays, totals
+from mainframe.lifecycle.events import StaleResultRejected
+from mainframe.store import closing, replays
 from mainframe.store.budget import Budget
 from mainframe.store.closing import (
+    INSERT_HISTORY,
     Closed,
     Completion,
     ItemOutcome,
     Plan,
     Report,
     closed_of,
+    history,
     plan,
     settlement_events,
 )
-from mainframe.store.database import Database, Row, Tx, first
-from mainframe.store.errors import Conflict, ResultConflict, Stale, StoreError
+from mainframe.store.database import Database, Row, Sql, Tx
+from mainframe.store.errors import ResultConflict, StoreError
 from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params, worker_of
-from mainframe.store.names import EndpointNames
-from mainframe.store.records import Job, Principal, ScanRecord, scan_from_row
+from mainframe.store.records import EndpointNames, Job, Principal, ScanRecord, scan_from_row
 from mainframe.store.refusals import refusal
-from mainframe.store.sql import Sql
+from mainframe.store.replays import Answers
 
 # PostgreSQL: the token, every close of the batch (its JSON items), their history rows with
 # the answer each was given, the outcome totals, and up to :fetch next leases (only when
@@ -191,61 +190,6 @@ CLOSE_RESULTS = Sql(
     """,
     "-- SQLite only: PostgreSQL closes results inside COMPLETE.",
 )
-# An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
-# assignment the operator saw.
-CLOSE_AS_OPERATOR = Sql(
-    "close_as_operator",
-    """
-    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
-        wait_reason = NULL, fail_reason = :fail_reason,
-        finished_at = CASE WHEN :terminal THEN mf_now() END,
-        dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
-        cause = CASE WHEN :dead THEN :cause END,
-        result = :result,
-        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
-    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
-      AND assignment_id = :assignment
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-    """
-    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
-        wait_reason = NULL, fail_reason = :fail_reason,
-        finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,
-        dead_lettered_at = CASE WHEN CAST(:dead AS boolean) THEN mf_now() END,
-        cause = CASE WHEN CAST(:dead AS boolean) THEN CAST(:cause AS text) END,
-        result = :result,
-        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + CAST(:delay AS bigint) END
-    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
-      AND assignment_id = :assignment
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-)
-INSERT_HISTORY = Sql(
-    "insert_attempt",
-    """
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, summary, artifact, settled_status, settled_available_at,
-                          settled_fail_reason, next_assignments, result_digest, cause)
-    VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
-            :summary, :artifact, :settled_status, :settled_available_at,
-            :settled_fail_reason, :next_assignments, :result_digest, :cause)
-    """,
-)
-FAIL_UNLEASED = Sql(
-    "fail_unleased",
-    """
-    UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
-        updated_at = mf_now(), result = NULL, available_at = NULL
-    WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED')
-    RETURNING id
-    """,
-)
 
 
 class Results:
@@ -286,16 +230,17 @@ class Results:
         (only when a result closed and none was a replay)."""
         plans = [self._plan(scan_id, report) for scan_id, report in items]
         async with self.db.single() as tx:
+            sender = Sender(tx, caller)
             if tx.dialect == "postgresql":
                 closed_rows, leased_rows = await self._in_one_statement(tx, caller, plans, fetch)
             else:
-                closed_rows, leased_rows = await self._in_steps(tx, caller, plans, fetch)
+                closed_rows, leased_rows = await self._in_steps(sender, plans, fetch)
             jobs = await self.leasing.leased(tx, leased_rows)
             closes = {row[0]: await self._scan(tx, row) for row in closed_rows}
-            outcomes, replays = await self._answers(tx, caller, plans, closes)
+            outcomes, replayed = await self._answers(sender, plans, closes)
             if tx.dialect == "sqlite":  # COMPLETE bumps them itself on PostgreSQL
-                await totals.record(tx, tx.events)
-            jobs += await self._replayed_jobs(tx, caller, replays)
+                await closing.count_outcomes(tx, tx.events)
+            jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
 
     def _plan(self, scan_id: int, report: Report) -> Plan:
@@ -320,130 +265,108 @@ class Results:
             "fetch": fetch,
             "prefix": secrets.token_hex(8) + "-",
             "timeout": self.budget.job_timeout_us,
-            "shard": totals.shard(tx),
+            "shard": closing.shard(tx),
         }
         rows = await tx.rows(COMPLETE, params)
         closed = [row[1:] for row in rows if row[0] == "closed"]
         return closed, [row[1:] for row in rows if row[0] == "leased"]
 
     async def _in_steps(
-        self, tx: Tx, caller: Caller, plans: list[Plan], fetch: int
+        self, sender: Sender, plans: list[Plan], fetch: int
     ) -> tuple[list[Row], list[Row]]:
         """SQLite: COMPLETE's work as statements of one transaction."""
-        worker = await worker_of(tx, caller)
+        tx, worker = sender.tx, await sender.worker()
         params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
         closed = {row[0]: row for row in await tx.rows(CLOSE_RESULTS, params)}
         leased: list[Row] = []
-        if closed and fetch > 0 and not await self._any_replay(tx, worker, plans, closed):
-            leased = await tx.rows(LEASE, lease_params(caller, fetch, self.budget))
+        if closed and fetch > 0 and not await self._any_replay(sender, plans, closed):
+            leased = await tx.rows(LEASE, lease_params(sender.caller, fetch, self.budget))
         nexts = ",".join(row[12] for row in leased) or None
         firsts = {p.scan_id: p for p in reversed(plans)}
-        history = [_history(row, firsts[scan_id], nexts) for scan_id, row in closed.items()]
-        await tx.many(INSERT_HISTORY, history)
-        await causes.name(tx, (firsts[scan_id].cause for scan_id in closed))
+        await tx.many(
+            INSERT_HISTORY, [history(row, firsts[scan], nexts) for scan, row in closed.items()]
+        )
+        await closing.name_causes(tx, (firsts[scan_id].cause for scan_id in closed))
         return list(closed.values()), leased
 
-    async def _any_replay(
-        self, tx: Tx, worker: Principal, plans: list[Plan], closed: Mapping[int, object]
-    ) -> bool:
+    async def _any_replay(self, sender: Sender, plans: list[Plan], closed: Container[int]) -> bool:
         for p in plans:
-            unclosed = p.scan_id not in closed
-            if unclosed and await replays.was_answered(tx, worker, p.scan_id, p.assignment):
+            if p.scan_id in closed:
+                continue
+            if await (await sender.answers()).row(p.scan_id, p.assignment):
                 return True
         return False
 
     async def _answers(
-        self, tx: Tx, caller: Caller, plans: list[Plan], closes: dict[int, ScanRecord]
+        self, sender: Sender, plans: list[Plan], closes: dict[int, ScanRecord]
     ) -> tuple[list[ItemOutcome], list[str]]:
         """Each item's answer — its close (with its events), its replayed answer, or why it was
         refused — and the assignments the replayed answers leased."""
         closed_here = set(closes)
         outcomes: list[ItemOutcome] = []
-        replays: list[str] = []
-        worker: Principal | None = None
+        replayed: list[str] = []
         for p in plans:
             scan = closes.pop(p.scan_id, None)
             if scan is not None:
-                tx.events.extend(settlement_events(scan, p))
+                sender.tx.events.extend(settlement_events(scan, p))
                 outcomes.append(ItemOutcome(p.scan_id, closed_of(scan), None))
-                continue
-            worker = worker or await worker_of(tx, caller)
-            if p.scan_id in closed_here:
+            elif p.scan_id in closed_here:
                 # The same scan twice in one request: the first closed it; this one is stale.
-                outcomes.append(ItemOutcome(p.scan_id, None, await self._refusal(tx, worker, p)))
-                continue
-            outcome, leased_with = await self._unclosed(tx, worker, p)
-            outcomes.append(outcome)
-            replays += leased_with
-        return outcomes, replays
+                outcomes.append(ItemOutcome(p.scan_id, None, await _refusal(sender, p)))
+            else:
+                outcome, leased_with = await self._unclosed(sender, p)
+                outcomes.append(outcome)
+                replayed += leased_with
+        return outcomes, replayed
 
-    async def _unclosed(self, tx: Tx, worker: Principal, p: Plan) -> tuple[ItemOutcome, list[str]]:
+    async def _unclosed(self, sender: Sender, p: Plan) -> tuple[ItemOutcome, list[str]]:
         """A result whose close missed: a replay of an accepted one, a conflict with it, or a
         refusal."""
+        answers = await sender.answers()
         try:
-            found = await replays.answer(tx, worker, p.scan_id, p.assignment, p.digest)
+            found = await answers.answer(p.scan_id, p.assignment, p.digest)
         except ResultConflict as conflict:
-            tx.events.append(_rejected(worker, p, conflict))
+            sender.tx.events.append(_rejected(answers.worker, p, conflict))
             return ItemOutcome(p.scan_id, None, conflict), []
         if found is not None:
             closed, leased_with = found
             return ItemOutcome(p.scan_id, closed, None), leased_with
-        return ItemOutcome(p.scan_id, None, await self._refusal(tx, worker, p)), []
+        return ItemOutcome(p.scan_id, None, await _refusal(sender, p)), []
 
-    async def _refusal(self, tx: Tx, worker: Principal, p: Plan) -> StoreError:
-        attempt, assignment = p.report.attempt, p.report.assignment_id
-        return await refusal(tx, worker, p.scan_id, attempt=attempt, assignment_id=assignment)
-
-    async def _replayed_jobs(self, tx: Tx, caller: Caller, assignments: list[str]) -> list[Job]:
+    async def _replayed_jobs(self, sender: Sender, assignments: list[str]) -> list[Job]:
         """The jobs leased with replayed answers that this worker still holds, unexpired."""
         if not assignments:
             return []
-        rows = await replays.still_leased(tx, await worker_of(tx, caller), assignments)
-        return [job_of(await self._scan(tx, row)) for row in rows]
+        rows = await replays.still_leased(sender.tx, await sender.worker(), assignments)
+        return [job_of(await self._scan(sender.tx, row)) for row in rows]
 
-    async def operator_fail(
-        self, owner_id: int, scan_id: int, *, retryable: bool, summary: str | None
-    ) -> ScanRecord:
-        """Fail the current attempt as its worker would; an unleased scan fails plainly."""
-        async with self.db.write() as tx:
-            scan = await queries.owned_scan(tx, owner_id, scan_id)
-            if scan.status in TERMINAL:
-                raise Stale(StaleCode.ALREADY_TERMINAL)
-            if scan.status is Status.PENDING:
-                await self._operator_close(tx, scan, retryable=retryable, summary=summary)
-            elif retryable:
-                raise Conflict(
-                    "not_leased",
-                    "the scan has no current attempt to fail; "
-                    "send retryable=false to fail it for good",
-                )
-            else:
-                await self._fail_unleased(tx, scan)
-            return await queries.owned_scan(tx, owner_id, scan_id)
 
-    async def _operator_close(
-        self, tx: Tx, scan: ScanRecord, *, retryable: bool, summary: str | None
-    ) -> None:
-        report = Report(
-            "failed", retryable, scan.attempt_count, scan.assignment_id, summary, None, None
-        )
-        p = self._plan(scan.id, report)
-        row = await first(tx, CLOSE_AS_OPERATOR, p.values())
-        if row is None:
-            raise Stale(StaleCode.STALE_ASSIGNMENT)
-        await tx.many(INSERT_HISTORY, [_history(row, p, None, OPERATOR_CLOSE)])
-        await causes.name(tx, [p.cause])
-        events = settlement_events(scan_from_row(row, scan.endpoint), p)
-        tx.events.extend(events)
-        await totals.record(tx, events)
+class Sender:
+    """The worker behind one request's token, authenticated at most once and only when the
+    request needs it (a refusal, a replay, SQLite's steps), and its accepted results, each
+    looked up at most once."""
 
-    async def _fail_unleased(self, tx: Tx, scan: ScanRecord) -> None:
-        """An operator's plain failure of a scan nobody holds (QUEUED or QUARANTINED)."""
-        if await first(tx, FAIL_UNLEASED, {"scan": scan.id}) is None:
-            raise Stale(StaleCode.STALE_ASSIGNMENT)
-        event = ScanFailed(scan.ref(), scan.attempt_count)
-        tx.events.append(event)
-        await totals.record(tx, [event])
+    def __init__(self, tx: Tx, caller: Caller) -> None:
+        self.tx = tx
+        self.caller = caller
+        self._worker: Principal | None = None
+        self._answers: Answers | None = None
+
+    async def worker(self) -> Principal:
+        if self._worker is None:
+            self._worker = await worker_of(self.tx, self.caller)
+        return self._worker
+
+    async def answers(self) -> Answers:
+        if self._answers is None:
+            self._answers = Answers(self.tx, await self.worker())
+        return self._answers
+
+
+async def _refusal(sender: Sender, p: Plan) -> StoreError:
+    attempt, assignment = p.report.attempt, p.report.assignment_id
+    worker = await sender.worker()
+    return await refusal(sender.tx, worker, p.scan_id, attempt=attempt, assignment_id=assignment)
 
 
 def _rejected(worker: Principal, p: Plan, conflict: ResultConflict) -> StaleResultRejected:
@@ -458,26 +381,3 @@ def _items(plans: list[Plan]) -> str:
     the same request is the same result twice, refused as stale when answered)."""
     firsts = {p.scan_id: p for p in reversed(plans)}
     return orjson.dumps([p.values() for p in plans if firsts[p.scan_id] is p]).decode()
-
-
-def _history(row: Row, p: Plan, nexts: str | None, digest: str | None = None) -> dict[str, object]:
-    """The attempt's history row, with the answer its result was given and the digest of its
-    content (for a replay); `digest` replaces the report's own (an operator's close)."""
-    scan = scan_from_row(row, "")
-    return {
-        "scan": scan.id,
-        "seq": scan.attempt_base + scan.attempt_count,
-        "attempt": scan.attempt_count,
-        "assignment": scan.assignment_id,
-        "worker": scan.worker,
-        "leased_at": scan.leased_at,
-        "outcome": p.settlement.attempt_outcome.value,
-        "summary": p.report.summary,
-        "artifact": p.report.artifact,
-        "settled_status": scan.status.value,
-        "settled_available_at": scan.available_at,
-        "settled_fail_reason": scan.fail_reason,
-        "next_assignments": nexts,
-        "result_digest": digest or p.digest,
-        "cause": p.cause.key if p.cause else None,
-    }

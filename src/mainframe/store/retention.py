@@ -19,8 +19,7 @@ import orjson
 
 from mainframe.lifecycle.events import RowsPruned
 from mainframe.lifecycle.retention import PruneKind, RetentionPolicy
-from mainframe.store.database import Database, Tx, first
-from mainframe.store.sql import Sql
+from mainframe.store.database import Database, Sql, Tx, first
 
 # Scans past their retention, oldest first, through the kind's partial index. PostgreSQL
 # locks them and skips those another transaction holds (a redrive, a second pruner).

@@ -7,12 +7,11 @@ from __future__ import annotations
 from mainframe.lifecycle.causes import cause_of
 from mainframe.lifecycle.events import EndpointRevoked
 from mainframe.lifecycle.rules import AttemptOutcome
-from mainframe.store import audit, causes, totals
+from mainframe.store import audit, closing
 from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
-from mainframe.store.database import Database, Tx
+from mainframe.store.database import Database, Sql, Tx
 from mainframe.store.errors import Conflict, NotFound
-from mainframe.store.sql import Sql
 
 REVOKE_ENDPOINT = Sql(
     "revoke_endpoint", "UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint"
@@ -56,7 +55,7 @@ DEAD_LETTER_LIVE = Sql(
 async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> EndpointRevoked:
     """Dead-letter every live scan of the endpoint and refuse its credentials, atomically."""
     revoked = cause_of(AttemptOutcome.ENDPOINT_REVOKED.value, None)
-    await causes.name(tx, [revoked])
+    await closing.name_causes(tx, [revoked])
     params = {"endpoint": endpoint_id}
     await tx.run(REVOKE_ENDPOINT, params)
     await tx.run(LOCK_LIVE, params)
@@ -82,7 +81,7 @@ class Revocations:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
             event = await revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
             tx.events.append(event)
-            await totals.record(tx, [event])
+            await closing.count_outcomes(tx, [event])
             await audit.record(
                 tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
                 count=event.dead_lettered,

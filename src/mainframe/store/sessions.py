@@ -28,8 +28,7 @@ from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store import audit
 from mainframe.store.audit import Action, Origin
 from mainframe.store.authentication import authenticate, digest
-from mainframe.store.database import Database, first
-from mainframe.store.sql import Sql
+from mainframe.store.database import Database, Sql, first
 
 # How long the browser keeps the cookie after its session ended, so a browser back the next
 # morning presents it and is told the session ended: the default retention of ended sessions.

@@ -20,9 +20,8 @@ from typing import Any
 
 from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.events import Event
-from mainframe.store.database import NO_PARAMS, Publish, Row, discard, outermost
+from mainframe.store.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
 from mainframe.store.errors import Unavailable
-from mainframe.store.sql import Sql
 
 # WAL lets readers run beside the single writer. synchronous=NORMAL skips the fsync per
 # commit: a power loss (not a process crash) may drop the last few commits; see the README.

@@ -8,8 +8,7 @@ statistics (tests/integration/test_plans.py plans it with and without)."""
 
 from __future__ import annotations
 
-from mainframe.store.database import Database
-from mainframe.store.sql import Sql
+from mainframe.store.database import Database, Sql
 
 # How much of a table may change before its statistics are taken again.
 CHANGED_SHARE = 0.1

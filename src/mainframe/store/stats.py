@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from mainframe.lifecycle.rules import QueueState
 from mainframe.store import totals
-from mainframe.store.database import Tx, first, value
-from mainframe.store.sql import Sql
+from mainframe.store.database import Sql, Tx, first, value
 
 # The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal).
 QUEUED_STATES = Sql(

@@ -16,27 +16,26 @@ from mainframe.store.assignments import Assignments
 from mainframe.store.authentication import Authentication
 from mainframe.store.budget import Budget
 from mainframe.store.causes import Causes
-from mainframe.store.database import Database
+from mainframe.store.database import Database, Sql
 from mainframe.store.dead_letters import DeadLetters
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import ReadOnly
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
 from mainframe.store.intake import Intake
+from mainframe.store.interventions import Interventions
 from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
-from mainframe.store.names import EndpointNames
 from mainframe.store.packages import Packages
 from mainframe.store.pg_settings import host_writable, settings_found
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.queues import Queues
+from mainframe.store.records import EndpointNames
 from mainframe.store.results import Results
 from mainframe.store.retention import Retention
 from mainframe.store.revoke import Revocations
 from mainframe.store.sessions import Sessions
-from mainframe.store.sql import Sql
 from mainframe.store.statistics import Statistics
-from mainframe.store.usage import TokenUse
 
 PING = Sql("ping", "SELECT 1")
 
@@ -58,6 +57,7 @@ class Store:
     intake: Intake
     leasing: Leasing
     results: Results
+    interventions: Interventions
     packages: Packages
     assignments: Assignments
     listings: Listings
@@ -69,7 +69,6 @@ class Store:
     activity: Activity
     sessions: Sessions
     statistics: Statistics
-    usage: TokenUse
     retention: Retention
 
     @classmethod
@@ -104,6 +103,7 @@ class Store:
             intake=Intake(db, names),
             leasing=leasing,
             results=Results(db, budget, policy, leasing, names, draws),
+            interventions=Interventions(db, budget, policy, draws),
             packages=Packages(db),
             assignments=Assignments(db, budget, lapses),
             listings=Listings(db, budget),
@@ -115,7 +115,6 @@ class Store:
             activity=Activity(db),
             sessions=Sessions(db),
             statistics=Statistics(db),
-            usage=TokenUse(db),
             retention=Retention(db, retention or RetentionPolicy()),
         )
 

@@ -1,35 +1,13 @@
-"""Terminal outcome totals, kept in the same transaction as the transitions that end scans,
-so the metrics reconciliation reads a few dozen rows however large the scans table grows."""
+"""Terminal outcome totals, as the metrics reconciliation and the owner's statistics read
+them: a few dozen rows however large the scans table grows. They are kept in the same
+transaction as the transitions that end scans (closing.py::count_outcomes)."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
-
-from mainframe.lifecycle.events import (
-    EndpointRevoked,
-    Event,
-    ScanDeadLettered,
-    ScanFailed,
-    ScanFinished,
-    ScanRedriven,
-)
-from mainframe.store.database import Tx
-from mainframe.store.sql import Sql
+from mainframe.store.closing import SHARDS
+from mainframe.store.database import Sql, Tx
 
 OUTCOMES = ("finished", "failed", "dead_lettered")
-# Rows per (endpoint, outcome). A transaction writes the row of its database session, so
-# concurrent commits on PostgreSQL (one session per connection) seldom queue on the same
-# row lock. Must match migration 0010.
-SHARDS = 32
-
-BUMP = Sql(
-    "bump_totals",
-    """
-    UPDATE scan_totals SET count = count + :n
-    WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard
-    """,
-)
 INSERT_ZERO = Sql(
     "insert_zero_total",
     """
@@ -52,11 +30,6 @@ ENDPOINT_TOTALS = Sql(
 )
 
 
-def shard(tx: Tx) -> int:
-    """The totals row this transaction adds to."""
-    return tx.session % SHARDS
-
-
 async def create_rows(tx: Tx, endpoint_id: int) -> None:
     """Zeroed totals for a new endpoint, so every later write is a plain UPDATE."""
     await tx.many(
@@ -67,38 +40,6 @@ async def create_rows(tx: Tx, endpoint_id: int) -> None:
             for n in range(SHARDS)
         ],
     )
-
-
-def tally(events: Iterable[Event]) -> Counter[tuple[int, str]]:
-    """How many scans each event batch ended, by (endpoint id, outcome)."""
-    counts: Counter[tuple[int, str]] = Counter()
-    for event in events:
-        match event:
-            case ScanFinished():
-                counts[event.scan.endpoint_id, "finished"] += 1
-            case ScanFailed():
-                counts[event.scan.endpoint_id, "failed"] += 1
-            case ScanDeadLettered():
-                counts[event.scan.endpoint_id, "dead_lettered"] += 1
-            case EndpointRevoked():
-                counts[event.endpoint_id, "dead_lettered"] += event.dead_lettered
-            case ScanRedriven():
-                # No longer a dead letter; whatever ends it next is counted then.
-                counts[event.scan.endpoint_id, "dead_lettered"] -= 1
-            case _:
-                pass
-    return counts
-
-
-async def record(tx: Tx, events: Iterable[Event]) -> None:
-    """Add the outcomes of this transaction's events to the totals, in the same transaction."""
-    bumps = [
-        {"endpoint": endpoint_id, "outcome": outcome, "shard": shard(tx), "n": n}
-        for (endpoint_id, outcome), n in sorted(tally(events).items())
-        if n
-    ]
-    # Sorted, so two transactions never take the same rows in opposite orders.
-    await tx.many(BUMP, bumps)
 
 
 async def read(tx: Tx) -> dict[str, int]:

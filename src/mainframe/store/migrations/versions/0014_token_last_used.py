@@ -1,7 +1,7 @@
 """When each credential was last used.
 
 `tokens.last_used_at` is written at most once a minute per credential, by each server
-process's periodic flush of the tokens its requests presented (store/usage.py), never by
+process's periodic flush of the tokens its requests presented (store/authentication.py), never by
 the request itself: the hot statements stay one round trip. NULL: not used since this
 revision.
 
