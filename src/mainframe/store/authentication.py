@@ -55,9 +55,12 @@ async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
     """The principal behind a token digest, or None if unknown, deleted, or its endpoint
     revoked."""
     row = await first(tx, AUTHENTICATE, {"digest": secret_digest})
-    if row is None or row[5] is not None:
+    if row is None:
         return None
-    return Principal(row[0], row[1], row[2], row[3], row[4], secret_digest, row[6])
+    role, principal, owner_id, endpoint_id, endpoint, revoked_at, token_id = row
+    if revoked_at is not None:
+        return None
+    return Principal(role, principal, owner_id, endpoint_id, endpoint, secret_digest, token_id)
 
 
 class Authentication:

@@ -167,7 +167,7 @@ class Causes:
                 CAUSES_PAGE,
                 params | {"after_seen": after_seen, "after_cause": after_cause, "limit": limit},
             )
-            keys = orjson.dumps([row[0] for row in rows]).decode()
+            keys = orjson.dumps([cause for cause, *_ in rows]).decode()
             facets = await tx.rows(CAUSE_FACETS, params | {"causes": keys}) if rows else []
             # The deployment's clock, as every stamp being compared was taken by it.
             since = _hour(int(await value(tx, NOW))) - (SPARK_HOURS - 1) * HOUR_US
@@ -186,7 +186,7 @@ def _hour(us: int) -> int:
 
 
 def _summary(row: Row, facets: list[Row], hours: list[Row], since: int) -> CauseSummary:
-    cause = row[0]
+    cause, pattern, dead_letters, first_seen, last_seen, example = row
     found: dict[str, list[tuple[str, int]]] = {"queue": [], "kind": [], "worker": []}
     for key, facet, hit, hits in facets:
         if key == cause and len(found.setdefault(facet, [])) < FACET_VALUES:
@@ -197,5 +197,12 @@ def _summary(row: Row, facets: list[Row], hours: list[Row], since: int) -> Cause
         if key == cause and 0 <= index < SPARK_HOURS:
             bars[index] += int(count)
     return CauseSummary(
-        cause, row[1], int(row[2]), int(row[3]), int(row[4]), int(row[5]), found, bars
+        cause,
+        pattern,
+        int(dead_letters),
+        int(first_seen),
+        int(last_seen),
+        int(example),
+        found,
+        bars,
     )

@@ -39,6 +39,7 @@ from mainframe.store.records import (
     Principal,
     ScanRecord,
     scan_from_row,
+    scan_value,
 )
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
@@ -332,7 +333,7 @@ class Leasing:
         """Jobs from rows a lease statement returned, with their event and lapse notes."""
         if not rows:
             return []
-        endpoint_id = rows[0][1]
+        endpoint_id = scan_value(rows[0], "endpoint_id")
         scans = [scan_from_row(row, await self.names.of(tx, endpoint_id)) for row in rows]
         retries = sum(1 for scan in scans if scan.attempt_count > 1)
         tx.events.append(LeasesGranted(scans[0].endpoint, len(scans), retries))

@@ -151,43 +151,58 @@ SCAN_COLUMNS = (
 )
 
 
+SCAN_INDEX = {column: n for n, column in enumerate(SCAN_COLUMNS)}
+
+
+def scan_value(row: Sequence[Any], column: str) -> Any:
+    """One column of a row that lists a whole scan (SCAN_COLUMNS), by its name."""
+    return row[SCAN_INDEX[column]]
+
+
 def scan_from_row(row: Sequence[Any], endpoint: str) -> ScanRecord:
     """A ScanRecord from the first len(SCAN_COLUMNS) values of a row, in that order."""
+    (
+        id_, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+        worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+        created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+        attempt_base, available_at, redriven_at, redrive_count,
+    ) = row[: len(SCAN_COLUMNS)]  # fmt: skip
     return ScanRecord(
-        id=row[0],
-        endpoint_id=row[1],
+        id=id_,
+        endpoint_id=endpoint_id,
         endpoint=endpoint,
-        queue=row[2],
-        name=row[3],
-        version=row[4],
-        kind=row[5],
-        payload=row[6],
-        status=Status(row[7]),
-        verified=bool(row[8]),
-        source=row[9],
-        worker=row[10],
-        attempt_count=row[11],
-        assignment_id=row[12],
-        leased_at=row[13],
-        lease_expires_at=row[14],
-        wait_reason=row[15],
-        created_at=row[16],
-        updated_at=row[17],
-        finished_at=row[18],
-        dead_lettered_at=row[19],
-        fail_reason=row[20],
-        result=row[21],
-        attempt_base=row[22],
-        available_at=row[23],
-        redriven_at=row[24],
-        redrive_count=row[25] or 0,
+        queue=queue,
+        name=name,
+        version=version,
+        kind=kind,
+        payload=payload,
+        status=Status(status),
+        verified=bool(verified),
+        source=source,
+        worker=worker,
+        attempt_count=attempt_count,
+        assignment_id=assignment_id,
+        leased_at=leased_at,
+        lease_expires_at=lease_expires_at,
+        wait_reason=wait_reason,
+        created_at=created_at,
+        updated_at=updated_at,
+        finished_at=finished_at,
+        dead_lettered_at=dead_lettered_at,
+        fail_reason=fail_reason,
+        result=result,
+        attempt_base=attempt_base,
+        available_at=available_at,
+        redriven_at=redriven_at,
+        redrive_count=redrive_count or 0,
     )
 
 
 def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
     """An AttemptRecord from a row of seq, attempt, worker, leased_at, closed_at, outcome,
     summary, artifact."""
-    return AttemptRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+    seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact = row[:8]
+    return AttemptRecord(seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact)
 
 
 class EndpointNames:

@@ -15,7 +15,7 @@ from mainframe.lifecycle.replay import is_replay
 from mainframe.store.closing import Closed, replayed
 from mainframe.store.database import Row, Sql, Tx, first
 from mainframe.store.errors import Accepted, ResultConflict
-from mainframe.store.records import Principal
+from mainframe.store.records import Principal, scan_value
 
 # A result this worker sent before, found by its assignment (uq_attempts_assignment).
 ANSWERED = Sql(
@@ -104,4 +104,6 @@ async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) ->
         return []
     params = {"ids": orjson.dumps(sorted(wanted)).decode(), "worker": worker.name}
     rows = await tx.rows(LEASED_WITH, params)
-    return [row for row in rows if wanted.get(row[0]) == row[12]]
+    return [
+        row for row in rows if wanted.get(scan_value(row, "id")) == scan_value(row, "assignment_id")
+    ]

@@ -39,7 +39,14 @@ from mainframe.store.closing import (
 from mainframe.store.database import Database, Row, Sql, Tx
 from mainframe.store.errors import ResultConflict, StoreError
 from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params, worker_of
-from mainframe.store.records import EndpointNames, Job, Principal, ScanRecord, scan_from_row
+from mainframe.store.records import (
+    EndpointNames,
+    Job,
+    Principal,
+    ScanRecord,
+    scan_from_row,
+    scan_value,
+)
 from mainframe.store.refusals import refusal
 from mainframe.store.replays import Answers
 
@@ -236,7 +243,7 @@ class Results:
             else:
                 closed_rows, leased_rows = await self._in_steps(sender, plans, fetch)
             jobs = await self.leasing.leased(tx, leased_rows)
-            closes = {row[0]: await self._scan(tx, row) for row in closed_rows}
+            closes = {scan_value(row, "id"): await self._scan(tx, row) for row in closed_rows}
             outcomes, replayed = await self._answers(sender, plans, closes)
             if tx.dialect == "sqlite":  # COMPLETE bumps them itself on PostgreSQL
                 await closing.count_outcomes(tx, tx.events)
@@ -253,7 +260,7 @@ class Results:
         )
 
     async def _scan(self, tx: Tx, row: Row) -> ScanRecord:
-        return scan_from_row(row, await self.names.of(tx, row[1]))
+        return scan_from_row(row, await self.names.of(tx, scan_value(row, "endpoint_id")))
 
     async def _in_one_statement(
         self, tx: Tx, caller: Caller, plans: list[Plan], fetch: int
@@ -268,6 +275,7 @@ class Results:
             "shard": closing.shard(tx),
         }
         rows = await tx.rows(COMPLETE, params)
+        # Each row is its kind ('closed' or 'leased') and then the scan's columns.
         closed = [row[1:] for row in rows if row[0] == "closed"]
         return closed, [row[1:] for row in rows if row[0] == "leased"]
 
@@ -277,11 +285,11 @@ class Results:
         """SQLite: COMPLETE's work as statements of one transaction."""
         tx, worker = sender.tx, await sender.worker()
         params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
-        closed = {row[0]: row for row in await tx.rows(CLOSE_RESULTS, params)}
+        closed = {scan_value(row, "id"): row for row in await tx.rows(CLOSE_RESULTS, params)}
         leased: list[Row] = []
         if closed and fetch > 0 and not await self._any_replay(sender, plans, closed):
             leased = await tx.rows(LEASE, lease_params(sender.caller, fetch, self.budget))
-        nexts = ",".join(row[12] for row in leased) or None
+        nexts = ",".join(scan_value(row, "assignment_id") for row in leased) or None
         firsts = {p.scan_id: p for p in reversed(plans)}
         await tx.many(
             INSERT_HISTORY, [history(row, firsts[scan], nexts) for scan, row in closed.items()]
