@@ -38,6 +38,7 @@ from mainframe.store import Presented, Report, Stale, stats
 from mainframe.store.authentication import digest
 from mainframe.store.database import Database
 from mainframe.store.engine import create_store_engine
+from mainframe.store.owners import OPERATOR
 from mainframe.store.schema import delivery_counts, scans
 from tests.integration.conftest import MAX_ATTEMPTS, blocking_store
 
@@ -109,10 +110,14 @@ class Twins:
 def twins(database_url: str, loop: BlockingPortal) -> Iterator[Twins]:
     """One endpoint with workers w1 and w2, on a store whose clock (the database's) is NOW."""
     store = blocking_store(database_url, loop, FakeClock(NOW))
-    store.accounts.create_owner("alice")
-    endpoint = store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
+    store.owners.create_owner("alice")
+    endpoint = store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+    )
     secrets = {
-        worker: store.accounts.create_token(endpoint="pypi", role="worker", principal=worker)
+        worker: store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal=worker, origin="cli"
+        )[1]
         for worker in ("w1", "w2")
     }
     tokens = {worker: Presented(digest(secret)) for worker, secret in secrets.items()}

@@ -137,7 +137,7 @@ async def resolve_owner(store: Store, given: str | None) -> str:
     there is none or there are several to choose from."""
     if given is not None:
         return given
-    names = await store.accounts.owner_names(limit=2)
+    names = await store.owners.owner_names(limit=2)
     if len(names) == 1:
         return names[0]
     if not names:

@@ -21,10 +21,10 @@ from mainframe.lifecycle.events import (
     ScanFinished,
 )
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.database import Database, Row, Tx, value
 from mainframe.store.errors import NotFound
 from mainframe.store.overview import NOW
+from mainframe.store.owners import endpoint_by_name
 from mainframe.store.sql import Sql
 
 MINUTE_US = 60_000_000

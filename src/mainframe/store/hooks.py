@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mainframe.store import audit
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Row, Tx, first, value
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.hook_secrets import SecretBox
+from mainframe.store.owners import endpoint_by_name
 from mainframe.store.records import EndpointRecord
 from mainframe.store.sql import Sql
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mainframe.store import accounts, totals
+from mainframe.store import owners, totals
 from mainframe.store.database import Tx, value
 from mainframe.store.sql import Sql
 
@@ -91,7 +91,7 @@ async def _hooks(tx: Tx, owner_id: int) -> dict[int, list[HookHealth]]:
 
 
 async def overview(tx: Tx, owner_id: int) -> Overview:
-    rows = await tx.rows(accounts.OWNED_ENDPOINTS, {"owner": owner_id})
+    rows = map(owners.EndpointRow._make, await tx.rows(owners.OWNED_ENDPOINTS, {"owner": owner_id}))
     live = {(r[0], r[1]): int(r[2]) for r in await tx.rows(LIVE_COUNTS, {"owner": owner_id})}
     ended = await totals.of_owner(tx, owner_id)
     hooked = await _hooks(tx, owner_id)

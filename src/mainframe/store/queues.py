@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from mainframe.contract.names import name_problem
 from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, ScanRef
 from mainframe.store import audit
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Row, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound
+from mainframe.store.owners import endpoint_by_name
 from mainframe.store.sql import Sql
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each

@@ -8,10 +8,10 @@ from mainframe.lifecycle.causes import cause_of
 from mainframe.lifecycle.events import EndpointRevoked
 from mainframe.lifecycle.rules import AttemptOutcome
 from mainframe.store import audit, causes, totals
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Tx
 from mainframe.store.errors import Conflict, NotFound
+from mainframe.store.owners import endpoint_by_name
 from mainframe.store.sql import Sql
 
 REVOKE_ENDPOINT = Sql(

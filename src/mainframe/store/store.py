@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.retention import RetentionPolicy
-from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.activity import Activity
 from mainframe.store.assignments import Assignments
 from mainframe.store.authentication import Authentication
@@ -26,6 +25,7 @@ from mainframe.store.intake import Intake
 from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
 from mainframe.store.names import EndpointNames
+from mainframe.store.owners import Owners
 from mainframe.store.packages import Packages
 from mainframe.store.pg_settings import host_writable, settings_found
 from mainframe.store.postgres import PostgresDatabase
@@ -52,8 +52,7 @@ class Store:
     db: Database
     clock: Clock
     authentication: Authentication
-    accounts: Accounts
-    credentials: Credentials
+    owners: Owners
     revocations: Revocations
     intake: Intake
     leasing: Leasing
@@ -98,8 +97,7 @@ class Store:
             db=db,
             clock=process_clock,
             authentication=Authentication(db),
-            accounts=Accounts(db),
-            credentials=Credentials(db),
+            owners=Owners(db),
             revocations=Revocations(db),
             intake=Intake(db, names),
             leasing=leasing,
