@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
 from mainframe.store.owners import OPERATOR
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking, portal
 from tests.serverproc import cli, mainframe_env
 

@@ -22,9 +22,9 @@ from psycopg import sql as pgsql
 from sqlalchemy import Connection, Engine, text
 
 from mainframe.store import schema
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
 from mainframe.store.sql import Sql, numbered
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests import conftest
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 

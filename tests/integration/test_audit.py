@@ -25,10 +25,10 @@ from mainframe.shapes import operator as operator_shapes
 from mainframe.store import Budget, Conflict, NotFound, Principal, Report, ScanSpec, owners
 from mainframe.store.audit import AuditEntry
 from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.engine import create_store_engine
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.migrate import upgrade
 from mainframe.store.owners import OPERATOR, NameTaken
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.conftest import blocking_store
 from tests.integration.test_board_pages import HOSTILE, sign_in
 from tests.integration.test_dead_letters import Desk, open_desk

@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from mainframe.board import filters
 from mainframe.settings import Settings
-from mainframe.store.engine import create_store_engine
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.test_dead_letters import Desk, open_desk
 
 HOSTILE = "<script>alert(1)</script>\u202egnp.exe"

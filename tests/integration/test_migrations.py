@@ -29,10 +29,10 @@ from sqlalchemy import (
     text,
 )
 
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import current_revision, head_revision, upgrade
 from mainframe.store.owners import OPERATOR
 from mainframe.store.schema import attempts, metadata, scans
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from mainframe.watch import migrate as watch_migrate
 from mainframe.watch import tables as watch_tables
 from mainframe.watch.database import create_watch_engine

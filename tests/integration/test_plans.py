@@ -38,6 +38,7 @@ from mainframe.store import (
     authentication,
     causes,
     deliveries,
+    fleet_snapshot,
     hooks,
     intake,
     leasing,
@@ -53,14 +54,13 @@ from mainframe.store import (
     retention,
     revoke,
     sessions,
-    stats,
     totals,
     usage,
 )
 from mainframe.store import audit as store_audit
 from mainframe.store import owners as store_owners
 from mainframe.store.closing import Report, plan
-from mainframe.store.engine import create_store_engine
+from mainframe.store.planner_statistics import PlannerStatistics
 from mainframe.store.schema import (
     audit,
     board_sessions,
@@ -72,7 +72,7 @@ from mainframe.store.schema import (
 )
 from mainframe.store.search import terms
 from mainframe.store.sql import REGISTRY, Sql
-from mainframe.store.statistics import Statistics
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.integration import test_dead_letter_plans
 from tests.integration.plans import (
@@ -401,16 +401,17 @@ CASES = {
     "dead_letter_revoked": Case(revoke.DEAD_LETTER_LIVE, {"endpoint": 1, "cause": CAUSE},
                                 LIVE_OF_ENDPOINT, PG_LIVE_OF_ENDPOINT),
     # The metrics' snapshot: each live status through its partial index.
-    "queued_states": Case(stats.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
+    "queued_states": Case(fleet_snapshot.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
                           r"ix_scans_queued$", pg_index("ix_scans_queued")),
-    "pending_states": Case(stats.PENDING_STATES, {"max_attempts": MAX_ATTEMPTS},
+    "pending_states": Case(fleet_snapshot.PENDING_STATES, {"max_attempts": MAX_ATTEMPTS},
                            r"^SCAN scans USING (COVERING )?INDEX "
                            r"ix_scans_(pending_lease|lease_due)$",
                            PG_PENDING),
-    "quarantined_count": Case(stats.QUARANTINED_COUNT, {},
+    "quarantined_count": Case(fleet_snapshot.QUARANTINED_COUNT, {},
                               r"^SCAN scans USING (COVERING )?INDEX ix_scans_quarantined$",
                               pg_index("ix_scans_quarantined")),
-    "oldest_due": Case(stats.OLDEST_DUE, {}, sqlite_index("ix_scans_queued") + r"endpoint_id=\?\)",
+    "oldest_due": Case(fleet_snapshot.OLDEST_DUE, {},
+                       sqlite_index("ix_scans_queued") + r"endpoint_id=\?\)",
                        pg_index("ix_scans_queued")),
     # The owner's overview.
     "live_counts": Case(overview.LIVE_COUNTS, {"owner": 1},
@@ -799,7 +800,7 @@ async def _refresh_statistics(url: str) -> list[str]:
     """What the server's statistics upkeep analyses now."""
     db = open_database(url)
     try:
-        return await Statistics(db).refresh()
+        return await PlannerStatistics(db).refresh()
     finally:
         await db.close()
 

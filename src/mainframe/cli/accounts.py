@@ -25,7 +25,6 @@ from mainframe.contract.text import counted
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, session_policy
 from mainframe.store.audit import CLI
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import (
     current_revision,
     is_known_revision,
@@ -33,6 +32,7 @@ from mainframe.store.migrate import (
     upgrade,
 )
 from mainframe.store.owners import OPERATOR, EndpointView, NameTaken, UnknownName
+from mainframe.store.sqlalchemy_engine import create_store_engine
 
 db_app = typer.Typer(
     no_args_is_help=True, help="Database schema and retention.", rich_markup_mode=None

@@ -17,8 +17,8 @@ from mainframe.cli.failures import SchemaMismatch, database_errors
 from mainframe.cli.shell import Verbose, fail
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
-from mainframe.store.engine import create_store_engine, is_sqlite
 from mainframe.store.migrate import current_revision, head_revision, is_known_revision, upgrade
+from mainframe.store.sqlalchemy_engine import create_store_engine, is_sqlite
 
 T = TypeVar("T")
 

@@ -28,6 +28,7 @@ from mainframe.store.names import EndpointNames
 from mainframe.store.owners import Owners
 from mainframe.store.packages import Packages
 from mainframe.store.pg_settings import host_writable, settings_found
+from mainframe.store.planner_statistics import PlannerStatistics
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.queues import Queues
 from mainframe.store.results import Results
@@ -35,7 +36,6 @@ from mainframe.store.retention import Retention
 from mainframe.store.revoke import Revocations
 from mainframe.store.sessions import Sessions
 from mainframe.store.sql import Sql
-from mainframe.store.statistics import Statistics
 from mainframe.store.usage import TokenUse
 
 PING = Sql("ping", "SELECT 1")
@@ -67,7 +67,7 @@ class Store:
     queues: Queues
     activity: Activity
     sessions: Sessions
-    statistics: Statistics
+    planner_statistics: PlannerStatistics
     usage: TokenUse
     retention: Retention
 
@@ -112,7 +112,7 @@ class Store:
             queues=Queues(db),
             activity=Activity(db),
             sessions=Sessions(db),
-            statistics=Statistics(db),
+            planner_statistics=PlannerStatistics(db),
             usage=TokenUse(db),
             retention=Retention(db, retention or RetentionPolicy()),
         )
