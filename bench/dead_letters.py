@@ -26,8 +26,8 @@ from sqlalchemy.pool import NullPool
 
 from mainframe.store import Budget, Store, open_database
 from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.store.sqlalchemy_engine import create_store_engine
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 NOW = 1_790_000_000_000_000

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.store.owners import OPERATOR
 from mainframe.store.retention import Retention
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from mainframe.sweeper import prune_forever, prune_once
 
 PAYLOAD = '{"distributions": ["https://files.example/pkg-1.0.tar.gz"]}'
@@ -92,12 +93,18 @@ async def measure(args: argparse.Namespace, url: str) -> None:
     upgrade(engine)
     engine.dispose()
     store = Store.build(open_database(url), Budget.of(job_timeout=300, max_attempts=3))
-    await store.accounts.create_owner("bench")
-    await store.accounts.create_endpoint("bench", owner="bench", open_intake=False)
+    await store.owners.create_owner("bench")
+    await store.owners.create_endpoint(
+        await store.owners.owner_id("bench"), "bench", open_intake=False, origin="cli"
+    )
     principals = []
     for role in ("source", "worker"):
-        secret = await store.accounts.create_token(endpoint="bench", role=role, principal=role)
-        found = await store.accounts.authenticate(secret)
+        secret = (
+            await store.owners.create_token(
+                OPERATOR, "bench", role=role, principal=role, origin="cli"
+            )
+        )[1]
+        found = await store.authentication.authenticate(secret)
         assert found is not None
         principals.append(found)
     source, worker = principals

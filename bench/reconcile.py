@@ -24,8 +24,8 @@ from sqlalchemy import text
 
 from mainframe.clock import SystemClock
 from mainframe.store import Budget, Store
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from synthetic import analyze, create_database, drop_database, endpoint_id_of, seed_scans
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"

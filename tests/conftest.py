@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from mainframe.watch.database import create_watch_engine
 from mainframe.watch.migrate import upgrade as upgrade_watch
 

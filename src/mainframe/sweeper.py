@@ -23,7 +23,7 @@ PRUNE_BATCH = 500
 # The pause after a full batch, so requests waiting for the write lock go first and pruning
 # a large backlog takes a small share of the database (docs/performance.md: the loop's cost).
 PRUNE_PAUSE_SECONDS = 0.05
-# How often the planner's statistics are checked on PostgreSQL (store/statistics.py).
+# How often the planner's statistics are checked on PostgreSQL (store/planner_statistics.py).
 STATISTICS_SECONDS = 5.0
 # How often the credentials requests presented have their last use written
 # (store/authentication.py).
@@ -103,7 +103,7 @@ async def keep_statistics(store: Store, *, every: float) -> None:
     while True:
         await asyncio.sleep(every)
         try:
-            analysed = await store.statistics.refresh()
+            analysed = await store.planner_statistics.refresh()
         except Exception as exc:  # the next round may succeed
             log.warning("statistics_refresh_failed", error=f"{type(exc).__name__}: {exc}")
             continue

@@ -23,6 +23,7 @@ import pytest
 
 from mainframe.settings import Settings
 from mainframe.store import open_store
+from mainframe.store.owners import OPERATOR
 from tests.serverproc import ServerProcess, cli
 
 SCANS = 5_000
@@ -297,9 +298,11 @@ def create_accounts(database_url: str, workers: int) -> tuple[str, str, list[str
         store = open_store(Settings(database_url=database_url))
         try:
             return [
-                await store.accounts.create_token(
-                    endpoint="fleet", role="worker", principal=f"w{i:02d}"
-                )
+                (
+                    await store.owners.create_token(
+                        OPERATOR, "fleet", role="worker", principal=f"w{i:02d}", origin="cli"
+                    )
+                )[1]
                 for i in range(workers)
             ]
         finally:

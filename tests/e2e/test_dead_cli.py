@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.store.owners import OPERATOR
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking, portal
 from tests.serverproc import cli, mainframe_env
 
@@ -49,12 +50,14 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         store = Blocking(built, loop)
         principals = []
         for owner, endpoint in (("alice", "pypi"), ("mallory", "evil")):
-            store.accounts.create_owner(owner)
-            store.accounts.create_endpoint(endpoint, owner=owner, open_intake=False)
+            store.owners.create_owner(owner)
+            store.owners.create_endpoint(
+                store.owners.owner_id(owner), endpoint, open_intake=False, origin="cli"
+            )
             for role in ("source", "worker"):
-                secret = store.accounts.create_token(
-                    endpoint=endpoint, role=role, principal=role[0]
-                )
+                secret = store.owners.create_token(
+                    OPERATOR, endpoint, role=role, principal=role[0], origin="cli"
+                )[1]
                 found = store.authentication.authenticate(secret)
                 assert found is not None
                 principals.append(found)
@@ -171,10 +174,10 @@ def test_changes_made_with_the_cli_are_audited_as_from_the_cli(fleet: Fleet) -> 
     scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "x")
     assert dead(fleet, "redrive", "--owner", "alice", str(scan_id), "--yes").returncode == 0
     cli(fleet.url, "token", "create", "--endpoint", "pypi", "--worker", "w-cli")
-    token_id = next(t.id for t in fleet.store.accounts.tokens("pypi") if t.name == "w-cli")
+    token_id = next(t.id for t in fleet.store.owners.tokens(OPERATOR, "pypi") if t.name == "w-cli")
     cli(fleet.url, "token", "delete", str(token_id), "--endpoint", "pypi")
     cli(fleet.url, "endpoint", "create", "cargo", "--owner", "alice")
-    alice = fleet.store.accounts.owner_id("alice")
+    alice = fleet.store.owners.owner_id("alice")
     entries = fleet.store.dead_letters.audit(alice, before_id=None, limit=10)
     assert [(e.action, e.origin, e.endpoint) for e in entries[:4]] == [
         ("endpoint_created", "cli", "cargo"),
@@ -185,7 +188,7 @@ def test_changes_made_with_the_cli_are_audited_as_from_the_cli(fleet: Fleet) -> 
     assert entries[1].detail == {"token_id": token_id, "name": "w-cli", "kind": "worker"}
     assert (entries[3].count, entries[3].scan_ids) == (1, [scan_id])
     theirs = fleet.store.dead_letters.audit(
-        fleet.store.accounts.owner_id("mallory"), before_id=None, limit=10
+        fleet.store.owners.owner_id("mallory"), before_id=None, limit=10
     )
     assert all(e.endpoint == "evil" for e in theirs), "alice's changes are hers alone"
 

@@ -26,6 +26,7 @@ from mainframe.dragonfly.session import PURPOSE
 from mainframe.settings import Settings
 from mainframe.store import open_store
 from mainframe.store.hook_secrets import KEY_FILE_SUFFIX, SecretBox
+from mainframe.store.owners import OPERATOR
 from tests.dragonflyworker import ScriptedWorker
 from tests.e2e.test_hooks import Fleet, dead_letters, start_fleet
 from tests.hookreceiver import Receiver, receiver
@@ -113,12 +114,16 @@ async def _provision(database_url: str) -> dict[str, str]:
     process per credential would cost a second each)."""
     store = open_store(Settings(database_url=database_url))
     try:
-        tokens = {"owner": await store.accounts.create_owner("ops")}
-        await store.accounts.create_endpoint("pypi", owner="ops", open_intake=False)
+        tokens = {"owner": await store.owners.create_owner("ops")}
+        await store.owners.create_endpoint(
+            await store.owners.owner_id("ops"), "pypi", open_intake=False, origin="cli"
+        )
         for name, role in (("w1", "worker"), ("w2", "worker"), ("feed", "source")):
-            tokens[name] = await store.accounts.create_token(
-                endpoint="pypi", role=role, principal=name
-            )
+            tokens[name] = (
+                await store.owners.create_token(
+                    OPERATOR, "pypi", role=role, principal=name, origin="cli"
+                )
+            )[1]
         return tokens
     finally:
         await store.close()

@@ -525,7 +525,7 @@ RETURNING expires_at;
 -- insert_token
 INSERT INTO tokens (token_hash, role, owner_id, endpoint_id, principal, created_at)
 VALUES ($1, $2, $3, $4, $5, mf_now())
-RETURNING id, principal, role, created_at;
+RETURNING id, principal, role, created_at, last_used_at;
 
 -- insert_zero_total
 INSERT INTO scan_totals (endpoint_id, outcome, shard, count)

@@ -18,7 +18,8 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import Event
 from mainframe.settings import Settings
 from mainframe.store import Budget, Principal, Publish, ScanRecord, ScanSpec, Store, open_database
-from mainframe.store.engine import create_store_engine
+from mainframe.store.owners import OPERATOR
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from mainframe.watch.database import create_watch_engine
 from tests.blocking import Blocking, portal
 
@@ -119,14 +120,24 @@ def open_world(
     clock = clock or FakeClock()
     recorder = Recorder()
     store = blocking_store(database_url, loop, clock, publish=recorder, **store_kwargs)
-    store.accounts.create_owner("alice")
-    store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-    owner = store.authentication.authenticate(store.accounts.create_owner("bob"))
-    store.accounts.create_endpoint("npm", owner="bob", open_intake=False)
+    store.owners.create_owner("alice")
+    store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "pypi", open_intake=True, origin="cli"
+    )
+    owner = store.authentication.authenticate(store.owners.create_owner("bob"))
+    store.owners.create_endpoint(
+        store.owners.owner_id("bob"), "npm", open_intake=False, origin="cli"
+    )
     tokens = {
-        "source": store.accounts.create_token(endpoint="npm", role="source", principal="feed"),
-        "worker": store.accounts.create_token(endpoint="npm", role="worker", principal="w1"),
-        "other": store.accounts.create_token(endpoint="npm", role="worker", principal="w2"),
+        "source": store.owners.create_token(
+            OPERATOR, "npm", role="source", principal="feed", origin="cli"
+        )[1],
+        "worker": store.owners.create_token(
+            OPERATOR, "npm", role="worker", principal="w1", origin="cli"
+        )[1],
+        "other": store.owners.create_token(
+            OPERATOR, "npm", role="worker", principal="w2", origin="cli"
+        )[1],
     }
     found = {key: store.authentication.authenticate(secret) for key, secret in tokens.items()}
     assert owner is not None and all(found.values())
@@ -194,13 +205,23 @@ def api(database_url: str) -> Iterator[Api]:
     with TestClient(app) as client:
         # The app's store, driven on the app's own event loop.
         store = Blocking(app.state.runtime.store, client.portal)
-        owner = store.accounts.create_owner("alice")
-        other_owner = store.accounts.create_owner("mallory")
-        store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-        store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
-        source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
-        worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
-        other_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
+        owner = store.owners.create_owner("alice")
+        other_owner = store.owners.create_owner("mallory")
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "pypi", open_intake=True, origin="cli"
+        )
+        store.owners.create_endpoint(
+            store.owners.owner_id("mallory"), "evil", open_intake=False, origin="cli"
+        )
+        source = store.owners.create_token(
+            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
+        )[1]
+        worker = store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
+        )[1]
+        other_worker = store.owners.create_token(
+            OPERATOR, "evil", role="worker", principal="w9", origin="cli"
+        )[1]
         yield Api(client, owner, other_owner, source, worker, other_worker)
 
 

@@ -23,8 +23,8 @@ from sqlalchemy import Connection, Engine, text
 
 from mainframe.store import schema
 from mainframe.store.database import Sql, numbered
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import upgrade
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests import conftest
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 

@@ -86,7 +86,7 @@ def test_workers_at_a_glance_mark_the_one_failing_far_more(world: World, loop: A
     world.submit("held")
     world.store.leasing.lease(world.worker, 1)
     activity.flush()
-    tokens = world.store.credentials.tokens(world.owner.owner_id, "npm")
+    tokens = world.store.owners.tokens(world.owner.owner_id, "npm")
     hours = activity.workers(world.owner.owner_id, "npm")
     shown = shapes.workers("npm", tokens, hours)
     by_name = {w["worker"]: w for w in shown["workers"]}

@@ -22,13 +22,13 @@ from mainframe.board.render import shown
 from mainframe.clock import FakeClock
 from mainframe.settings import Settings
 from mainframe.shapes import operator as operator_shapes
-from mainframe.store import Budget, Conflict, NotFound, Principal, Report, ScanSpec, accounts
-from mainframe.store.accounts import NameTaken
+from mainframe.store import Budget, Conflict, NotFound, Principal, Report, ScanSpec, owners
 from mainframe.store.audit import AuditEntry
 from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.engine import create_store_engine
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.migrate import upgrade
+from mainframe.store.owners import OPERATOR, NameTaken
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.conftest import blocking_store
 from tests.integration.test_board_pages import HOSTILE, sign_in
 from tests.integration.test_dead_letters import Desk, open_desk
@@ -90,30 +90,34 @@ def trail(database_url: str, loop: BlockingPortal) -> Iterator[Trail]:
         database_url, loop, clock, budget=Budget.of(job_timeout=30, max_attempts=1),
         hook_box=SecretBox([Fernet.generate_key()]),
     )  # fmt: skip
-    alice_secret = store.accounts.create_owner("alice")
-    store.accounts.create_owner("mallory")
-    store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
-    store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
+    alice_secret = store.owners.create_owner("alice")
+    store.owners.create_owner("mallory")
+    store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+    )
+    store.owners.create_endpoint(
+        store.owners.owner_id("mallory"), "evil", open_intake=False, origin="cli"
+    )
     principals = [
         store.authentication.authenticate(
-            store.accounts.create_token(endpoint="pypi", role=role, principal=role)
+            store.owners.create_token(OPERATOR, "pypi", role=role, principal=role, origin="cli")[1]
         )
         for role in ("source", "worker")
     ]
-    alice, mallory = store.accounts.owner_id("alice"), store.accounts.owner_id("mallory")
+    alice, mallory = store.owners.owner_id("alice"), store.owners.owner_id("mallory")
     yield Trail(store, clock, alice, mallory, alice_secret, *principals)
     store.close()
 
 
 def test_endpoint_changes_are_audited(trail: Trail) -> None:
     s, alice = trail.store, trail.alice
-    e = trail.change(
-        lambda: s.credentials.create_endpoint(alice, "npm", open_intake=True, origin="api")
-    )
+    e = trail.change(lambda: s.owners.create_endpoint(alice, "npm", open_intake=True, origin="api"))
     assert (e.action, e.origin, e.endpoint, e.count) == ("endpoint_created", "api", "npm", None)
     assert e.detail == {"open_intake": True}
     e = trail.change(
-        lambda: s.accounts.create_endpoint("cargo", owner="alice", open_intake=False, origin="cli")
+        lambda: s.owners.create_endpoint(
+            s.owners.owner_id("alice"), "cargo", open_intake=False, origin="cli"
+        )
     )
     assert (e.action, e.origin, e.endpoint) == ("endpoint_created", "cli", "cargo")
     trail.dead("held")  # already a dead letter: the cascade counts only the live scan
@@ -123,37 +127,40 @@ def test_endpoint_changes_are_audited(trail: Trail) -> None:
     trail.refused(lambda: s.revocations.revoke(trail.mallory, "npm", origin="api"), NotFound)
     trail.refused(lambda: s.revocations.revoke(alice, "pypi", origin="api"), Conflict)
     taken = {"open_intake": False, "origin": "api"}
-    trail.refused(lambda: s.credentials.create_endpoint(trail.mallory, "npm", **taken), Conflict)
+    trail.refused(lambda: s.owners.create_endpoint(trail.mallory, "npm", **taken), Conflict)
 
 
 def test_credential_changes_are_audited(trail: Trail) -> None:
     s, alice = trail.store, trail.alice
     board = {"role": "worker", "principal": "w-board", "origin": "board"}
-    e = trail.change(lambda: s.credentials.create_token(alice, "pypi", **board))
-    [made] = [t for t in s.credentials.tokens(alice, "pypi") if t.name == "w-board"]
+    e = trail.change(lambda: s.owners.create_token(alice, "pypi", **board))
+    [made] = [t for t in s.owners.tokens(alice, "pypi") if t.name == "w-board"]
     assert (e.action, e.origin, e.endpoint) == ("token_created", "board", "pypi")
     assert e.detail == {"token_id": made.id, "name": "w-board", "kind": "worker"}
     assert operator_shapes.audit_target(e) == f'worker token {made.id} "w-board" on pypi'
     cli = {"role": "source", "principal": "feed-cli", "origin": "cli"}
-    e = trail.change(lambda: s.accounts.create_token(endpoint="pypi", **cli))
-    [cli_made] = [t for t in s.credentials.tokens(alice, "pypi") if t.name == "feed-cli"]
+    e = trail.change(lambda: s.owners.create_token(OPERATOR, "pypi", **cli))
+    [cli_made] = [t for t in s.owners.tokens(alice, "pypi") if t.name == "feed-cli"]
     assert (e.action, e.origin) == ("token_created", "cli")
     assert trail.detail(e)["token_id"] == cli_made.id
-    e = trail.change(lambda: s.credentials.delete_token(alice, "pypi", made.id, origin="api"))
+    e = trail.change(lambda: s.owners.delete_token(alice, "pypi", made.id, origin="api"))
     assert (e.action, e.origin, e.endpoint) == ("token_deleted", "api", "pypi")
     assert e.detail == {"token_id": made.id, "name": "w-board", "kind": "worker"}
-    e = trail.change(lambda: s.accounts.delete_token("pypi", cli_made.id, origin="cli"))
+    e = trail.change(lambda: s.owners.delete_token(OPERATOR, "pypi", cli_made.id, origin="cli"))
     assert (e.action, e.origin, trail.detail(e)["name"]) == ("token_deleted", "cli", "feed-cli")
     # Another owner's endpoint, a token already gone, a name taken: refused, nothing written.
     theirs = trail.mallory
     for refused in (
-        lambda: s.credentials.delete_token(theirs, "pypi", trail.worker.token_id, origin="api"),
-        lambda: s.credentials.create_token(theirs, "pypi", **board),
-        lambda: s.credentials.delete_token(alice, "pypi", made.id, origin="api"),
+        lambda: s.owners.delete_token(theirs, "pypi", trail.worker.token_id, origin="api"),
+        lambda: s.owners.create_token(theirs, "pypi", **board),
+        lambda: s.owners.delete_token(alice, "pypi", made.id, origin="api"),
     ):
         trail.refused(refused, NotFound)
     trail.refused(
-        lambda: s.accounts.create_endpoint("pypi", owner="alice", open_intake=False), NameTaken
+        lambda: s.owners.create_endpoint(
+            s.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+        ),
+        NameTaken,
     )
 
 
@@ -194,7 +201,9 @@ def test_sign_ins_and_redrives_are_audited(trail: Trail) -> None:
         lambda: s.sessions.sign_in(trail.alice_secret, lifetime_us=LIFETIME_US, origin="board")
     )
     assert (e.action, e.origin, e.endpoint, e.detail) == ("signed_in", "board", None, None)
-    worker_secret = s.accounts.create_token(endpoint="pypi", role="worker", principal="w2")
+    worker_secret = s.owners.create_token(
+        OPERATOR, "pypi", role="worker", principal="w2", origin="cli"
+    )[1]
     before = trail.entries(alice)
     assert s.sessions.sign_in(worker_secret, lifetime_us=LIFETIME_US, origin="board") is None
     assert s.sessions.sign_in("mfo_forged", lifetime_us=LIFETIME_US, origin="board") is None
@@ -217,12 +226,12 @@ def test_sign_ins_and_redrives_are_audited(trail: Trail) -> None:
 
 def test_an_unknown_origin_changes_nothing(trail: Trail) -> None:
     trail.refused(
-        lambda: trail.store.credentials.create_endpoint(
+        lambda: trail.store.owners.create_endpoint(
             trail.alice, "typo", open_intake=False, origin="web"
         ),
         ValueError,
     )
-    assert "typo" not in [v.name for v in trail.store.credentials.endpoints(trail.alice)]
+    assert "typo" not in [v.name for v in trail.store.owners.endpoints(trail.alice)]
 
 
 @pytest.mark.parametrize("empty_database_url", ["sqlite", "postgresql"], indirect=True)
@@ -246,7 +255,7 @@ def test_redrives_recorded_before_origins_stay_readable(
     engine.dispose()
     store = blocking_store(empty_database_url, loop, FakeClock())
     try:
-        owner_id = store.accounts.owner_id("alice")
+        owner_id = store.owners.owner_id("alice")
         [entry] = store.dead_letters.audit(owner_id, before_id=None, limit=10)
         shown_entry = operator_shapes.audit_entry(entry, "alice")
         assert (shown_entry["action"], shown_entry["count"], shown_entry["scan_ids"]) == (
@@ -302,7 +311,7 @@ def test_the_board_shows_the_apis_entries_newest_first(
     csrf = sign_in(board, board.alice)
     # A name from before the name rule: the hostile text an entry's target may still carry.
     with monkeypatch.context() as before_the_rule:
-        before_the_rule.setattr(accounts, "name_problem", lambda _name: None)
+        before_the_rule.setattr(owners, "name_problem", lambda _name: None)
         made = board.client.post(
             "/board/endpoints/pypi/tokens",
             data={"csrf": csrf, "kind": "worker", "name": HOSTILE},

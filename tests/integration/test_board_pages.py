@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from mainframe.board import filters
 from mainframe.settings import Settings
-from mainframe.store.engine import create_store_engine
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.test_dead_letters import Desk, open_desk
 
 HOSTILE = "<script>alert(1)</script>\u202egnp.exe"
@@ -164,7 +164,7 @@ def test_credentials_from_the_endpoint_card(board: Desk) -> None:
     assert board.call("POST", "/api/v1/jobs", secret).status_code == 200
     page = board.client.get("/board/endpoints/pypi").text
     assert "w-new" in page and secret not in page
-    token_id = next(t.id for t in board.store.credentials.tokens(1, "pypi") if t.name == "w-new")
+    token_id = next(t.id for t in board.store.owners.tokens(1, "pypi") if t.name == "w-new")
     board.client.post(f"/board/endpoints/pypi/tokens/{token_id}/delete", data={"csrf": csrf})
     assert board.call("POST", "/api/v1/jobs", secret).status_code == 401
     assert board.client.get("/board/endpoints/evil").status_code == 404
@@ -188,14 +188,14 @@ def test_reloading_the_answer_to_issuing_a_credential_issues_none(
     assert secret.startswith("mfw_") and secret not in sealed
     again = board.client.get(made.headers["location"])
     assert secret not in again.text and "No new credential to show" in again.text
-    names = [t.name for t in board.store.credentials.tokens(1, "pypi")]
+    names = [t.name for t in board.store.owners.tokens(1, "pypi")]
     assert names.count("scanner-2") == 1
 
 
 def test_every_form_answers_with_a_redirect(board: Desk) -> None:
     dead = board.dead("left-pad")
     csrf = sign_in(board, board.alice)
-    token_id = board.store.credentials.tokens(1, "pypi")[0].id
+    token_id = board.store.owners.tokens(1, "pypi")[0].id
     forms = [
         (f"/board/scans/{dead}/redrive", {}),
         ("/board/redrive", {"q": "nothing-matches", "confirm": "5"}),
@@ -236,7 +236,7 @@ def test_deleting_a_token_confirms_and_names_it(board: Desk) -> None:
     csrf = sign_in(board, board.alice)
     board.client.post("/board/endpoints/pypi/tokens",
                       data={"csrf": csrf, "kind": "worker", "name": "scanner-1"})  # fmt: skip
-    token = next(t for t in board.store.credentials.tokens(1, "pypi") if t.name == "scanner-1")
+    token = next(t for t in board.store.owners.tokens(1, "pypi") if t.name == "scanner-1")
     endpoint = board.client.get("/board/endpoints/pypi").text
     assert "Delete worker token \u201c<bdi>scanner-1</bdi>\u201d\u2026" in endpoint
     assert ">Delete<" not in endpoint
@@ -245,11 +245,11 @@ def test_deleting_a_token_confirms_and_names_it(board: Desk) -> None:
     assert re.sub(r"</?bdi>", "", heading) == (
         f"Delete worker token \u201cscanner-1\u201d (id {token.id}) of endpoint pypi?"
     )
-    assert "scanner-1" in [t.name for t in board.store.credentials.tokens(1, "pypi")]
+    assert "scanner-1" in [t.name for t in board.store.owners.tokens(1, "pypi")]
     done = board.client.post(f"/board/endpoints/pypi/tokens/{token.id}/delete", data={"csrf": csrf})
     notice = f"Deleted worker token \u201cscanner-1\u201d (id {token.id}) of endpoint pypi."
     assert notice in done.text
-    assert "scanner-1" not in [t.name for t in board.store.credentials.tokens(1, "pypi")]
+    assert "scanner-1" not in [t.name for t in board.store.owners.tokens(1, "pypi")]
 
 
 def test_redriving_one_dead_letter_confirms_and_names_it(board: Desk) -> None:
@@ -450,7 +450,7 @@ def test_the_timeline_marks_redrives_and_numbers_attempts_as_workers_saw_them(
 def test_every_page_has_a_heading(board: Desk) -> None:
     scan_id = board.dead("left-pad")
     sign_in(board, board.alice)
-    token_id = board.store.credentials.tokens(1, "pypi")[0].id
+    token_id = board.store.owners.tokens(1, "pypi")[0].id
     for path in ("/board", "/board?status=dead", f"/board/scans/{scan_id}",
                  f"/board/scans/{scan_id}/redrive", "/board/redrive?q=left",
                  "/board/endpoints/pypi", "/board/endpoints/pypi/credential",

@@ -43,8 +43,10 @@ def test_another_process_refuses_a_deleted_token_too(database_url: str) -> None:
     first, second = create_app(settings, sweeper=False), create_app(settings, sweeper=False)
     with TestClient(first) as a, TestClient(second) as b:
         store = Blocking(first.state.runtime.store, a.portal)
-        owner = store.accounts.create_owner("alice")
-        store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
+        owner = store.owners.create_owner("alice")
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+        )
         bearer = {"Authorization": f"Bearer {owner}"}
         made = a.post("/api/v1/endpoints/pypi/tokens", json={"worker": "w"}, headers=bearer)
         worker = {"Authorization": f"Bearer {made.json()['secret']}"}

@@ -17,6 +17,7 @@ from mainframe.clock import FakeClock
 from mainframe.settings import Settings
 from mainframe.store import redrive as redrive_module
 from mainframe.store.dead_letters import DeadLetterFilter
+from mainframe.store.owners import OPERATOR
 from tests.blocking import Blocking
 
 
@@ -83,14 +84,26 @@ def open_desk(settings: Settings, *, base_url: str = "http://testserver") -> Ite
         # The store runs on the app's loop: PostgreSQL's pool belongs to the loop it opened on.
         assert client.portal is not None
         store = Blocking(app.state.runtime.store, client.portal)
-        alice = store.accounts.create_owner("alice")
-        mallory = store.accounts.create_owner("mallory")
-        store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-        store.accounts.create_endpoint("npm", owner="alice", open_intake=False)
-        store.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
-        source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
-        worker = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
-        evil_worker = store.accounts.create_token(endpoint="evil", role="worker", principal="w9")
+        alice = store.owners.create_owner("alice")
+        mallory = store.owners.create_owner("mallory")
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "pypi", open_intake=True, origin="cli"
+        )
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "npm", open_intake=False, origin="cli"
+        )
+        store.owners.create_endpoint(
+            store.owners.owner_id("mallory"), "evil", open_intake=False, origin="cli"
+        )
+        source = store.owners.create_token(
+            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
+        )[1]
+        worker = store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
+        )[1]
+        evil_worker = store.owners.create_token(
+            OPERATOR, "evil", role="worker", principal="w9", origin="cli"
+        )[1]
         yield Desk(client, store, clock, alice, mallory, source, worker, evil_worker)
 
 

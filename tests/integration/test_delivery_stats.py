@@ -26,11 +26,15 @@ def stats_api(
     recorded = FakeClock(START)
     store = blocking_store(database_url, loop, recorded)
     tokens = {
-        "alice": store.accounts.create_owner("alice"),
-        "bob": store.accounts.create_owner("bob"),
+        "alice": store.owners.create_owner("alice"),
+        "bob": store.owners.create_owner("bob"),
     }
-    a = store.accounts.create_endpoint("a", owner="alice", open_intake=False)
-    b = store.accounts.create_endpoint("b", owner="bob", open_intake=False)
+    a = store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "a", open_intake=False, origin="cli"
+    )
+    b = store.owners.create_endpoint(
+        store.owners.owner_id("bob"), "b", open_intake=False, origin="cli"
+    )
     recorded.advance(5)
     store.deliveries.record(a.id, attempts=10, failures=3)
     store.deliveries.record(b.id, attempts=100, failures=100)

@@ -25,6 +25,7 @@ from mainframe.clock import FakeClock
 from mainframe.dragonfly.session import PURPOSE
 from mainframe.settings import Settings
 from mainframe.store.hook_secrets import SecretBox
+from mainframe.store.owners import OPERATOR
 from tests.blocking import Blocking
 
 SESSION_SECONDS = 600
@@ -104,14 +105,20 @@ def fly(database_url: str, tmp_path: Path) -> Iterator[Fly]:
     app = create_app(settings, runtime=build_runtime(settings, clock=clock), sweeper=False)
     with TestClient(app) as client:
         store = Blocking(app.state.runtime.store, client.portal)
-        tokens = {"owner": store.accounts.create_owner("alice")}
-        store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
-        store.accounts.create_endpoint("npm", owner="alice", open_intake=False)
+        tokens = {"owner": store.owners.create_owner("alice")}
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+        )
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "npm", open_intake=False, origin="cli"
+        )
         for name, role, endpoint in (
             ("w1", "worker", "pypi"), ("w2", "worker", "pypi"), ("n1", "worker", "npm"),
             ("feed", "source", "pypi"),
         ):  # fmt: skip
-            tokens[name] = store.accounts.create_token(endpoint=endpoint, role=role, principal=name)
+            tokens[name] = store.owners.create_token(
+                OPERATOR, endpoint, role=role, principal=name, origin="cli"
+            )[1]
         yield Fly(client, store, clock, SecretBox([key]).subkeys(PURPOSE)[0], rules, tokens)
 
 
@@ -145,7 +152,11 @@ def test_over_https_the_cookie_is_secure(fly: Fly) -> None:
 
 
 def _deleted_token(fly: Fly) -> str:
-    secret = fly.store.accounts.create_token(endpoint="pypi", role="worker", principal="gone")
+    secret = (
+        fly.store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="gone", origin="cli"
+        )
+    )[1]
     _delete(fly, "gone")
     return secret
 
@@ -453,9 +464,13 @@ def test_without_a_secret_key_the_handshake_says_so_and_bearer_works(database_ur
     settings = _settings(database_url, Path("."))
     with TestClient(create_app(settings, sweeper=False)) as client:
         store = Blocking(client.app.state.runtime.store, client.portal)  # type: ignore[attr-defined]
-        store.accounts.create_owner("alice")
-        store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
-        secret = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
+        store.owners.create_owner("alice")
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+        )
+        secret = store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
+        )[1]
         refused = client.get(
             "/dragonfly", headers={"CF-Access-Client-Id": "w1", "CF-Access-Client-Secret": secret}
         )

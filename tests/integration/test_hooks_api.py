@@ -48,10 +48,14 @@ def make_client(database_url: str, loop: BlockingPortal, **settings: Any) -> Ite
     # The owners and endpoints are made through a store of the test's own; the app opens
     # its store on its own loop.
     provision = blocking_store(database_url, loop, SystemClock())
-    owner = provision.accounts.create_owner("alice")
-    other = provision.accounts.create_owner("mallory")
-    provision.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
-    provision.accounts.create_endpoint("evil", owner="mallory", open_intake=False)
+    owner = provision.owners.create_owner("alice")
+    other = provision.owners.create_owner("mallory")
+    provision.owners.create_endpoint(
+        provision.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+    )
+    provision.owners.create_endpoint(
+        provision.owners.owner_id("mallory"), "evil", open_intake=False, origin="cli"
+    )
     provision.close()
     with TestClient(create_app(config, sweeper=False)) as http:
         yield Client(http, owner, other)

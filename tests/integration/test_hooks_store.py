@@ -18,10 +18,10 @@ from mainframe.clock import MICROS, FakeClock
 from mainframe.hooks import signing
 from mainframe.store import Conflict, NotFound
 from mainframe.store.deliveries import MINUTE_US
-from mainframe.store.engine import create_store_engine
 from mainframe.store.hook_secrets import SecretBox
 from mainframe.store.hooks import HookView
 from mainframe.store.schema import hooks
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.conftest import blocking_store
 
 GRACE_US = 3_600_000_000
@@ -79,12 +79,16 @@ def hooked(database_url: str, loop: BlockingPortal) -> Iterator[Hooked]:
         hook_box=SecretBox([Fernet.generate_key()]),
         rotation_grace_us=GRACE_US,
     )
-    owner = store.authentication.authenticate(store.accounts.create_owner("alice"))
-    other = store.authentication.authenticate(store.accounts.create_owner("mallory"))
+    owner = store.authentication.authenticate(store.owners.create_owner("alice"))
+    other = store.authentication.authenticate(store.owners.create_owner("mallory"))
     assert owner is not None and other is not None
     assert owner.owner_id is not None and other.owner_id is not None
-    endpoint = store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
-    store.accounts.create_endpoint("npm", owner="mallory", open_intake=False)
+    endpoint = store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+    )
+    store.owners.create_endpoint(
+        store.owners.owner_id("mallory"), "npm", open_intake=False, origin="cli"
+    )
     yield Hooked(store, clock, database_url, loop, owner.owner_id, other.owner_id, endpoint.id)
     store.close()
 

@@ -7,6 +7,7 @@ import pytest
 from mainframe.lifecycle.events import LeasesGranted, ScanDeadLettered
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Report, Stale, Unauthorized
+from mainframe.store.owners import OPERATOR
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 
@@ -78,7 +79,9 @@ def test_workers_never_see_another_endpoints_scans(world: World) -> None:
         payload=None,
     )
     pypi_worker = world.store.authentication.authenticate(
-        world.store.accounts.create_token(endpoint="pypi", role="worker", principal="pw")
+        world.store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="pw", origin="cli"
+        )[1]
     )
     assert pypi_worker is not None
     world.submit()
@@ -100,13 +103,17 @@ def test_quarantined_scans_are_never_leased_until_released(world: World) -> None
     )
     assert created and scan.status is Status.QUARANTINED and not scan.verified
     worker = world.store.authentication.authenticate(
-        world.store.accounts.create_token(endpoint="pypi", role="worker", principal="pw")
+        world.store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="pw", origin="cli"
+        )[1]
     )
     assert worker is not None
     world.clock.advance(3600)
     assert world.store.leasing.lease(worker, 10) == []
     alice = world.store.authentication.authenticate(
-        world.store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
+        world.store.owners.create_token(
+            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
+        )[1]
     )
     assert alice is not None
     owner_id = alice.owner_id

@@ -29,9 +29,10 @@ from sqlalchemy import (
     text,
 )
 
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import current_revision, head_revision, upgrade
+from mainframe.store.owners import OPERATOR
 from mainframe.store.schema import attempts, metadata, scans
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from mainframe.watch import migrate as watch_migrate
 from mainframe.watch import tables as watch_tables
 from mainframe.watch.database import create_watch_engine
@@ -155,7 +156,7 @@ def test_budget_is_enforced_from_the_boundary(
     budget = Budget.of(job_timeout=TIMEOUT, max_attempts=2)
     store = blocking_store(empty_database_url, loop, clock, budget=budget)
     worker = store.authentication.authenticate(
-        store.accounts.create_token(endpoint="e", role="worker", principal="w")
+        store.owners.create_token(OPERATOR, "e", role="worker", principal="w", origin="cli")[1]
     )
     assert worker is not None
     clock.advance(TIMEOUT + 1)

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from mainframe.contract import names
-from mainframe.store import accounts
+from mainframe.store import owners
 from mainframe.store.errors import Invalid
+from mainframe.store.owners import OPERATOR
 from tests.blocking import Blocking
 from tests.integration import test_board_pages
 from tests.integration.conftest import Api
@@ -84,17 +85,21 @@ def test_credential_names_are_unique_per_endpoint(api: Api) -> None:
 def test_the_store_refuses_what_the_api_refuses(api: Api) -> None:
     store = store_of(api)
     with pytest.raises(Invalid, match="U\\+0020"):
-        store.accounts.create_endpoint("bad name!", owner="alice", open_intake=False)
+        store.owners.create_endpoint(
+            store.owners.owner_id("alice"), "bad name!", open_intake=False, origin="cli"
+        )
     with pytest.raises(Invalid, match="'/'"):
-        store.accounts.create_token(endpoint="pypi", role="worker", principal="a/b")
+        store.owners.create_token(OPERATOR, "pypi", role="worker", principal="a/b", origin="cli")
 
 
 def test_a_name_stored_before_the_rule_stays_usable(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as before_the_rule:
-        before_the_rule.setattr(accounts, "name_problem", lambda _name: None)
-        store_of(api).accounts.create_endpoint("old lane!", owner="alice", open_intake=False)
+        before_the_rule.setattr(owners, "name_problem", lambda _name: None)
+        store_of(api).owners.create_endpoint(
+            store_of(api).owners.owner_id("alice"), "old lane!", open_intake=False, origin="cli"
+        )
     listed = api.get("/api/v1/endpoints", api.owner).json()["endpoints"]
     assert "old lane!" in [e["endpoint"] for e in listed]
     made = api.post("/api/v1/endpoints/old lane!/tokens", api.owner, {"worker": "w-old"})

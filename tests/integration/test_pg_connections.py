@@ -14,9 +14,10 @@ from sqlalchemy import create_engine, text
 
 from mainframe.clock import FakeClock
 from mainframe.store import Budget, Store, Unavailable, open_database
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import set_role_defaults
+from mainframe.store.owners import OPERATOR
 from mainframe.store.pg_settings import SessionPolicy
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
 from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.integration.conftest import Api
@@ -38,18 +39,24 @@ def test_a_statement_past_its_time_limit_is_503_and_the_connection_lives_on(
     pg_url: str, loop: BlockingPortal
 ) -> None:
     store = store_on(pg_url, loop, SessionPolicy("none", statement_timeout_ms=200))
-    store.accounts.create_owner("alice")
-    store.accounts.create_endpoint("npm", owner="alice", open_intake=False)
+    store.owners.create_owner("alice")
+    store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "npm", open_intake=False, origin="cli"
+    )
     holder = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
     with holder.connect() as conn:
         # Another session holds the endpoint's row: a new credential waits for it.
         conn.execute(text("SELECT id FROM endpoints WHERE name = 'npm' FOR UPDATE"))
         with pytest.raises(Unavailable) as stuck:
-            store.accounts.create_token(endpoint="npm", role="worker", principal="w1")
+            store.owners.create_token(OPERATOR, "npm", role="worker", principal="w1", origin="cli")[
+                1
+            ]
         assert stuck.value.code == "database_busy"
         conn.rollback()
     holder.dispose()
-    assert store.accounts.create_token(endpoint="npm", role="worker", principal="w1")
+    assert store.owners.create_token(OPERATOR, "npm", role="worker", principal="w1", origin="cli")[
+        1
+    ]
     store.close()
 
 
@@ -101,7 +108,7 @@ def test_a_fake_clock_still_pins_the_database_clock(pg_url: str, loop: BlockingP
     clock = FakeClock()
     db = open_database(pg_url, clock=clock, policy=SessionPolicy("none"))
     store = Blocking(Store.build(db, Budget.of(job_timeout=30, max_attempts=3), clock=clock), loop)
-    store.accounts.create_owner("alice")
+    store.owners.create_owner("alice")
     assert store.host_report().writable
     store.close()
 

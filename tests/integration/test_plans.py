@@ -1,7 +1,7 @@
 """Every statement the store registers has its plan pinned on both databases, at a realistic
 fill: ~57k scans in segments by status (the finished history dwarfing the live backlog),
-their closed attempts, and the accounts, totals, hooks, sessions, delivery counts and audit
-rows a fleet of endpoints keeps.
+their closed attempts, and the owners, tokens, totals, hooks, sessions, delivery counts and
+audit rows a fleet of endpoints keeps.
 
 A status bound as a parameter, or the generic plan PostgreSQL may keep for a prepared
 statement after five runs, can silently stop a statement using its partial index; the plan
@@ -33,12 +33,12 @@ from mainframe.lifecycle.rules import LIVE
 from mainframe.store import (
     Budget,
     Presented,
-    accounts,
     activity,
     assignments,
     authentication,
     closing,
     deliveries,
+    fleet_snapshot,
     hooks,
     intake,
     interventions,
@@ -55,13 +55,13 @@ from mainframe.store import (
     retention,
     revoke,
     sessions,
-    stats,
     totals,
 )
 from mainframe.store import audit as store_audit
+from mainframe.store import owners as store_owners
 from mainframe.store.closing import Report, plan
 from mainframe.store.database import REGISTRY, Sql
-from mainframe.store.engine import create_store_engine
+from mainframe.store.planner_statistics import PlannerStatistics
 from mainframe.store.schema import (
     audit,
     board_sessions,
@@ -72,7 +72,7 @@ from mainframe.store.schema import (
     tokens,
 )
 from mainframe.store.search import terms
-from mainframe.store.statistics import Statistics
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.integration import test_dead_letter_plans
 from tests.integration.plans import (
@@ -401,16 +401,17 @@ CASES = {
     "dead_letter_revoked": Case(revoke.DEAD_LETTER_LIVE, {"endpoint": 1, "cause": CAUSE},
                                 LIVE_OF_ENDPOINT, PG_LIVE_OF_ENDPOINT),
     # The metrics' snapshot: each live status through its partial index.
-    "queued_states": Case(stats.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
+    "queued_states": Case(fleet_snapshot.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
                           r"ix_scans_queued$", pg_index("ix_scans_queued")),
-    "pending_states": Case(stats.PENDING_STATES, {"max_attempts": MAX_ATTEMPTS},
+    "pending_states": Case(fleet_snapshot.PENDING_STATES, {"max_attempts": MAX_ATTEMPTS},
                            r"^SCAN scans USING (COVERING )?INDEX "
                            r"ix_scans_(pending_lease|lease_due)$",
                            PG_PENDING),
-    "quarantined_count": Case(stats.QUARANTINED_COUNT, {},
+    "quarantined_count": Case(fleet_snapshot.QUARANTINED_COUNT, {},
                               r"^SCAN scans USING (COVERING )?INDEX ix_scans_quarantined$",
                               pg_index("ix_scans_quarantined")),
-    "oldest_due": Case(stats.OLDEST_DUE, {}, sqlite_index("ix_scans_queued") + r"endpoint_id=\?\)",
+    "oldest_due": Case(fleet_snapshot.OLDEST_DUE, {},
+                       sqlite_index("ix_scans_queued") + r"endpoint_id=\?\)",
                        pg_index("ix_scans_queued")),
     # The owner's overview.
     "live_counts": Case(overview.LIVE_COUNTS, {"owner": 1},
@@ -451,43 +452,44 @@ CASES = {
                             ("_of_a_status", {"status": "QUEUED"} | terms("QUEUED4")))},
     # Accounts.
     "authenticate": Case(authentication.AUTHENTICATE, {"digest": WORKER}, WHO, PG_WHO),
-    "owner_id": Case(accounts.OWNER_ID, {"name": "owner1"},
+    "owner_id": Case(store_owners.OWNER_ID, {"name": "owner1"},
                      sqlite_index("sqlite_autoindex_owners_1", "owners"),
                      pg_small("owners", "owners_name_key")),
     # The first row of owners, whichever: the read stops there.
-    "any_owner": Case(accounts.ANY_OWNER, {}, r"^SCAN owners", r"Limit[\s\S]*Scan on owners\b"),
+    "any_owner": Case(store_owners.ANY_OWNER, {}, r"^SCAN owners", r"Limit[\s\S]*Scan on owners\b"),
     # The first two names in order, to tell the only owner from several.
-    "owner_names": Case(accounts.OWNER_NAMES, {"limit": 2},
+    "owner_names": Case(store_owners.OWNER_NAMES, {"limit": 2},
                         r"^SCAN owners USING COVERING INDEX sqlite_autoindex_owners_1",
                         pg_small("owners", "owners_name_key"), sorts=SORTS),
     # An owner's own tokens sit under a NULL endpoint in the endpoint index.
-    "delete_owner_tokens": Case(accounts.DELETE_OWNER_TOKENS, {"owner": 1},
+    "delete_owner_tokens": Case(store_owners.DELETE_OWNER_TOKENS, {"owner": 1},
                                 sqlite_index("ix_tokens_endpoint", "tokens"),
                                 pg_small("tokens", "ix_tokens_endpoint")),
-    "end_owner_sessions": Case(accounts.END_OWNER_SESSIONS, {"owner": 1},
+    "end_owner_sessions": Case(store_owners.END_OWNER_SESSIONS, {"owner": 1},
                                sqlite_index("ix_board_sessions_expires", "board_sessions"),
                                pg_small("board_sessions", "ix_board_sessions_expires")),
-    "endpoint_by_name": Case(accounts.ENDPOINT_BY_NAME, {"name": "pypi"},
+    "endpoint_by_name": Case(store_owners.ENDPOINT_BY_NAME, {"name": "pypi"},
                              sqlite_index("sqlite_autoindex_endpoints_1", "endpoints"),
                              pg_small("endpoints", "endpoints_name_key")),
-    "endpoint_by_id": Case(accounts.ENDPOINT_BY_ID, {"endpoint": 1}, sqlite_pk("endpoints"),
+    "endpoint_by_id": Case(store_owners.ENDPOINT_BY_ID, {"endpoint": 1}, sqlite_pk("endpoints"),
                            pg_small("endpoints", "endpoints_pkey")),
-    "owned_endpoints": Case(accounts.OWNED_ENDPOINTS, {"owner": 1},
+    "owned_endpoints": Case(store_owners.OWNED_ENDPOINTS, {"owner": 1},
                             sqlite_index("ix_endpoints_owner_id", "endpoints"),
                             pg_small("endpoints", "ix_endpoints_owner_id"), sorts=SORTS),
-    "endpoint_tokens": Case(accounts.ENDPOINT_TOKENS, {"endpoint": 1},
+    "endpoint_tokens": Case(store_owners.ENDPOINT_TOKENS, {"endpoint": 1},
                             sqlite_index("ix_tokens_endpoint", "tokens"),
                             pg_small("tokens", "ix_tokens_endpoint")),
     "touch_token": Case(
         authentication.TOUCH, {"digest": WORKER, "coarse": 60_000_000}, WHO, PG_WHO
     ),
-    "lock_endpoint_for_token": Case(accounts.LOCK_ENDPOINT, {"endpoint": 1},
+    "lock_endpoint_for_token": Case(store_owners.LOCK_ENDPOINT, {"endpoint": 1},
                                     sqlite_pk("endpoints"),
                                     pg_small("endpoints", "endpoints_pkey")),
-    "token_named": Case(accounts.TOKEN_NAMED, {"endpoint": 1, "principal": "w1"},
+    "token_named": Case(store_owners.TOKEN_NAMED, {"endpoint": 1, "principal": "w1"},
                         sqlite_index("ix_tokens_endpoint", "tokens"),
                         pg_small("tokens", "ix_tokens_endpoint")),
-    "delete_token": Case(accounts.DELETE_TOKEN, {"token": 5, "endpoint": 1}, sqlite_pk("tokens"),
+    "delete_token": Case(store_owners.DELETE_TOKEN, {"token": 5, "endpoint": 1},
+                         sqlite_pk("tokens"),
                          pg_index("(tokens_pkey|ix_tokens_endpoint)", "tokens")),
     # Outcome totals: a few rows per endpoint, read whole for the fleet.
     "bump_totals": Case(closing.BUMP, {"n": 1, "endpoint": 1, "outcome": "finished", "shard": 3},
@@ -800,7 +802,7 @@ async def _refresh_statistics(url: str) -> list[str]:
     """What the server's statistics upkeep analyses now."""
     db = open_database(url)
     try:
-        return await Statistics(db).refresh()
+        return await PlannerStatistics(db).refresh()
     finally:
         await db.close()
 

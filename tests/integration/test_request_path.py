@@ -23,7 +23,8 @@ from sqlalchemy import text
 from mainframe.api import jobs
 from mainframe.api.app import create_app
 from mainframe.settings import Settings
-from mainframe.store.engine import create_store_engine
+from mainframe.store.owners import OPERATOR
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
 
 # At most, on either database: a poll (the one statement of the usual case); a poll that
@@ -114,10 +115,15 @@ def worker(database_url: str) -> Iterator[Worker]:
     app = create_app(settings, sweeper=False)
     with TestClient(app) as client:
         store = Blocking(app.state.runtime.store, client.portal)
-        store.accounts.create_owner("alice")
-        store.accounts.create_endpoint("pypi", owner="alice", open_intake=True)
-        source = store.accounts.create_token(endpoint="pypi", role="source", principal="feed")
-        token = store.accounts.create_token(endpoint="pypi", role="worker", principal="w1")
+        store.owners.create_owner("alice")
+        owner = store.owners.owner_id("alice")
+        store.owners.create_endpoint(owner, "pypi", open_intake=True, origin="cli")
+        source = store.owners.create_token(
+            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
+        )[1]
+        token = store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
+        )[1]
         found = Worker(client, token, source)
         found.submit(4)
         yield found
@@ -149,9 +155,9 @@ def test_a_poll_that_reaps_stays_short(worker: Worker, database_url: str) -> Non
     leased = worker.client.post("/api/v1/jobs", headers=worker.auth).json()
     _lapse_every_lease(database_url)
     store = worker.client.app.state.runtime.store  # type: ignore[attr-defined]
-    other = Blocking(store, worker.client.portal).accounts.create_token(
-        endpoint="pypi", role="worker", principal="w2"
-    )
+    other = Blocking(store, worker.client.portal).owners.create_token(
+        OPERATOR, "pypi", role="worker", principal="w2", origin="cli"
+    )[1]
     worker.token = other  # a token this process has not seen: its poll looks for lapses
     response, trace = worker.traced(jobs.lease_jobs, "/api/v1/jobs?batch=4")
     assert response.status_code == 200

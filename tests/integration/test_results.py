@@ -18,6 +18,7 @@ from mainframe.lifecycle.events import (
 from mainframe.lifecycle.rules import StaleCode, Status
 from mainframe.store import Job, NotFound, Report, Stale
 from mainframe.store.errors import Accepted, ResultConflict
+from mainframe.store.owners import OPERATOR
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 
@@ -463,7 +464,9 @@ def test_resubmission_returns_the_live_scan_and_promotes_quarantine(world: World
         payload=None,
     )
     source = world.store.authentication.authenticate(
-        world.store.accounts.create_token(endpoint="pypi", role="source", principal="reg")
+        world.store.owners.create_token(
+            OPERATOR, "pypi", role="source", principal="reg", origin="cli"
+        )[1]
     )
     world.published.events.clear()
     promoted, created = submit_scan(

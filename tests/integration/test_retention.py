@@ -130,7 +130,7 @@ def test_each_kind_goes_once_its_own_retention_has_passed_and_not_before(spaced:
     spaced.finish("done")
     spaced.fail("broken")
     spaced.dead_letter("gone")
-    secret = store.accounts.create_owner("carol")
+    secret = store.owners.create_owner("carol")
     assert store.sessions.sign_in(secret, lifetime_us=HOUR_US, origin=CLI) is not None
     store.deliveries.record(1, attempts=3, failures=1)
     before = spaced.rows()

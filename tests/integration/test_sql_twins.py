@@ -1,15 +1,15 @@
 """The pure lifecycle rules and their SQL twins agree on every database.
 
-`lifecycle.rules.queue_state` names the state a live scan counts under, and `stats.snapshot`
-counts the same states in SQL, judged by `mf_now()`; `lifecycle.rules.diagnose_stale` says
-why a report misses the current assignment, and the compare-and-set the server runs to close
-a result (COMPLETE on PostgreSQL, CLOSE_RESULTS on SQLite) or to touch a lease (HEARTBEAT,
-WAIT, RESUME) must miss exactly then, refusing with the rule's code; and pruning
-(`store/retention.py`) removes exactly the scans and delivery minutes `lifecycle.retention`
-finds past their retention. Hypothesis draws rows
-around the boundaries (equal times, the attempt cap, the rollout form); each is written
-directly, judged through the store on the fake clock that pins the database's clock, and
-removed before the next example."""
+`lifecycle.rules.queue_state` names the state a live scan counts under, and
+`fleet_snapshot.snapshot` counts the same states in SQL, judged by `mf_now()`;
+`lifecycle.rules.diagnose_stale` says why a report misses the current assignment, and the
+compare-and-set the server runs to close a result (COMPLETE on PostgreSQL, CLOSE_RESULTS on
+SQLite) or to touch a lease (HEARTBEAT, WAIT, RESUME) must miss exactly then, refusing with
+the rule's code; and pruning (`store/retention.py`) removes exactly the scans and delivery
+minutes `lifecycle.retention` finds past their retention. Hypothesis draws rows around the
+boundaries (equal times, the attempt cap, the rollout form); each is written directly,
+judged through the store on the fake clock that pins the database's clock, and removed
+before the next example."""
 
 from __future__ import annotations
 
@@ -34,11 +34,12 @@ from mainframe.lifecycle.retention import (
     scan_is_due,
 )
 from mainframe.lifecycle.rules import Holding, QueueState, Status, diagnose_stale, queue_state
-from mainframe.store import Presented, Report, Stale, stats
+from mainframe.store import Presented, Report, Stale, fleet_snapshot
 from mainframe.store.authentication import digest
 from mainframe.store.database import Database
-from mainframe.store.engine import create_store_engine
+from mainframe.store.owners import OPERATOR
 from mainframe.store.schema import delivery_counts, scans
+from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.conftest import MAX_ATTEMPTS, blocking_store
 
 NOW = 1_750_000_000_000_000  # the fake clock, and so `mf_now()` on both databases
@@ -109,10 +110,14 @@ class Twins:
 def twins(database_url: str, loop: BlockingPortal) -> Iterator[Twins]:
     """One endpoint with workers w1 and w2, on a store whose clock (the database's) is NOW."""
     store = blocking_store(database_url, loop, FakeClock(NOW))
-    store.accounts.create_owner("alice")
-    endpoint = store.accounts.create_endpoint("pypi", owner="alice", open_intake=False)
+    store.owners.create_owner("alice")
+    endpoint = store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "pypi", open_intake=False, origin="cli"
+    )
     secrets = {
-        worker: store.accounts.create_token(endpoint="pypi", role="worker", principal=worker)
+        worker: store.owners.create_token(
+            OPERATOR, "pypi", role="worker", principal=worker, origin="cli"
+        )[1]
         for worker in ("w1", "w2")
     }
     tokens = {worker: Presented(digest(secret)) for worker, secret in secrets.items()}
@@ -155,9 +160,9 @@ def _expected_queue(rows: list[Row]) -> dict[QueueState, int]:
     return {state: counted.get(state, 0) for state in QueueState}
 
 
-async def _snapshot(db: Database) -> stats.Snapshot:
+async def _snapshot(db: Database) -> fleet_snapshot.Snapshot:
     async with db.read() as tx:
-        return await stats.snapshot(tx, max_attempts=MAX_ATTEMPTS)
+        return await fleet_snapshot.snapshot(tx, max_attempts=MAX_ATTEMPTS)
 
 
 @EXAMPLES

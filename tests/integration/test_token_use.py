@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mainframe.clock import rfc3339
 from mainframe.store.authentication import COARSE_US, digest
+from mainframe.store.owners import OPERATOR
 from tests.blocking import Blocking
 from tests.integration import test_board_pages
 from tests.integration.conftest import Api, World
@@ -14,7 +15,7 @@ from tests.integration.test_dead_letters import Desk
 
 
 def last_used(world: World, name: str) -> int | None:
-    [token] = [t for t in world.store.accounts.tokens("npm") if t.name == name]
+    [token] = [t for t in world.store.owners.tokens(OPERATOR, "npm") if t.name == name]
     found: int | None = token.last_used_at
     return found
 

@@ -26,7 +26,6 @@ from mainframe.dragonfly.session import Session
 from mainframe.shapes import hooks, operator, scans
 from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
-from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.activity import WorkerHour
 from mainframe.store.audit import AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
@@ -37,6 +36,7 @@ from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.hooks import HookView, Rotation
 from mainframe.store.intake import Submitted
 from mainframe.store.overview import Overview
+from mainframe.store.owners import EndpointView, TokenView
 from mainframe.store.queues import PausedQueue, QueueChange
 from mainframe.store.records import Job, ScanRecord
 from mainframe.store.redrive import Redriven

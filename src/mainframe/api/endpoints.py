@@ -38,7 +38,7 @@ QueuePath = Annotated[str, Path(max_length=64, pattern=NAME_PATTERN, description
 @router.post("", status_code=201, response_model=EndpointPublic, responses=REFUSALS)
 async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> JSON:
     """A new endpoint of the owner (409 `endpoint_exists` when the name is taken)."""
-    view = await rt.store.credentials.create_endpoint(owner_id(owner), body.name,
+    view = await rt.store.owners.create_endpoint(owner_id(owner), body.name,
         open_intake=body.open_intake, origin=API,
     )  # fmt: skip
     return JSON(shape.endpoint(view), status_code=201)
@@ -47,7 +47,7 @@ async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate)
 @router.get("", response_model=EndpointList, responses=REFUSALS)
 async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
     """The owner's endpoints, by name."""
-    views = await rt.store.credentials.endpoints(owner_id(owner))
+    views = await rt.store.owners.endpoints(owner_id(owner))
     return JSON({"endpoints": [shape.endpoint(v) for v in views]})
 
 
@@ -55,7 +55,7 @@ async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
 async def get_endpoint(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
     """One of the owner's endpoints, with its paused queues."""
     paused = await rt.store.queues.paused(owner_id(owner), name)
-    views = await rt.store.credentials.endpoints(owner_id(owner))
+    views = await rt.store.owners.endpoints(owner_id(owner))
     [view] = [v for v in views if v.name == name]
     return JSON(shape.endpoint_detail(view, paused))
 
@@ -65,7 +65,7 @@ async def list_workers(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> J
     """The endpoint's workers at a glance: each one's last request, the leases it holds now,
     its last hour (scans finished, attempts failed, leases lapsed), and whether its failure
     share stands far above the rest's."""
-    tokens = await rt.store.credentials.tokens(owner_id(owner), name)
+    tokens = await rt.store.owners.tokens(owner_id(owner), name)
     hours = await rt.store.activity.workers(owner_id(owner), name)
     return JSON(shape.workers(name, tokens, hours))
 
@@ -96,7 +96,7 @@ async def create_token(
     """A worker or source credential for the endpoint; its secret is in this reply only."""
     role, principal = ("worker", body.worker) if body.worker else ("source", body.source)
     assert principal is not None
-    view, secret = await rt.store.credentials.create_token(
+    view, secret = await rt.store.owners.create_token(
         owner_id(owner), name, role=role, principal=principal, origin=API
     )
     return JSON({**shape.token(view), "secret": secret}, status_code=201)
@@ -105,7 +105,7 @@ async def create_token(
 @router.get("/{name}/tokens", response_model=TokenList, responses=REFUSALS)
 async def list_tokens(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
     """The endpoint's credentials: names, kinds, creation; never a secret."""
-    views = await rt.store.credentials.tokens(owner_id(owner), name)
+    views = await rt.store.owners.tokens(owner_id(owner), name)
     return JSON({"tokens": [shape.token(v) for v in views]})
 
 
@@ -114,5 +114,5 @@ async def delete_token(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, token_id: TokenIdPath
 ) -> Response:
     """Delete a credential; it is refused from the next request on, in every server process."""
-    await rt.store.credentials.delete_token(owner_id(owner), name, token_id, origin=API)
+    await rt.store.owners.delete_token(owner_id(owner), name, token_id, origin=API)
     return Response(status_code=204)

@@ -165,7 +165,7 @@ async def create_endpoint(request: Request, rt: RuntimeDep) -> Response:
     session, form = await _signed_in(request, rt)
     name = _text(form, "name", 100)
     try:
-        await rt.store.credentials.create_endpoint(
+        await rt.store.owners.create_endpoint(
             session.owner_id, name, open_intake=_text(form, "open_intake") == "on", origin=BOARD
         )
     except StoreError as exc:
@@ -184,7 +184,7 @@ async def create_token(request: Request, rt: RuntimeDep, name: NamePath) -> Resp
         await _say(request, rt, "No credential issued: give a kind and a name.")
         return _see(_endpoint(name))
     try:
-        view, secret = await rt.store.credentials.create_token(
+        view, secret = await rt.store.owners.create_token(
             session.owner_id, name, role=role, principal=principal, origin=BOARD
         )
     except StoreError as exc:
@@ -204,9 +204,9 @@ async def delete_token(
 ) -> Response:
     session, _form_data = await _signed_in(request, rt)
     try:
-        tokens = await rt.store.credentials.tokens(session.owner_id, name)
+        tokens = await rt.store.owners.tokens(session.owner_id, name)
         token = next((t for t in tokens if t.id == token_id), None)
-        await rt.store.credentials.delete_token(session.owner_id, name, token_id, origin=BOARD)
+        await rt.store.owners.delete_token(session.owner_id, name, token_id, origin=BOARD)
     except StoreError as exc:
         await _say(request, rt, f"Token {token_id} not deleted: {exc.detail}.")
         return _see(_endpoint(name))

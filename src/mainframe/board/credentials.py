@@ -17,7 +17,7 @@ from mainframe.contract.names import name_problem
 from mainframe.contract.text import printable
 from mainframe.shapes import operator as operator_shapes
 from mainframe.store import NotFound
-from mainframe.store.accounts import TokenView
+from mainframe.store.owners import TokenView
 from mainframe.store.sessions import Session
 from mainframe.wiring import RuntimeDep
 
@@ -41,7 +41,7 @@ async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response
     card = await _card(rt, session, name)
     if card is None:
         return error_page(request, context, 404, NO_ENDPOINT)
-    tokens = await rt.store.credentials.tokens(session.owner_id, name)
+    tokens = await rt.store.owners.tokens(session.owner_id, name)
     paused = await rt.store.queues.paused(session.owner_id, name)
     hours = await rt.store.activity.workers(session.owner_id, name)
     workers = operator_shapes.workers(name, tokens, hours)
@@ -78,7 +78,7 @@ async def _token(rt: RuntimeDep, session: Session, name: str, token_id: int) -> 
     if len(name) > MAX_NAME or not printable(name):
         return None
     try:
-        tokens = await rt.store.credentials.tokens(session.owner_id, name)
+        tokens = await rt.store.owners.tokens(session.owner_id, name)
     except NotFound:
         return None
     return next((t for t in tokens if t.id == token_id), None)

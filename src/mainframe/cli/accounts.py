@@ -24,16 +24,15 @@ from mainframe.cli.shell import fail
 from mainframe.contract.text import counted
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, session_policy
-from mainframe.store.accounts import NameTaken, UnknownName
 from mainframe.store.audit import CLI
-from mainframe.store.engine import create_store_engine
 from mainframe.store.migrate import (
     current_revision,
     is_known_revision,
     set_role_defaults,
     upgrade,
 )
-from mainframe.store.records import EndpointRecord
+from mainframe.store.owners import OPERATOR, EndpointView, NameTaken, UnknownName
+from mainframe.store.sqlalchemy_engine import create_store_engine
 
 db_app = typer.Typer(
     no_args_is_help=True, help="Database schema and retention.", rich_markup_mode=None
@@ -86,7 +85,7 @@ def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
     """Create an owner; prints its token on the last line."""
     settings = load_settings(database_url=database_url)
     try:
-        secret = on_store(settings, lambda store: store.accounts.create_owner(name))
+        secret = on_store(settings, lambda store: store.owners.create_owner(name))
     except NameTaken as exc:
         fail(str(exc))
     typer.echo(f"owner {name!r} created; its token (shown once):")
@@ -100,7 +99,7 @@ def owner_token(name: str, database_url: DatabaseOpt = None) -> None:
     settings = load_settings(database_url=database_url)
     try:
         secret, revoked = on_store(
-            settings, lambda store: store.accounts.rotate_owner_token(name, origin=CLI)
+            settings, lambda store: store.owners.rotate_owner_token(name, origin=CLI)
         )
     except UnknownName as exc:
         fail(str(exc))
@@ -124,16 +123,16 @@ def endpoint_create(
     """Create an endpoint NAME owned by the owner."""
     settings = load_settings(database_url=database_url)
 
-    async def create(store: Store) -> tuple[EndpointRecord, str]:
+    async def create(store: Store) -> tuple[EndpointView, str]:
         acting = await resolve_owner(store, owner)
-        record = await store.accounts.create_endpoint(
-            name, owner=acting, open_intake=open_intake, origin=CLI
+        record = await store.owners.create_endpoint(
+            await store.owners.owner_id(acting), name, open_intake=open_intake, origin=CLI
         )
         return record, acting
 
     try:
         record, acting = on_store(settings, create)
-    except (NameTaken, UnknownName, StoreError) as exc:
+    except StoreError as exc:
         fail(str(exc))
     typer.echo(f"endpoint {record.name!r} created for owner {acting!r}")
     typer.echo(record.name)
@@ -153,13 +152,13 @@ def token_create(
     assert principal is not None
     settings = load_settings(database_url=database_url)
     try:
-        secret = on_store(
+        _view, secret = on_store(
             settings,
-            lambda store: store.accounts.create_token(
-                endpoint=endpoint, role=role, principal=principal, origin=CLI
+            lambda store: store.owners.create_token(
+                OPERATOR, endpoint, role=role, principal=principal, origin=CLI
             ),
         )
-    except (NameTaken, UnknownName, StoreError) as exc:
+    except StoreError as exc:
         fail(str(exc))
     typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
     typer.echo(secret)
@@ -175,7 +174,7 @@ def token_list(
     from mainframe.contract.text import shown
 
     settings = load_settings(database_url=database_url)
-    views = on_store_or_fail(settings, lambda store: store.accounts.tokens(endpoint))
+    views = on_store_or_fail(settings, lambda store: store.owners.tokens(OPERATOR, endpoint))
     typer.echo(f"{'ID':>6}  {'KIND':<7} {'CREATED':<28} {'LAST USED':<28} NAME")
     for view in views:
         used = rfc3339(view.last_used_at) or "never"
@@ -192,6 +191,6 @@ def token_delete(
     """Delete a credential: every server refuses it from its next request on."""
     settings = load_settings(database_url=database_url)
     on_store_or_fail(
-        settings, lambda store: store.accounts.delete_token(endpoint, token_id, origin=CLI)
+        settings, lambda store: store.owners.delete_token(OPERATOR, endpoint, token_id, origin=CLI)
     )
     typer.echo(f"token {token_id} deleted")

@@ -17,8 +17,8 @@ from mainframe.cli.failures import SchemaMismatch, database_errors
 from mainframe.cli.shell import Verbose, fail
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
-from mainframe.store.engine import create_store_engine, is_sqlite
 from mainframe.store.migrate import current_revision, head_revision, is_known_revision, upgrade
+from mainframe.store.sqlalchemy_engine import create_store_engine, is_sqlite
 
 T = TypeVar("T")
 
@@ -137,7 +137,7 @@ async def resolve_owner(store: Store, given: str | None) -> str:
     there is none or there are several to choose from."""
     if given is not None:
         return given
-    names = await store.accounts.owner_names(limit=2)
+    names = await store.owners.owner_names(limit=2)
     if len(names) == 1:
         return names[0]
     if not names:

@@ -40,10 +40,10 @@ from mainframe.metrics import Metrics
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
 from mainframe.store import ScanRecord, Store, StoreError, open_store
-from mainframe.store.accounts import UnknownName
 from mainframe.store.audit import CLI
 from mainframe.store.causes import CausePage
 from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
+from mainframe.store.owners import UnknownName
 from mainframe.store.redrive import Progress, Redriven
 
 dead_app = typer.Typer(
@@ -77,7 +77,7 @@ async def _opened(database_url: str | None, owner: str | None) -> AsyncIterator[
     store.db.publish = effects.wire(Metrics())
     try:
         try:
-            owner_id = await store.accounts.owner_id(await resolve_owner(store, owner))
+            owner_id = await store.owners.owner_id(await resolve_owner(store, owner))
         except UnknownName as exc:
             fail(str(exc))
             raise AssertionError from exc  # unreachable: fail() exits

@@ -16,7 +16,6 @@ import typer
 from mainframe.cli.shell import Debug
 from mainframe.parsers import redact_url
 from mainframe.store import StoreError, Unavailable
-from mainframe.store.accounts import NameTaken, UnknownName
 
 # How a first line of a driver's message reads, and what it means to an operator.
 _MEANINGS = (
@@ -83,8 +82,8 @@ def database_errors(url: str) -> Iterator[None]:
     """Turn any failure to use the database into one line naming the URL, and exit."""
     try:
         yield
-    except (typer.Exit, typer.Abort, KeyboardInterrupt, NameTaken, UnknownName):
-        raise  # a name taken or unknown is the command's to word, like a refusal
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
     except StoreError as exc:
         if not isinstance(exc, Unavailable):
             raise  # a refusal (a name taken, a scan not found) is the command's to word

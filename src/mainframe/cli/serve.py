@@ -77,9 +77,9 @@ def setting_parameters() -> list[inspect.Parameter]:
 
 async def _bootstrap_owner(store: Store) -> str | None:
     """The first owner's token, when the database has no owner yet."""
-    if await store.accounts.has_owners():
+    if await store.owners.has_owners():
         return None
-    return await store.accounts.create_owner(BOOTSTRAP_OWNER)
+    return await store.owners.create_owner(BOOTSTRAP_OWNER)
 
 
 def serve(

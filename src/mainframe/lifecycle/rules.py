@@ -157,7 +157,8 @@ def queue_state(
 ) -> QueueState | None:
     """The `packages_queue{state}` a live scan counts under; None for a terminal scan.
 
-    The store counts the same states in SQL (`store/stats.py`); a test holds the two equal."""
+    The store counts the same states in SQL (`store/fleet_snapshot.py`); a test holds the two
+    equal."""
     if status is Status.QUEUED:
         due = available_at is None or available_at <= now
         return QueueState.QUEUED if due else QueueState.SCHEDULED

@@ -11,7 +11,7 @@ from mainframe.lifecycle.rules import QueueState
 from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
 from mainframe.store import Store
-from mainframe.store.stats import Snapshot
+from mainframe.store.fleet_snapshot import Snapshot
 
 
 def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:

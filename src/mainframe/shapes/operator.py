@@ -9,13 +9,13 @@ from mainframe.contract.text import counted
 from mainframe.lifecycle.workers import failure_share, stands_out
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid
-from mainframe.store.accounts import EndpointView, TokenView
 from mainframe.store.activity import WorkerHour
 from mainframe.store.audit import Action, AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
 from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.overview import EndpointCard, Overview
+from mainframe.store.owners import EndpointView, TokenView
 from mainframe.store.queues import PausedQueue, QueueChange
 from mainframe.store.redrive import Redriven
 

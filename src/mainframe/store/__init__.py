@@ -8,7 +8,6 @@ from mainframe.settings import Settings
 from mainframe.store.budget import Budget
 from mainframe.store.closing import Closed, Completion, ItemOutcome, Report
 from mainframe.store.database import Database, Publish, discard
-from mainframe.store.engine import database_path, is_sqlite
 from mainframe.store.errors import (
     Conflict,
     Invalid,
@@ -23,6 +22,7 @@ from mainframe.store.intake import ScanSpec, Submitted
 from mainframe.store.pg_settings import SessionPolicy
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.records import Job, Presented, Principal, ScanRecord
+from mainframe.store.sqlalchemy_engine import database_path, is_sqlite
 from mainframe.store.sqlite import COMMAND_BUSY_MS, SqliteDatabase
 from mainframe.store.store import Store
 

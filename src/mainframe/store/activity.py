@@ -21,10 +21,10 @@ from mainframe.lifecycle.events import (
     ScanFinished,
 )
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import NotFound
 from mainframe.store.overview import NOW
+from mainframe.store.owners import endpoint_by_name
 
 MINUTE_US = 60_000_000
 HOUR_US = 3_600_000_000

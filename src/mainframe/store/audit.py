@@ -127,17 +127,20 @@ def _loaded(text: str | None) -> Any:
 async def entries(tx: Tx, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
     """The owner's audit rows newest first, older than `before_id`."""
     params = {"owner": owner_id, "before": NEWEST if before_id is None else before_id}
-    return [
-        AuditEntry(
-            id=row[0],
-            at=row[1],
-            action=row[2],
-            count=row[3],
-            scan_ids=_loaded(row[4]),
-            filter=_loaded(row[5]),
-            origin=row[6],
-            endpoint=row[7],
-            detail=_loaded(row[8]),
+    found = []
+    for row in await tx.rows(AUDIT_ENTRIES, params | {"limit": limit}):
+        id_, at, action, count, scan_ids, filter_, origin, endpoint, detail = row
+        found.append(
+            AuditEntry(
+                id=id_,
+                at=at,
+                action=action,
+                count=count,
+                scan_ids=_loaded(scan_ids),
+                filter=_loaded(filter_),
+                origin=origin,
+                endpoint=endpoint,
+                detail=_loaded(detail),
+            )
         )
-        for row in await tx.rows(AUDIT_ENTRIES, params | {"limit": limit})
-    ]
+    return found

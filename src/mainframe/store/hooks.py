@@ -7,14 +7,15 @@ change (create, enable, rotate, delete) writes its audit row in its own transact
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mainframe.store import audit
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Row, Sql, Tx, first, value
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.hook_secrets import SecretBox
+from mainframe.store.owners import endpoint_by_name
 from mainframe.store.records import EndpointRecord
 
 MAX_HOOKS_PER_ENDPOINT = 5  # a sixth is a 409 too_many_hooks (docs/hooks.md)
@@ -157,19 +158,47 @@ class HooksUnavailable(Conflict):
         )
 
 
+class HookRow(NamedTuple):
+    """A row of INSERT_HOOK, LIST_HOOKS and ENABLE_HOOK."""
+
+    id: int
+    endpoint_id: int
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    enabled: bool
+    disabled_reason: str | None
+    created_at: int
+    consecutive_failures: int
+    last_delivery_at: int | None
+
+
+class TargetRow(NamedTuple):
+    """A row of TARGETS: the secrets still sealed."""
+
+    id: int
+    endpoint_id: int
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    secret: str
+    previous_secret: str | None
+
+
 def _view(row: Row, endpoint: str) -> HookView:
+    hook = HookRow._make(row)
     return HookView(
-        hook_id=row[0],
-        endpoint_id=row[1],
+        hook_id=hook.id,
+        endpoint_id=hook.endpoint_id,
         endpoint=endpoint,
-        url=row[2],
-        queue=row[3],
-        rate_per_minute=row[4],
-        enabled=bool(row[5]),
-        disabled_reason=row[6],
-        created_at=row[7],
-        consecutive_failures=row[8],
-        last_delivery_at=row[9],
+        url=hook.url,
+        queue=hook.queue,
+        rate_per_minute=hook.rate_per_minute,
+        enabled=bool(hook.enabled),
+        disabled_reason=hook.disabled_reason,
+        created_at=hook.created_at,
+        consecutive_failures=hook.consecutive_failures,
+        last_delivery_at=hook.last_delivery_at,
     )
 
 
@@ -237,7 +266,7 @@ class Hooks:
             }
             row = await first(tx, INSERT_HOOK, params)
             assert row is not None
-            await _audit(tx, found, Action.HOOK_CREATED, row[0], url, origin)
+            await _audit(tx, found, Action.HOOK_CREATED, HookRow._make(row).id, url, origin)
         return _view(row, found.name)
 
     async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
@@ -269,8 +298,9 @@ class Hooks:
             row = await first(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
-            await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, row[1], origin)
-        return Rotation(hook_id, found.id, secret, int(row[0]))
+            valid_until, url = row
+            await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, url, origin)
+        return Rotation(hook_id, found.id, secret, int(valid_until))
 
     async def enable(
         self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
@@ -281,7 +311,7 @@ class Hooks:
             row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
-            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, row[2], origin)
+            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, HookRow._make(row).url, origin)
         return _view(row, found.name)
 
     # The dispatcher -------------------------------------------------------------------------
@@ -293,15 +323,15 @@ class Hooks:
         return [self._target(row) for row in rows]
 
     def _target(self, row: Row) -> HookTarget:
-        box = self.box
+        box, target = self.box, TargetRow._make(row)
         return HookTarget(
-            hook_id=row[0],
-            endpoint_id=row[1],
-            url=row[2],
-            queue=row[3],
-            rate_per_minute=row[4],
-            secret=None if box is None else box.open(row[5]),
-            previous_secret=None if box is None else box.open(row[6]),
+            hook_id=target.id,
+            endpoint_id=target.endpoint_id,
+            url=target.url,
+            queue=target.queue,
+            rate_per_minute=target.rate_per_minute,
+            secret=None if box is None else box.open(target.secret),
+            previous_secret=None if box is None else box.open(target.previous_secret),
         )
 
     async def record_attempt(self, endpoint_id: int, *, failed: bool) -> None:

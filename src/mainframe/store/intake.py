@@ -12,7 +12,7 @@ import orjson
 
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
-from mainframe.store import accounts, authentication, queries
+from mainframe.store import authentication, owners, queries
 from mainframe.store.database import Database, Row, Sql, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
 from mainframe.store.records import (
@@ -289,12 +289,12 @@ async def _gate(tx: Tx, caller: Caller | None, name: str | None) -> Gate:
         assert principal.endpoint_id is not None and principal.endpoint is not None
         if name is not None and name != principal.endpoint:
             raise Invalid("body.endpoint", "a source submits only to its own endpoint")
-        found = await accounts.endpoint_by_id(tx, principal.endpoint_id)
+        found = await owners.endpoint_by_id(tx, principal.endpoint_id)
         assert found is not None
         return Gate(found, verified=True, quarantined=False, source=principal.name)
     if name is None:
         raise Invalid("body.endpoint", "name the endpoint to submit to")
-    found = await accounts.endpoint_by_name(tx, name)
+    found = await owners.endpoint_by_name(tx, name)
     if principal is None:
         if found is None or not found.open_intake or found.revoked_at is not None:
             raise Unauthorized("a token is required: this endpoint has no open intake")

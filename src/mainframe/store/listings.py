@@ -1,10 +1,11 @@
-"""The owners' reads: one scan with its history, keyset-paged listings, and the fleet snapshot
-behind the metrics and `mainframe stats`. Reads run in read-only transactions."""
+"""`Listings`, the read-only capability over scans: it opens the read transaction and calls
+the statements of `queries.py` (an owner's scans), `overview.py` (the board's cards) and
+`fleet_snapshot.py` (the metrics' snapshot); it holds no SQL of its own."""
 
 from __future__ import annotations
 
 from mainframe.lifecycle.rules import Status
-from mainframe.store import overview, queries, stats
+from mainframe.store import fleet_snapshot, overview, queries
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database
 from mainframe.store.records import ScanRecord
@@ -69,10 +70,10 @@ class Listings:
         async with self.db.read() as tx:
             return [await queries.count_scans(tx, owner_id, f, cap=cap) for f in filters]
 
-    async def snapshot(self) -> stats.Snapshot:
+    async def snapshot(self) -> fleet_snapshot.Snapshot:
         """Outcome totals and live scans by queue state, as the database sees them now."""
         async with self.db.read() as tx:
-            return await stats.snapshot(tx, max_attempts=self.budget.max_attempts)
+            return await fleet_snapshot.snapshot(tx, max_attempts=self.budget.max_attempts)
 
     async def overview(self, owner_id: int) -> overview.Overview:
         """Per endpoint: scans by status, the oldest due scan, hook health; and the totals."""

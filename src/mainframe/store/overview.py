@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mainframe.store import accounts, totals
+from mainframe.store import owners, totals
 from mainframe.store.database import Sql, Tx, value
 
 STATUSES = ("queued", "pending", "finished", "failed", "dead")
@@ -82,32 +82,45 @@ class Overview:
 
 async def _hooks(tx: Tx, owner_id: int) -> dict[int, list[HookHealth]]:
     found: dict[int, list[HookHealth]] = {}
-    for r in await tx.rows(HOOK_HEALTH, {"owner": owner_id}):
-        found.setdefault(r[0], []).append(
-            HookHealth(r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7])
+    for row in await tx.rows(HOOK_HEALTH, {"owner": owner_id}):
+        endpoint_id, hook_id, url, queue, enabled, reason, failures, last_delivery_at = row
+        found.setdefault(endpoint_id, []).append(
+            HookHealth(hook_id, url, queue, bool(enabled), reason, failures, last_delivery_at)
         )
     return found
 
 
 async def overview(tx: Tx, owner_id: int) -> Overview:
-    rows = await tx.rows(accounts.OWNED_ENDPOINTS, {"owner": owner_id})
-    live = {(r[0], r[1]): int(r[2]) for r in await tx.rows(LIVE_COUNTS, {"owner": owner_id})}
+    rows = await tx.rows(owners.OWNED_ENDPOINTS, {"owner": owner_id})
+    live = {
+        (endpoint_id, state): int(n)
+        for endpoint_id, state, n in await tx.rows(LIVE_COUNTS, {"owner": owner_id})
+    }
     ended = await totals.of_owner(tx, owner_id)
     hooked = await _hooks(tx, owner_id)
     cards = []
-    for r in rows:
-        done = ended.get(r[0], dict.fromkeys(totals.OUTCOMES, 0))
+    for e in map(owners.EndpointRow._make, rows):
+        done = ended.get(e.id, dict.fromkeys(totals.OUTCOMES, 0))
         counts = {
-            "queued": live.get((r[0], "queued"), 0),
-            "pending": live.get((r[0], "pending"), 0),
+            "queued": live.get((e.id, "queued"), 0),
+            "pending": live.get((e.id, "pending"), 0),
             "finished": done["finished"],
             "failed": done["failed"],
             "dead": done["dead_lettered"],
-            "quarantined": live.get((r[0], "quarantined"), 0),
+            "quarantined": live.get((e.id, "quarantined"), 0),
         }
-        oldest = await value(tx, OLDEST_DUE_OF_ENDPOINT, {"endpoint": r[0]})
+        oldest = await value(tx, OLDEST_DUE_OF_ENDPOINT, {"endpoint": e.id})
         cards.append(
-            EndpointCard(r[0], r[1], bool(r[3]), r[4], r[5], counts, oldest, hooked.get(r[0], []))
+            EndpointCard(
+                e.id,
+                e.name,
+                bool(e.open_intake),
+                e.revoked_at,
+                e.created_at,
+                counts,
+                oldest,
+                hooked.get(e.id, []),
+            )
         )
     overall = {key: sum(card.counts[key] for card in cards) for key in (*STATUSES, "quarantined")}
     return Overview(int(await value(tx, NOW)), cards, overall)

@@ -1,6 +1,6 @@
-"""Read paths for owners: one scan with its attempt history, and keyset-paged listings of
-the scans of their endpoints. A scan of another owner is never found (existence is not
-revealed)."""
+"""The statements that read an owner's scans: one scan with its attempt history, and
+keyset-paged, filtered lists and counts of the scans of its endpoints. A scan of another
+owner is never found (existence is not revealed)."""
 
 from __future__ import annotations
 

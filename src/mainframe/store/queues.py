@@ -13,14 +13,15 @@ never parked, only left out, and is due as it was."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mainframe.contract.names import name_problem
 from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, ScanRef
 from mainframe.store import audit
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
-from mainframe.store.database import Database, Row, Sql, Tx, first
+from mainframe.store.database import Database, Sql, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound
+from mainframe.store.owners import endpoint_by_name
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each
 
@@ -161,7 +162,8 @@ class Queues:
             found = await first(tx, ENDPOINT_OWNER, {"endpoint": endpoint})
         if found is None:
             raise NotFound(f"no endpoint named {endpoint!r}")
-        return int(found[0]), str(found[1])
+        owner_id, owner = found
+        return int(owner_id), str(owner)
 
     async def paused(self, owner_id: int, endpoint: str) -> list[PausedQueue]:
         """The owner's endpoint's paused queues, by name (NotFound for another's)."""
@@ -170,12 +172,12 @@ class Queues:
             if found is None or found.owner_id != owner_id:
                 raise NotFound(f"no endpoint named {endpoint!r}")
             rows = await tx.rows(PAUSED_OF_ENDPOINT, {"endpoint": found.id})
-        return [PausedQueue(row[0], int(row[1]), row[2]) for row in rows]
+        return [PausedQueue(queue, int(at), by) for queue, at, by in rows]
 
     async def all_paused(self) -> set[tuple[str, str]]:
         """Every paused (endpoint, queue): what `mainframe_queue_paused` reports."""
         async with self.db.read() as tx:
-            return {(row[0], row[1]) for row in await tx.rows(ALL_PAUSED)}
+            return {(endpoint, queue) for endpoint, queue in await tx.rows(ALL_PAUSED)}
 
     async def _park(self, endpoint_id: int, queue: str) -> int:
         after, parked = FIRST_KEYSET, 0
@@ -187,7 +189,8 @@ class Queues:
             parked += len(rows)
             if len(rows) < CHUNK:
                 return parked
-            after = max((int(row[1]), int(row[0])) for row in rows)
+            # PARK returns (id, paused_due_at); the next chunk starts after the last keyset.
+            after = max((int(due_at), int(scan_id)) for scan_id, due_at in rows)
 
     async def _unpark(self, endpoint_id: int, endpoint: str, queue: str) -> int:
         after, due = 0, 0
@@ -195,11 +198,12 @@ class Queues:
             params = {"endpoint": endpoint_id, "queue": queue, "limit": CHUNK, "after_id": after}
             async with self.db.write() as tx:
                 rows = await tx.rows(UNPARK, params)
-                tx.events.extend(_ready(row, endpoint) for row in rows if row[6])
+                unparked = [UnparkedRow._make(row) for row in rows]
+                tx.events.extend(_ready(row, endpoint) for row in unparked if row.verified)
             due += len(rows)
             if len(rows) < CHUNK:
                 return due
-            after = max(int(row[0]) for row in rows)
+            after = max(int(row.id) for row in unparked)
 
 
 def _named(queue: str) -> str:
@@ -218,9 +222,23 @@ async def _owned(tx: Tx, owner_id: int, endpoint: str) -> int:
     return found.id
 
 
-def _ready(row: Row, endpoint: str) -> ScanReady:
+class UnparkedRow(NamedTuple):
+    """A row of UNPARK: a scan the resume made due again."""
+
+    id: int
+    endpoint_id: int
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+    source: str | None
+    created_at: int
+    due_at: int
+
+
+def _ready(row: UnparkedRow, endpoint: str) -> ScanReady:
     """A verified scan the resume made claimable again, announced as ready."""
-    scan_id, endpoint_id, queue, name, version, kind, verified, source, created_at, due = row
-    ref = ScanRef(scan_id, endpoint_id, endpoint, queue, name, version, kind, bool(verified),
-                  source, created_at)  # fmt: skip
-    return ScanReady(ref, 0, int(due))
+    ref = ScanRef(row.id, row.endpoint_id, endpoint, row.queue, row.name, row.version, row.kind,
+                  bool(row.verified), row.source, row.created_at)  # fmt: skip
+    return ScanReady(ref, 0, int(row.due_at))

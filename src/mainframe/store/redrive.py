@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
 from mainframe.store import audit, closing
-from mainframe.store.database import Database, Row, Sql, Tx
+from mainframe.store.database import Database, Sql, Tx
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
 NOT_DEAD_LETTERED = "not_dead_lettered"
@@ -159,13 +159,13 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     if not chunk:
         return 0
     params = {"ids": _ids(chunk), "owner": owner_id}
-    found = {row[0]: row for row in await tx.rows(CANDIDATES, params)}
-    live = {row[0] for row in await tx.rows(LIVE_KEYS, params)}
+    found = {row.id: row for row in map(Candidate._make, await tx.rows(CANDIDATES, params))}
+    live = {scan_id for (scan_id,) in await tx.rows(LIVE_KEYS, params)}
     ready = sort_out(chunk, found, live, skipped)
     if not ready:
         return 0
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
-    due = {row[0]: int(row[1]) for row in requeued}
+    due = {scan_id: int(available_at) for scan_id, available_at in requeued}
     events = [ScanRedriven(ref) for ref in ready]
     await closing.count_outcomes(tx, events)
     tx.events.extend(events)
@@ -174,8 +174,31 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     return len(ready)
 
 
+class Candidate(NamedTuple):
+    """A row of CANDIDATES: a scan asked to be redriven, with its endpoint."""
+
+    id: int
+    endpoint_id: int
+    endpoint: str
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+    source: str | None
+    created_at: int
+    revoked_at: int | None
+    dead_lettered_at: int | None
+
+    def ref(self) -> ScanRef:
+        return ScanRef(
+            self.id, self.endpoint_id, self.endpoint, self.queue, self.name, self.version,
+            self.kind, bool(self.verified), self.source, self.created_at,
+        )  # fmt: skip
+
+
 def sort_out(
-    chunk: list[int], found: dict[int, Row], live: set[int], skipped: list[Skipped]
+    chunk: list[int], found: dict[int, Candidate], live: set[int], skipped: list[Skipped]
 ) -> list[ScanRef]:
     """The chunk's scans that may be requeued, in order; each other one is added to `skipped`
     with its reason. Of two dead letters of one key only the first is requeued: the live-key
@@ -186,16 +209,13 @@ def sort_out(
         row = found.get(scan_id)
         if row is None:
             skipped.append(Skipped(scan_id, NOT_FOUND))
-        elif row[10] is not None:
+        elif row.revoked_at is not None:
             skipped.append(Skipped(scan_id, ENDPOINT_REVOKED))
-        elif row[11] is None:
+        elif row.dead_lettered_at is None:
             skipped.append(Skipped(scan_id, NOT_DEAD_LETTERED))
-        elif scan_id in live or (row[1], row[4], row[5], row[6]) in keys:
+        elif scan_id in live or (row.endpoint_id, row.name, row.version, row.kind) in keys:
             skipped.append(Skipped(scan_id, LIVE_DUPLICATE))
         else:
-            keys.add((row[1], row[4], row[5], row[6]))
-            ref = ScanRef(
-                row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9]
-            )
-            ready.append(ref)
+            keys.add((row.endpoint_id, row.name, row.version, row.kind))
+            ready.append(row.ref())
     return ready

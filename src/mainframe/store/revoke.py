@@ -8,10 +8,10 @@ from mainframe.lifecycle.causes import cause_of
 from mainframe.lifecycle.events import EndpointRevoked
 from mainframe.lifecycle.rules import AttemptOutcome
 from mainframe.store import audit, closing
-from mainframe.store.accounts import endpoint_by_name
 from mainframe.store.audit import Action, Origin
 from mainframe.store.database import Database, Sql, Tx
 from mainframe.store.errors import Conflict, NotFound
+from mainframe.store.owners import endpoint_by_name
 
 REVOKE_ENDPOINT = Sql(
     "revoke_endpoint", "UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint"

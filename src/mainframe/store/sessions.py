@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from cryptography.fernet import Fernet, InvalidToken
@@ -28,7 +28,7 @@ from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store import audit
 from mainframe.store.audit import Action, Origin
 from mainframe.store.authentication import authenticate, digest
-from mainframe.store.database import Database, Sql, first
+from mainframe.store.database import Database, Sql, first, value
 
 # How long the browser keeps the cookie after its session ended, so a browser back the next
 # morning presents it and is told the session ended: the default retention of ended sessions.
@@ -76,6 +76,17 @@ class Session:
     flash: str | None = None  # sealed; `Sessions.take_flash` opens it
 
 
+class SessionRow(NamedTuple):
+    """A row of FIND_SESSION: a session, live or ended."""
+
+    owner_id: int
+    owner: str
+    csrf: str
+    expires_at: int
+    flash: str | None
+    live: bool
+
+
 def _box(secret: str) -> Fernet:
     """The flash's key: derived from the cookie secret, which only the browser keeps."""
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"mainframe board flash")
@@ -101,26 +112,27 @@ class Sessions:
                 "csrf": csrf,
                 "lifetime": lifetime_us,
             }
-            row = await first(tx, INSERT_SESSION, params)
-            assert row is not None
+            expires_at = await value(tx, INSERT_SESSION, params)
+            assert expires_at is not None
             await audit.record(tx, principal.owner_id, Action.SIGNED_IN, origin=origin)
-            return secret, Session(principal.owner_id, principal.name, csrf, int(row[0]))
+            return secret, Session(principal.owner_id, principal.name, csrf, int(expires_at))
 
     async def find(self, secret: str) -> Session | None:
         """The live session behind a cookie secret, or None (unknown, signed out, expired)."""
         row = await self._row(secret)
-        if row is None or not row[5]:
+        if row is None or not row.live:
             return None
-        return Session(row[0], row[1], row[2], row[3], row[4])
+        return Session(row.owner_id, row.owner, row.csrf, row.expires_at, row.flash)
 
     async def ended(self, secret: str) -> bool:
         """Whether the cookie secret names a session that expired (not one signed out)."""
         row = await self._row(secret)
-        return row is not None and not row[5]
+        return row is not None and not row.live
 
-    async def _row(self, secret: str) -> Any:
+    async def _row(self, secret: str) -> SessionRow | None:
         async with self.db.read() as tx:
-            return await first(tx, FIND_SESSION, {"session": digest(secret)})
+            row = await first(tx, FIND_SESSION, {"session": digest(secret)})
+        return None if row is None else SessionRow._make(row)
 
     async def sign_out(self, secret: str) -> None:
         async with self.db.write() as tx:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.retention import RetentionPolicy
-from mainframe.store.accounts import Accounts, Credentials
 from mainframe.store.activity import Activity
 from mainframe.store.assignments import Assignments
 from mainframe.store.authentication import Authentication
@@ -26,8 +25,10 @@ from mainframe.store.intake import Intake
 from mainframe.store.interventions import Interventions
 from mainframe.store.leasing import LapseWatch, Leasing
 from mainframe.store.listings import Listings
+from mainframe.store.owners import Owners
 from mainframe.store.packages import Packages
 from mainframe.store.pg_settings import host_writable, settings_found
+from mainframe.store.planner_statistics import PlannerStatistics
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.queues import Queues
 from mainframe.store.records import EndpointNames
@@ -35,7 +36,6 @@ from mainframe.store.results import Results
 from mainframe.store.retention import Retention
 from mainframe.store.revoke import Revocations
 from mainframe.store.sessions import Sessions
-from mainframe.store.statistics import Statistics
 
 PING = Sql("ping", "SELECT 1")
 
@@ -51,8 +51,7 @@ class Store:
     db: Database
     clock: Clock
     authentication: Authentication
-    accounts: Accounts
-    credentials: Credentials
+    owners: Owners
     revocations: Revocations
     intake: Intake
     leasing: Leasing
@@ -68,7 +67,7 @@ class Store:
     queues: Queues
     activity: Activity
     sessions: Sessions
-    statistics: Statistics
+    planner_statistics: PlannerStatistics
     retention: Retention
 
     @classmethod
@@ -97,8 +96,7 @@ class Store:
             db=db,
             clock=process_clock,
             authentication=Authentication(db),
-            accounts=Accounts(db),
-            credentials=Credentials(db),
+            owners=Owners(db),
             revocations=Revocations(db),
             intake=Intake(db, names),
             leasing=leasing,
@@ -114,7 +112,7 @@ class Store:
             queues=Queues(db),
             activity=Activity(db),
             sessions=Sessions(db),
-            statistics=Statistics(db),
+            planner_statistics=PlannerStatistics(db),
             retention=Retention(db, retention or RetentionPolicy()),
         )
 

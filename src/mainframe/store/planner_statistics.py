@@ -30,7 +30,9 @@ ANALYZE_ATTEMPTS = Sql("analyze_attempts", "-- PostgreSQL only.", "ANALYZE (SKIP
 ANALYZE = {"scans": ANALYZE_SCANS, "attempts": ANALYZE_ATTEMPTS}
 
 
-class Statistics:
+class PlannerStatistics:
+    """Keeps the planner's statistics of `scans` and `attempts` current on PostgreSQL."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
 

@@ -1,4 +1,5 @@
-"""The database's view of the fleet, for the metrics reconciliation and `mainframe stats`.
+"""A snapshot of the whole fleet: live scans by queue state, outcome totals and the oldest due
+scan, for the metrics reconciliation and `mainframe stats`.
 
 Every query walks a partial index over live scans or the outcome totals, never the
 finished history, so its cost follows the backlog rather than the size of the table. The

@@ -1,16 +1,18 @@
-"""Owners, endpoints and their credentials, and reading who a token speaks for. Secrets are
-stored only as sha256 digests; credentials are read on every request (never cached), so a
-deleted token or a revoked endpoint is refused from the next request in every process. Each
-change of an endpoint or a credential writes its audit row in its own transaction."""
+"""Owners and what they administer: their endpoints and the endpoints' worker and source
+credentials, for the CLI, the API and the board alike. Secrets are stored only as sha256
+digests; credentials are read on every request (never cached), so a deleted token or a
+revoked endpoint is refused from the next request in every process. Each change of an
+endpoint or a credential writes its audit row in its own transaction."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from mainframe.contract.names import name_problem
 from mainframe.store import audit, totals
-from mainframe.store.audit import CLI, Action, Origin
+from mainframe.store.audit import Action, Origin
 from mainframe.store.authentication import digest, issue_secret
 from mainframe.store.database import Database, Row, Sql, Tx, first, value
 from mainframe.store.errors import Conflict, Invalid, NotFound
@@ -56,7 +58,7 @@ INSERT_TOKEN = Sql(
     """
     INSERT INTO tokens (token_hash, role, owner_id, endpoint_id, principal, created_at)
     VALUES (:digest, :role, :owner, :endpoint, :principal, mf_now())
-    RETURNING id, principal, role, created_at
+    RETURNING id, principal, role, created_at, last_used_at
     """,
 )
 ENDPOINT_TOKENS = Sql(
@@ -116,35 +118,71 @@ class TokenView:
 
 @dataclass(frozen=True, slots=True)
 class EndpointView:
+    """An endpoint as its owner sees it."""
+
+    id: int
     name: str
     open_intake: bool
     created_at: int
     revoked_at: int | None
 
 
-class NameTaken(ValueError):
-    """An owner or endpoint with that name already exists."""
+class NameTaken(Conflict):
+    """An owner or endpoint with that name already exists (409 over the API)."""
 
 
-class UnknownName(LookupError):
-    """No owner or endpoint has that name."""
+class UnknownName(NotFound):
+    """No owner has that name."""
+
+
+class _Operator(Enum):
+    OPERATOR = "operator"
+
+
+# Who acts on an endpoint: an owner's id (the API, the board; only its own endpoints), or the
+# operator at the database (the CLI), who may act on any owner's.
+OPERATOR = _Operator.OPERATOR
+Acting: TypeAlias = int | Literal[_Operator.OPERATOR]
+
+
+class EndpointRow(NamedTuple):
+    """A row of ENDPOINT_BY_NAME, ENDPOINT_BY_ID, OWNED_ENDPOINTS and INSERT_ENDPOINT."""
+
+    id: int
+    name: str
+    owner_id: int
+    open_intake: bool
+    revoked_at: int | None
+    created_at: int
+
+    def record(self) -> EndpointRecord:
+        return EndpointRecord(self.id, self.name, self.owner_id, bool(self.open_intake),
+                              self.revoked_at)  # fmt: skip
+
+    def view(self) -> EndpointView:
+        return EndpointView(self.id, self.name, bool(self.open_intake), self.created_at,
+                            self.revoked_at)  # fmt: skip
+
+
+class TokenRow(NamedTuple):
+    """A row of ENDPOINT_TOKENS and INSERT_TOKEN."""
+
+    id: int
+    principal: str
+    role: str
+    created_at: int
+    last_used_at: int | None
+
+    def view(self) -> TokenView:
+        return TokenView(self.id, self.principal, self.role, self.created_at, self.last_used_at)
 
 
 def _endpoint(row: Row | None) -> EndpointRecord | None:
-    if row is None:
-        return None
-    return EndpointRecord(row[0], row[1], row[2], bool(row[3]), row[4])
+    return None if row is None else EndpointRow._make(row).record()
 
 
 async def endpoint_by_name(tx: Tx, name: str) -> EndpointRecord | None:
     return _endpoint(await first(tx, ENDPOINT_BY_NAME, {"name": name}))
-
-
-async def _named(tx: Tx, endpoint: str) -> EndpointRecord:
-    found = await endpoint_by_name(tx, endpoint)
-    if found is None:
-        raise NotFound(f"no endpoint named {endpoint!r}")
-    return found
 
 
 async def endpoint_by_id(tx: Tx, endpoint_id: int) -> EndpointRecord | None:
@@ -153,7 +191,8 @@ async def endpoint_by_id(tx: Tx, endpoint_id: int) -> EndpointRecord | None:
 
 async def owned_endpoints(tx: Tx, owner_id: int) -> dict[int, str]:
     """The owner's endpoints by id, in name order."""
-    return {row[0]: row[1] for row in await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})}
+    rows = await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})
+    return {found.id: found.name for found in map(EndpointRow._make, rows)}
 
 
 async def owner_id_by_name(tx: Tx, name: str) -> int:
@@ -166,7 +205,7 @@ async def owner_id_by_name(tx: Tx, name: str) -> int:
 async def insert_owner(tx: Tx, name: str) -> tuple[int, str]:
     """Create an owner and its first token; return (owner id, secret)."""
     if await value(tx, OWNER_ID, {"name": name}) is not None:
-        raise NameTaken(f"owner {name!r} already exists")
+        raise NameTaken("owner_exists", f"owner {name!r} already exists")
     owner_id = int(await value(tx, INSERT_OWNER, {"name": name}))
     secret = await issue_token(
         tx, role="owner", principal=name, owner_id=owner_id, endpoint_id=None
@@ -176,22 +215,21 @@ async def insert_owner(tx: Tx, name: str) -> tuple[int, str]:
 
 async def insert_endpoint(
     tx: Tx, *, name: str, owner_id: int, open_intake: bool, origin: Origin
-) -> tuple[EndpointRecord, int]:
-    """A new endpoint with zeroed outcome totals, audited; returns it and its creation time."""
+) -> EndpointView:
+    """A new endpoint with zeroed outcome totals, audited."""
     _check_name("name", name)
     if await value(tx, ENDPOINT_BY_NAME, {"name": name}) is not None:
-        raise NameTaken(f"endpoint {name!r} already exists")
+        raise NameTaken("endpoint_exists", f"endpoint {name!r} already exists")
     params = {"name": name, "owner": owner_id, "open_intake": open_intake}
     row = await first(tx, INSERT_ENDPOINT, params)
     assert row is not None
-    await totals.create_rows(tx, row[0])
-    record = _endpoint(row)
-    assert record is not None
+    created = EndpointRow._make(row)
+    await totals.create_rows(tx, created.id)
     await audit.record(
         tx, owner_id, Action.ENDPOINT_CREATED, origin=origin, endpoint=name,
         detail={"open_intake": open_intake},
     )  # fmt: skip
-    return record, int(row[5])
+    return created.view()
 
 
 def token_detail(token_id: int, name: str, kind: str) -> dict[str, Any]:
@@ -221,9 +259,10 @@ async def delete_endpoint_token(
     row = await first(tx, DELETE_TOKEN, {"token": token_id, "endpoint": found.id})
     if row is None:
         raise NotFound(f"no token {token_id} on endpoint {found.name!r}")
+    principal, role = row
     await audit.record(
         tx, found.owner_id, Action.TOKEN_DELETED, origin=origin, endpoint=found.name,
-        detail=token_detail(token_id, row[0], row[1]),
+        detail=token_detail(token_id, principal, role),
     )  # fmt: skip
 
 
@@ -257,7 +296,7 @@ async def issue_token_row(
     }
     row = await first(tx, INSERT_TOKEN, params)
     assert row is not None
-    return TokenView(row[0], row[1], row[2], row[3])
+    return TokenRow._make(row).view()
 
 
 def _check_name(field: str, name: str) -> None:
@@ -275,18 +314,20 @@ async def _check_credential_name(tx: Tx, endpoint_id: int, name: str) -> None:
         raise Conflict("name_taken", f"a credential named {name!r} exists on this endpoint")
 
 
-class Accounts:
-    """Owners, endpoints and credentials as an operator at the database sees them (the CLI,
-    so its changes are audited as `cli` unless told otherwise)."""
+class Owners:
+    """Owners, their endpoints and credentials: the one administration the CLI, the API and
+    the board share. An endpoint's operations take who acts (`Acting`: an owner's id, or
+    `OPERATOR`, the CLI at the database) and the origin its audit row records."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     async def create_owner(self, name: str) -> str:
+        """A new owner and its first token; returns the token's secret."""
         async with self.db.write() as tx:
             return (await insert_owner(tx, name))[1]
 
-    async def rotate_owner_token(self, name: str, *, origin: Origin = CLI) -> tuple[str, int]:
+    async def rotate_owner_token(self, name: str, *, origin: Origin) -> tuple[str, int]:
         """A new token for owner `name`, its old ones revoked and its board sessions ended,
         audited; returns the secret and how many tokens it replaced."""
         async with self.db.write() as tx:
@@ -304,111 +345,69 @@ class Accounts:
     async def owner_names(self, limit: int = 2) -> list[str]:
         """The first `limit` owners' names, by name."""
         async with self.db.read() as tx:
-            return [str(row[0]) for row in await tx.rows(OWNER_NAMES, {"limit": limit})]
+            return [str(name) for (name,) in await tx.rows(OWNER_NAMES, {"limit": limit})]
 
     async def has_owners(self) -> bool:
         async with self.db.read() as tx:
             return await value(tx, ANY_OWNER) is not None
-
-    async def create_endpoint(
-        self, name: str, *, owner: str, open_intake: bool, origin: Origin = CLI
-    ) -> EndpointRecord:
-        async with self.db.write() as tx:
-            owner_id = await owner_id_by_name(tx, owner)
-            record, _ = await insert_endpoint(
-                tx, name=name, owner_id=owner_id, open_intake=open_intake, origin=origin
-            )
-            return record
-
-    async def create_token(
-        self, *, endpoint: str, role: str, principal: str, origin: Origin = CLI
-    ) -> str:
-        """A worker or source credential for one endpoint."""
-        async with self.db.write() as tx:
-            record = await endpoint_by_name(tx, endpoint)
-            if record is None:
-                raise UnknownName(f"no endpoint named {endpoint!r}")
-            if record.revoked_at is not None:
-                raise NameTaken(f"endpoint {endpoint!r} is revoked")
-            _view, secret = await issue_endpoint_token(
-                tx, record, role=role, principal=principal, origin=origin
-            )
-            return secret
-
-    async def tokens(self, endpoint: str) -> list[TokenView]:
-        """An endpoint's credentials (never a secret), whoever owns it."""
-        async with self.db.read() as tx:
-            found = await _named(tx, endpoint)
-            rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
-        return [TokenView(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-
-    async def delete_token(self, endpoint: str, token_id: int, *, origin: Origin = CLI) -> None:
-        """Delete a credential; every server reads tokens per request, so it stops at once."""
-        async with self.db.write() as tx:
-            found = await _named(tx, endpoint)
-            await delete_endpoint_token(tx, found, token_id, origin=origin)
-
-    async def owned_endpoints(self, owner_id: int) -> dict[int, str]:
-        async with self.db.read() as tx:
-            return await owned_endpoints(tx, owner_id)
 
     async def owner_id(self, name: str) -> int:
         """An owner's id by name (UnknownName if there is none)."""
         async with self.db.read() as tx:
             return await owner_id_by_name(tx, name)
 
-
-class Credentials:
-    """An owner's own endpoints and their worker and source credentials, over the API."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
     async def create_endpoint(
         self, owner_id: int, name: str, *, open_intake: bool, origin: Origin
     ) -> EndpointView:
+        """A new endpoint of the owner; NameTaken (409 `endpoint_exists`) if the name is."""
         async with self.db.write() as tx:
-            try:
-                created, at = await insert_endpoint(
-                    tx, name=name, owner_id=owner_id, open_intake=open_intake, origin=origin
-                )
-            except NameTaken as exc:
-                raise Conflict("endpoint_exists", str(exc)) from exc
-            return EndpointView(created.name, created.open_intake, at, None)
+            return await insert_endpoint(
+                tx, name=name, owner_id=owner_id, open_intake=open_intake, origin=origin
+            )
 
     async def endpoints(self, owner_id: int) -> list[EndpointView]:
+        """The owner's endpoints, in name order."""
         async with self.db.read() as tx:
             rows = await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})
-        return [EndpointView(r[1], bool(r[3]), r[5], r[4]) for r in rows]
+        return [EndpointRow._make(row).view() for row in rows]
 
-    async def _owned(self, tx: Tx, owner_id: int, endpoint: str) -> EndpointRecord:
-        found = await endpoint_by_name(tx, endpoint)
-        if found is None or found.owner_id != owner_id:
-            raise NotFound(f"no endpoint named {endpoint!r}")
-        return found
+    async def owned_endpoints(self, owner_id: int) -> dict[int, str]:
+        """The owner's endpoint names by id, in name order."""
+        async with self.db.read() as tx:
+            return await owned_endpoints(tx, owner_id)
 
     async def create_token(
-        self, owner_id: int, endpoint: str, *, role: str, principal: str, origin: Origin
+        self, acting: Acting, endpoint: str, *, role: str, principal: str, origin: Origin
     ) -> tuple[TokenView, str]:
         """A worker or source credential; the secret is returned here and never again."""
         async with self.db.write() as tx:
-            found = await self._owned(tx, owner_id, endpoint)
+            found = await _acted_on(tx, acting, endpoint)
             if found.revoked_at is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
             return await issue_endpoint_token(
                 tx, found, role=role, principal=principal, origin=origin
             )
 
-    async def tokens(self, owner_id: int, endpoint: str) -> list[TokenView]:
+    async def tokens(self, acting: Acting, endpoint: str) -> list[TokenView]:
+        """An endpoint's credentials, never a secret."""
         async with self.db.read() as tx:
-            found = await self._owned(tx, owner_id, endpoint)
+            found = await _acted_on(tx, acting, endpoint)
             rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
-        return [TokenView(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+        return [TokenRow._make(row).view() for row in rows]
 
     async def delete_token(
-        self, owner_id: int, endpoint: str, token_id: int, *, origin: Origin
+        self, acting: Acting, endpoint: str, token_id: int, *, origin: Origin
     ) -> None:
         """Delete a credential: every server reads tokens per request, so it stops at once."""
         async with self.db.write() as tx:
-            found = await self._owned(tx, owner_id, endpoint)
+            found = await _acted_on(tx, acting, endpoint)
             await delete_endpoint_token(tx, found, token_id, origin=origin)
+
+
+async def _acted_on(tx: Tx, acting: Acting, endpoint: str) -> EndpointRecord:
+    """The endpoint named, if the one acting may see it: another owner's is as absent as
+    one that does not exist."""
+    found = await endpoint_by_name(tx, endpoint)
+    if found is None or (acting is not OPERATOR and found.owner_id != acting):
+        raise NotFound(f"no endpoint named {endpoint!r}")
+    return found
