@@ -30,6 +30,7 @@ from mainframe.store.owners import OPERATOR
 from tests.dragonflyworker import ScriptedWorker
 from tests.e2e.test_hooks import Fleet, dead_letters, start_fleet
 from tests.hookreceiver import Receiver, receiver
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli
 
 RULE = "rule base { condition: false }\n"
@@ -169,14 +170,16 @@ def test_a_worker_lives_its_whole_life(deployment: Deployment, tmp_path: Path) -
     # A changed rule reaches the worker through the next job's hash.
     (deployment.rules / "extra.yara").write_text("rule extra { condition: true }\n")
     before = len(worker.sent("GET", "/dragonfly/rules"))
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:  # the server looks at the directory once a second
-        bearer = {"Authorization": f"Bearer {deployment.tokens['w2']}"}
-        with httpx.Client() as http:
-            rules = http.get(f"{deployment.base()}/rules", headers=bearer)
-        if "extra" in rules.json()["rules"]:
-            break
-        time.sleep(0.1)
+    bearer = {"Authorization": f"Bearer {deployment.tokens['w2']}"}
+    with httpx.Client() as http:
+        wait_for(  # the server looks at the directory once a second
+            lambda: (
+                "extra" in http.get(f"{deployment.base()}/rules", headers=bearer).json()["rules"]
+            ),
+            timeout=5,
+            every=0.1,
+            what="the server read the new rule",
+        )
     done = worker.step(_success)  # the third scan, "late"
     assert done is not None and done.status == 200, done
     assert len(worker.sent("GET", "/dragonfly/rules")) == before + 1
@@ -329,12 +332,8 @@ def test_a_lease_the_worker_never_reports_is_dead_lettered_and_announced(
     worker = ScriptedWorker(f"{fleet.servers[0].url}/dragonfly", "w1", fleet.tokens["worker"])
     worker.start()
     assert worker.poll()[0]["attempt"] == 1  # and never reports it
-    deadline = time.monotonic() + 10
-    second: list[dict[str, Any]] = []
-    while not second and time.monotonic() < deadline:  # the lapsed lease is taken again
-        second = worker.poll()
-        time.sleep(0.1)
-    assert second and second[0]["attempt"] == 2, "the lapsed lease was not retaken"
+    second = wait_for(worker.poll, timeout=10, every=0.1, what="the lapsed lease retaken")
+    assert second[0]["attempt"] == 2
     # The budget is 2: once the second lease lapses, the sweeper dead-letters the scan.
     [(_, payload)] = dead_letters(fleet.received(3))
     data = payload["data"]

@@ -18,6 +18,7 @@ from cryptography.fernet import Fernet
 from standardwebhooks.webhooks import Webhook
 
 from tests.hookreceiver import Answer, Received, Receiver, receiver
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli
 
 DEAD_FIELDS = {
@@ -70,14 +71,12 @@ class Fleet:
         return job  # type: ignore[no-any-return]
 
     def lease_when_due(self, http: httpx.Client, timeout: float = 10.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            jobs = http.post("/api/v1/jobs", headers=auth(self.tokens["worker"])).json()
-            if jobs:
-                [job] = jobs
-                return job  # type: ignore[no-any-return]
-            time.sleep(0.05)
-        raise AssertionError("no scan became due")
+        [job] = wait_for(
+            lambda: http.post("/api/v1/jobs", headers=auth(self.tokens["worker"])).json(),
+            timeout=timeout,
+            what="a scan became due",
+        )
+        return job  # type: ignore[no-any-return]
 
     def fail(self, http: httpx.Client, job: dict[str, Any], summary: str = "boom") -> None:
         body = {
@@ -120,13 +119,14 @@ class Fleet:
                 sent = {"name": f"control-{before}-{index}", "version": "1"}
                 response = http.post("/api/v1/scans", headers=auth(self.tokens[CONTROL]), json=sent)
                 assert response.status_code == 201, response.text
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            heard = [r for r in self.https.received if r.path == f"/{CONTROL}"]
-            if len(heard) >= before + len(indexes):
-                return
-            time.sleep(0.02)
-        raise AssertionError("the control announcements never arrived")
+        wait_for(
+            lambda: (
+                len([r for r in self.https.received if r.path == f"/{CONTROL}"])
+                >= before + len(indexes)
+            ),
+            timeout=20,
+            what="the control announcements arrived",
+        )
 
     def verified(self, request: Received) -> tuple[str, dict[str, Any]]:
         name = request.path.strip("/")
@@ -356,16 +356,20 @@ def test_the_kill_switch_silences_both_types(switched_off: Fleet) -> None:
 def signed_after_rotation(fleet: Fleet, timeout: float = 10.0) -> Received:
     """The first announcement signed twice: a server's cached hook list lasts a second, so
     one that cached it before the rotation still signs with the old secret alone."""
-    deadline = time.monotonic() + timeout
+
+    def announce(a: httpx.Client) -> Received | None:
+        heard = len(fleet.announced())
+        fleet.submit(a, name=f"rotated-{heard}")
+        got = fleet.https.wait_for(heard + 1)[-1]
+        return got if " " in got.headers["webhook-signature"] else None
+
     with fleet.http(0) as a:
-        while time.monotonic() < deadline:
-            heard = len(fleet.announced())
-            fleet.submit(a, name=f"rotated-{heard}")
-            got = fleet.https.wait_for(heard + 1)[-1]
-            if " " in got.headers["webhook-signature"]:
-                return got
-            time.sleep(0.1)
-    raise AssertionError("no announcement was signed with both secrets")
+        return wait_for(
+            lambda: announce(a),
+            timeout=timeout,
+            every=0.1,
+            what="an announcement signed with both secrets",
+        )
 
 
 def test_rotation_signs_with_both_secrets_each_verifying(fleet: Fleet) -> None:
@@ -392,13 +396,16 @@ def test_a_failing_hook_moves_the_delivery_counts_and_is_disabled(fleet: Fleet) 
             "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(minute - 60)),
             "end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(minute + 60)),
         }
-        for _ in range(8):  # the last attempt is counted just after the receiver answers it
-            time.sleep(0.4)
-            stats = a.get(
-                "/api/v1/deliveries/stats", headers=auth(fleet.tokens["owner"]), params=window
+        owner = auth(fleet.tokens["owner"])
+
+        def counted() -> dict[str, Any] | None:
+            # The last attempt is counted just after the receiver answers it.
+            got: dict[str, Any] = a.get(
+                "/api/v1/deliveries/stats", headers=owner, params=window
             ).json()
-            if stats["attempts"] == 30:
-                break
+            return got if got["attempts"] >= 30 else None
+
+        stats = wait_for(counted, timeout=10, what="all 30 attempts counted")
         assert (stats["attempts"], stats["failures"]) == (30, 30)
         metrics = a.get("/metrics").text
         fleet.submit(a, name="after")

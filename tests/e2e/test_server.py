@@ -6,13 +6,12 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli, mainframe_env
 
 
@@ -29,16 +28,6 @@ def provision(url: str) -> dict[str, str]:
         "worker": cli(url, "token", "create", "--endpoint", "pypi", "--worker", "scanner-1"),
         "source": cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed"),
     }
-
-
-def wait_for(predicate: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def test_first_start_creates_the_sqlite_file_and_prints_an_owner_token(tmp_path: Path) -> None:
@@ -92,7 +81,9 @@ def test_lapsed_leases_are_reassigned_then_swept_into_a_logged_dead_letter(
         [first] = http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
         # The one-second lease lapses; the next poll that finds the scan leases it again.
         [second] = wait_for(
-            lambda: http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json()
+            lambda: http.post("/api/v1/jobs", headers=auth(tokens["worker"])).json(),
+            timeout=15,
+            what="the lapsed lease leased again",
         )
         assert (first["attempt"], second["attempt"]) == (1, 2)
         assert first["assignment_id"] != second["assignment_id"]
@@ -100,7 +91,9 @@ def test_lapsed_leases_are_reassigned_then_swept_into_a_logged_dead_letter(
         view = wait_for(
             lambda: (lambda v: v if v["status"] == "FAILED" else None)(
                 http.get(f"/api/v1/scans/{scan_id}", headers=auth(tokens["owner"])).json()
-            )
+            ),
+            timeout=15,
+            what="the sweeper dead-lettered the scan",
         )
         assert view["fail_reason"] == "lease_expired" and view["dead_lettered_at"]
         assert [a["outcome"] for a in view["attempts"]] == ["lease_expired", "lease_expired"]

@@ -45,7 +45,7 @@ def test_commands_and_a_watcher_share_the_file_with_a_busy_server(tmp_path: Path
             while not feeding.is_set():
                 fill(server.url, source, TOP_UP, start=submitted[0])
                 submitted[0] += TOP_UP
-                time.sleep(0.5)
+                time.sleep(0.5)  # the source's pace (TOP_UP), not a wait for anything
 
         feeding = threading.Event()
         config = tmp_path / "watch.toml"
@@ -59,7 +59,8 @@ def test_commands_and_a_watcher_share_the_file_with_a_busy_server(tmp_path: Path
         threads = [
             threading.Thread(target=worker_loop, args=(fleet, worker, stop, n)) for n in range(6)
         ]
-        threads.append(threading.Thread(target=top_up))
+        feeder = threading.Thread(target=top_up)
+        threads.append(feeder)
         for thread in threads:
             thread.start()
         failures = []
@@ -80,7 +81,8 @@ def test_commands_and_a_watcher_share_the_file_with_a_busy_server(tmp_path: Path
                     if done.returncode != 0:
                         failures.append((args, done.stderr[-500:]))
             feeding.set()
-            time.sleep(0.6)
+            feeder.join(timeout=60)  # its last top-up sent: `submitted` is final
+            assert not feeder.is_alive(), "the source's last top-up never returned"
             deadline = time.monotonic() + 90
             while len(fleet.acknowledged) < submitted[0] and time.monotonic() < deadline:
                 time.sleep(0.2)

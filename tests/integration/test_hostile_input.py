@@ -4,6 +4,7 @@ naming the field, nothing is stored, and the same on both databases."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -159,3 +160,44 @@ def test_a_wrong_method_names_every_method_the_path_allows(api: Api) -> None:
     response = api.client.request("OPTIONS", "/api/v1/scans")
     assert response.status_code == 405 and response.json()["error"] == "method_not_allowed"
     assert response.headers["allow"] == "GET, POST"
+
+
+# Every method a client might send; HTTP's others are refused the same way.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def test_every_documented_path_allows_exactly_what_it_serves(api: Api) -> None:
+    """A wrong method on any path of the document is a JSON 405 whose Allow is the document's
+    methods for that path, which are the methods it does not answer with a 405."""
+    headers = {"Authorization": f"Bearer {api.owner}"}  # past authentication, to validation
+    paths: dict[str, dict[str, Any]] = api.client.get("/openapi.json").json()["paths"]
+    for template, operations in paths.items():
+        path = re.sub(r"{[^}]+}", "1", template)  # 1 fits every parameter: an id, a name
+        documented = sorted(method.upper() for method in operations)
+        served = []
+        for method in METHODS:
+            response = api.client.request(method, path, headers=headers)
+            assert response.status_code < 500, (method, path, response.text)
+            if response.status_code != 405:
+                served.append(method)
+                continue
+            if method != "HEAD":  # a reply to HEAD has no body
+                assert response.json()["error"] == "method_not_allowed", (method, path)
+            assert response.headers["allow"] == ", ".join(documented), (method, path)
+        assert served == documented, path
+
+
+def test_a_literal_path_refuses_the_method_its_templated_neighbour_takes(api: Api) -> None:
+    # GET /api/v1/scans/batch reaches GET /api/v1/scans/{scan_id}, which fails on "batch".
+    response = api.get("/api/v1/scans/batch", api.owner)
+    assert response.status_code == 405 and response.json()["error"] == "method_not_allowed"
+    assert response.headers["allow"] == "POST"
+    assert api.get("/api/v1/scans/abc", api.owner).status_code == 422  # no literal path there
+
+
+def test_a_route_outside_the_document_allows_what_its_router_adds(api: Api) -> None:
+    # Starlette serves HEAD beside GET for its own routes; FastAPI's routes serve GET alone.
+    assert api.client.head("/openapi.json").status_code == 200
+    response = api.client.delete("/openapi.json")
+    assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD"
+    assert api.client.delete("/docs").headers["allow"] == "GET"

@@ -25,6 +25,7 @@ from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.store.hooks import HookTarget
 from tests.hooks_fakes import MemoryHookBook
+from tests.polling import wait_until
 
 SECRET = signing.new_secret()
 pytestmark = pytest.mark.anyio
@@ -263,10 +264,8 @@ async def test_offer_from_another_thread_never_blocks_and_is_delivered() -> None
     thread = threading.Thread(target=r.dispatcher.offer, args=([ready(), dead()],))
     thread.start()
     thread.join(1)
-    for _ in range(500):  # the offer reaches the loop soon after the thread returns
-        if len(r.requests) == 2:
-            break
-        await asyncio.sleep(0.01)
+    # The offer reaches the loop soon after the thread returns, and is delivered from there.
+    await wait_until(lambda: len(r.requests) == 2, timeout=5, every=0.01, what="both delivered")
     await asyncio.wait_for(r.dispatcher.drain(), 5)
     await r.dispatcher.stop()
     assert len(r.requests) == 2

@@ -3,12 +3,13 @@ without being logged."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import RouteContext, iter_route_contexts
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from mainframe.api.responses import JSON, error
 from mainframe.logs import get_logger
@@ -34,13 +35,11 @@ def _field(loc: tuple[Any, ...]) -> str:
 
 async def _validation_error(request: Request, exc: Exception) -> JSON:
     assert isinstance(exc, RequestValidationError)
-    paths: dict[str, Any] = request.app.openapi()["paths"]
-    literal = paths.get(request.url.path)
-    if literal is not None and request.method.lower() not in literal:
+    allowed = _allowed(request)
+    if allowed and request.method not in allowed:
         # GET /api/v1/scans/batch reached /scans/{scan_id} and failed on "batch"; the path
         # the client named exists and does not take this method.
-        allow = ", ".join(_allowed(request))
-        return error(405, "method_not_allowed", "Method Not Allowed", {"Allow": allow})
+        return error(405, "method_not_allowed", "Method Not Allowed", {"Allow": ", ".join(allowed)})
     problems = list(exc.errors())
     if any(p.get("type") == "json_invalid" for p in problems):
         return error(400, "invalid_json", "the request body is not valid JSON")
@@ -68,18 +67,24 @@ async def _http_error(request: Request, exc: Exception) -> JSON:
 
 
 def _allowed(request: Request) -> list[str]:
-    # Starlette names only the first route whose path matched; a path served by several
-    # routes (GET and POST /api/v1/scans) allows the methods of all of them. The document
-    # lists every route (FastAPI nests included routers), so it is the one place to look.
-    path = request.url.path
-    paths: dict[str, Any] = request.app.openapi()["paths"]
-    if path in paths:  # a literal path (/api/v1/scans/batch) is not its neighbour's {scan_id}
-        return sorted(method.upper() for method in paths[path])
-    methods: set[str] = set()
-    for template, operations in paths.items():
-        if re.fullmatch(re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)), path):
-            methods |= {method.upper() for method in operations}
-    return sorted(methods)
+    """The methods of every route serving the request's path, as the router matches it."""
+    # Starlette's 405 names only the first route whose path matched; a path served by several
+    # routes (GET and POST /api/v1/scans) allows the methods of all of them.
+    # `iter_route_contexts` flattens FastAPI's included routers into each route with its
+    # prefix, as the OpenAPI document is made from them. The scope is the path and method
+    # alone: a Mount the request went through has rewritten the request's own root_path.
+    scope = {"type": "http", "path": request.scope["path"], "method": request.method}
+    serving = [route for route in iter_route_contexts(request.app.routes) if _serves(route, scope)]
+    # A literal path (/api/v1/scans/batch) is not its templated neighbour's (/scans/{scan_id}).
+    literal = [route for route in serving if not route.param_convertors]
+    return sorted({method for route in literal or serving for method in route.methods or ()})
+
+
+def _serves(route: RouteContext, scope: dict[str, Any]) -> bool:
+    # PARTIAL: the path matched and the method did not. A route without methods (a Mount)
+    # answers for itself and names no Allow of its own here.
+    match, _ = route.matches(scope)
+    return bool(route.methods) and match is not Match.NONE
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSON:
