@@ -112,6 +112,20 @@ def blocking_store(
     return Blocking(store, loop)
 
 
+def add_endpoint(store: Any, owner: str, name: str, *, open_intake: bool) -> None:
+    """A new endpoint of `owner`, made as the CLI makes it."""
+    owner_id = store.owners.owner_id(owner)
+    store.owners.create_endpoint(owner_id, name, open_intake=open_intake, origin="cli")
+
+
+def issue(store: Any, endpoint: str, role: str, principal: str) -> str:
+    """The secret of a new credential of `endpoint`, issued as the CLI issues it."""
+    found = store.owners.create_token(
+        OPERATOR, endpoint, role=role, principal=principal, origin="cli"
+    )
+    return str(found[1])
+
+
 def open_world(
     database_url: str, loop: BlockingPortal, clock: FakeClock | None = None, **store_kwargs: Any
 ) -> World:
@@ -121,23 +135,13 @@ def open_world(
     recorder = Recorder()
     store = blocking_store(database_url, loop, clock, publish=recorder, **store_kwargs)
     store.owners.create_owner("alice")
-    store.owners.create_endpoint(
-        store.owners.owner_id("alice"), "pypi", open_intake=True, origin="cli"
-    )
+    add_endpoint(store, "alice", "pypi", open_intake=True)
     owner = store.authentication.authenticate(store.owners.create_owner("bob"))
-    store.owners.create_endpoint(
-        store.owners.owner_id("bob"), "npm", open_intake=False, origin="cli"
-    )
+    add_endpoint(store, "bob", "npm", open_intake=False)
     tokens = {
-        "source": store.owners.create_token(
-            OPERATOR, "npm", role="source", principal="feed", origin="cli"
-        )[1],
-        "worker": store.owners.create_token(
-            OPERATOR, "npm", role="worker", principal="w1", origin="cli"
-        )[1],
-        "other": store.owners.create_token(
-            OPERATOR, "npm", role="worker", principal="w2", origin="cli"
-        )[1],
+        "source": issue(store, "npm", "source", "feed"),
+        "worker": issue(store, "npm", "worker", "w1"),
+        "other": issue(store, "npm", "worker", "w2"),
     }
     found = {key: store.authentication.authenticate(secret) for key, secret in tokens.items()}
     assert owner is not None and all(found.values())
@@ -207,21 +211,11 @@ def api(database_url: str) -> Iterator[Api]:
         store = Blocking(app.state.runtime.store, client.portal)
         owner = store.owners.create_owner("alice")
         other_owner = store.owners.create_owner("mallory")
-        store.owners.create_endpoint(
-            store.owners.owner_id("alice"), "pypi", open_intake=True, origin="cli"
-        )
-        store.owners.create_endpoint(
-            store.owners.owner_id("mallory"), "evil", open_intake=False, origin="cli"
-        )
-        source = store.owners.create_token(
-            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
-        )[1]
-        worker = store.owners.create_token(
-            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
-        )[1]
-        other_worker = store.owners.create_token(
-            OPERATOR, "evil", role="worker", principal="w9", origin="cli"
-        )[1]
+        add_endpoint(store, "alice", "pypi", open_intake=True)
+        add_endpoint(store, "mallory", "evil", open_intake=False)
+        source = issue(store, "pypi", "source", "feed")
+        worker = issue(store, "pypi", "worker", "w1")
+        other_worker = issue(store, "evil", "worker", "w9")
         yield Api(client, owner, other_owner, source, worker, other_worker)
 
 

@@ -17,8 +17,8 @@ from mainframe.clock import FakeClock
 from mainframe.settings import Settings
 from mainframe.store import redrive as redrive_module
 from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.owners import OPERATOR
 from tests.blocking import Blocking
+from tests.integration.conftest import add_endpoint, issue
 
 
 @dataclass
@@ -86,24 +86,12 @@ def open_desk(settings: Settings, *, base_url: str = "http://testserver") -> Ite
         store = Blocking(app.state.runtime.store, client.portal)
         alice = store.owners.create_owner("alice")
         mallory = store.owners.create_owner("mallory")
-        store.owners.create_endpoint(
-            store.owners.owner_id("alice"), "pypi", open_intake=True, origin="cli"
-        )
-        store.owners.create_endpoint(
-            store.owners.owner_id("alice"), "npm", open_intake=False, origin="cli"
-        )
-        store.owners.create_endpoint(
-            store.owners.owner_id("mallory"), "evil", open_intake=False, origin="cli"
-        )
-        source = store.owners.create_token(
-            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
-        )[1]
-        worker = store.owners.create_token(
-            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
-        )[1]
-        evil_worker = store.owners.create_token(
-            OPERATOR, "evil", role="worker", principal="w9", origin="cli"
-        )[1]
+        add_endpoint(store, "alice", "pypi", open_intake=True)
+        add_endpoint(store, "alice", "npm", open_intake=False)
+        add_endpoint(store, "mallory", "evil", open_intake=False)
+        source = issue(store, "pypi", "source", "feed")
+        worker = issue(store, "pypi", "worker", "w1")
+        evil_worker = issue(store, "evil", "worker", "w9")
         yield Desk(client, store, clock, alice, mallory, source, worker, evil_worker)
 
 

@@ -11,7 +11,7 @@ subscribers it calls), which is the same for every write and walked in its own s
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
 from typing import Any
@@ -21,11 +21,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from mainframe.api import jobs
-from mainframe.api.app import create_app
-from mainframe.settings import Settings
-from mainframe.store.owners import OPERATOR
 from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
+from tests.integration.conftest import Api, issue
 
 # At most, on either database: a poll (the one statement of the usual case); a poll that
 # also reaps lapsed leases; a result with its next jobs; and a replayed result.
@@ -110,23 +108,11 @@ class Worker:
 
 
 @pytest.fixture
-def worker(database_url: str) -> Iterator[Worker]:
-    settings = Settings(database_url=database_url, job_timeout=60, retry_base_seconds=0)
-    app = create_app(settings, sweeper=False)
-    with TestClient(app) as client:
-        store = Blocking(app.state.runtime.store, client.portal)
-        store.owners.create_owner("alice")
-        owner = store.owners.owner_id("alice")
-        store.owners.create_endpoint(owner, "pypi", open_intake=True, origin="cli")
-        source = store.owners.create_token(
-            OPERATOR, "pypi", role="source", principal="feed", origin="cli"
-        )[1]
-        token = store.owners.create_token(
-            OPERATOR, "pypi", role="worker", principal="w1", origin="cli"
-        )[1]
-        found = Worker(client, token, source)
-        found.submit(4)
-        yield found
+def worker(api: Api) -> Worker:
+    """The worker of alice's `pypi` with four scans queued."""
+    found = Worker(api.client, api.worker, api.source)
+    found.submit(4)
+    return found
 
 
 def _result(job: dict[str, Any], outcome: str = "finished") -> dict[str, Any]:
@@ -155,9 +141,7 @@ def test_a_poll_that_reaps_stays_short(worker: Worker, database_url: str) -> Non
     leased = worker.client.post("/api/v1/jobs", headers=worker.auth).json()
     _lapse_every_lease(database_url)
     store = worker.client.app.state.runtime.store  # type: ignore[attr-defined]
-    other = Blocking(store, worker.client.portal).owners.create_token(
-        OPERATOR, "pypi", role="worker", principal="w2", origin="cli"
-    )[1]
+    other = issue(Blocking(store, worker.client.portal), "pypi", "worker", "w2")
     worker.token = other  # a token this process has not seen: its poll looks for lapses
     response, trace = worker.traced(jobs.lease_jobs, "/api/v1/jobs?batch=4")
     assert response.status_code == 200
