@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import name_problem
 from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, ScanRef
 from mainframe.store import audit
@@ -94,7 +95,8 @@ ENDPOINT_OWNER = Sql(
     WHERE endpoints.name = :endpoint
     """,
 )
-FIRST_KEYSET = (-(2**62), 0)
+# Before every (available_at, id) keyset: no stamp or id is below -MAX_ID.
+FIRST_KEYSET = (-MAX_ID, 0)
 
 
 @dataclass(frozen=True, slots=True)
