@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
-from mainframe.store import audit, causes, queries, search
-from mainframe.store.audit import AuditEntry, Origin
+from mainframe.store import causes, queries, search
+from mainframe.store.audit import AuditEntry, AuditTrail, Origin
 from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import Conflict
 from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
@@ -506,7 +506,7 @@ def _dead_letter(row: Row) -> DeadLetter:
 
 
 class DeadLetters:
-    """The owner's dead letters: list, count, open one, redrive, and the audit trail."""
+    """The owner's dead letters: list, count, open one, redrive."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -582,6 +582,6 @@ class DeadLetters:
         )  # fmt: skip
 
     async def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
-        """The owner's audit trail newest first, older than the audit row `before_id`."""
-        async with self.db.read() as tx:
-            return await audit.entries(tx, owner_id, before_id=before_id, limit=limit)
+        """The owner's audit trail: `Store.audit.entries`, kept here only until the API's
+        audit route (api/dead_letters.py) reads it there."""
+        return await AuditTrail(self.db).entries(owner_id, before_id=before_id, limit=limit)
