@@ -21,7 +21,13 @@ from mainframe.store import causes, queries, search
 from mainframe.store.audit import AuditEntry, AuditTrail, Origin
 from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import Conflict
-from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
+from mainframe.store.records import (
+    SCAN_COLUMNS,
+    AttemptRecord,
+    ScanRecord,
+    attempt_from_row,
+    scan_from_row,
+)
 from mainframe.store.redrive import Progress, Redriven, redrive
 
 __all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]
@@ -500,9 +506,12 @@ def _keyset(item: DeadLetter) -> tuple[int, int]:
 
 
 def _dead_letter(row: Row) -> DeadLetter:
-    scan = scan_from_row(row, row[26])
-    final = None if row[27] is None else attempt_from_row(row[27:])
-    return DeadLetter(scan, final)
+    """A listed row: the scan's columns, its endpoint's name, then its final attempt's
+    columns (all NULL when it was never leased)."""
+    endpoint, *final = row[len(SCAN_COLUMNS) :]
+    seq, *_ = final
+    final_attempt = None if seq is None else attempt_from_row(final)
+    return DeadLetter(scan_from_row(row, endpoint), final_attempt)
 
 
 class DeadLetters:
@@ -569,7 +578,8 @@ class DeadLetters:
         how many it matches now: a stale screen cannot requeue more than the operator saw."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            ids = [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
+            found = await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))
+            ids = [int(scan_id) for (scan_id,) in found]
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",
