@@ -178,7 +178,7 @@ def test_changes_made_with_the_cli_are_audited_as_from_the_cli(fleet: Fleet) -> 
     cli(fleet.url, "token", "delete", str(token_id), "--endpoint", "pypi")
     cli(fleet.url, "endpoint", "create", "cargo", "--owner", "alice")
     alice = fleet.store.owners.owner_id("alice")
-    entries = fleet.store.dead_letters.audit(alice, before_id=None, limit=10)
+    entries = fleet.store.audit.entries(alice, before_id=None, limit=10)
     assert [(e.action, e.origin, e.endpoint) for e in entries[:4]] == [
         ("endpoint_created", "cli", "cargo"),
         ("token_deleted", "cli", "pypi"),
@@ -187,7 +187,7 @@ def test_changes_made_with_the_cli_are_audited_as_from_the_cli(fleet: Fleet) -> 
     ]
     assert entries[1].detail == {"token_id": token_id, "name": "w-cli", "kind": "worker"}
     assert (entries[3].count, entries[3].scan_ids) == (1, [scan_id])
-    theirs = fleet.store.dead_letters.audit(
+    theirs = fleet.store.audit.entries(
         fleet.store.owners.owner_id("mallory"), before_id=None, limit=10
     )
     assert all(e.endpoint == "evil" for e in theirs), "alice's changes are hers alone"

@@ -228,14 +228,15 @@ FROM leased;
 SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.owner_id = $1
-  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
-  AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
-       OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
-       OR scans.id = $4)
-  AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
-  AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
-  AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
-  AND (CAST($8 AS text) IS NULL OR scans.cause = $8);
+  AND (CAST($2 AS boolean) IS NULL OR endpoints.revoked_at IS NULL)
+  AND (CAST($3 AS text) IS NULL OR endpoints.name = $3)
+  AND (CAST($4 AS text) IS NULL OR scans.name ILIKE $4 ESCAPE '\'
+       OR scans.source ILIKE $4 ESCAPE '\' OR scans.kind ILIKE $4 ESCAPE '\'
+       OR scans.id = $5)
+  AND (CAST($6 AS text) IS NULL OR scans.fail_reason = $6)
+  AND (CAST($7 AS bigint) IS NULL OR scans.dead_lettered_at >= $7)
+  AND (CAST($8 AS text) IS NULL OR scans.queue = $8)
+  AND (CAST($9 AS text) IS NULL OR scans.cause = $9);
 
 -- count_due_audit
 SELECT count(*), 0 FROM audit WHERE at <= mf_now() - $1;
@@ -265,19 +266,6 @@ WHERE scans.status = 'FINISHED' AND scans.finished_at <= mf_now() - $1;
 
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = $1;
-
--- count_redrivable
-SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
-WHERE scans.dead_lettered_at IS NOT NULL
-  AND endpoints.owner_id = $1 AND endpoints.revoked_at IS NULL
-  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
-  AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
-       OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
-       OR scans.id = $4)
-  AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
-  AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
-  AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
-  AND (CAST($8 AS text) IS NULL OR scans.cause = $8);
 
 -- count_scans
 SELECT count(*) FROM (

@@ -146,6 +146,7 @@ FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING';
 SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.owner_id = :owner
+  AND (:redrivable IS NULL OR endpoints.revoked_at IS NULL)
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
        OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
@@ -183,19 +184,6 @@ WHERE scans.status = 'FINISHED' AND scans.finished_at <= mf_now() - :kept;
 
 -- count_hooks
 SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint;
-
--- count_redrivable
-SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
-WHERE scans.dead_lettered_at IS NOT NULL
-  AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-  AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
-       OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
-       OR scans.id = :term_id)
-  AND (:reason IS NULL OR scans.fail_reason = :reason)
-  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue)
-  AND (:cause IS NULL OR scans.cause = :cause);
 
 -- count_scans
 SELECT count(*) FROM (
@@ -243,7 +231,7 @@ WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
 SELECT COALESCE(SUM(scan_totals.count), 0)
 FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
 WHERE endpoints.owner_id = :owner
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
   AND scan_totals.outcome = 'dead_lettered';
 
 -- dead_letters_of_cause
@@ -506,10 +494,10 @@ LEFT JOIN attempts AS final
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.id = scans.endpoint_id
   AND endpoints.owner_id = :owner
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-  AND (:reason IS NULL OR scans.fail_reason = :reason)
-  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+  AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+  AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+  AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
   AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
 LIMIT :limit;
@@ -530,10 +518,10 @@ LEFT JOIN attempts AS final
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.id = scans.endpoint_id
   AND endpoints.owner_id = :owner
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-  AND (:reason IS NULL OR scans.fail_reason = :reason)
-  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+  AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+  AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+  AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
   AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
 ORDER BY scans.dead_lettered_at, scans.id
 LIMIT :limit;
@@ -554,10 +542,10 @@ LEFT JOIN attempts AS final
 WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
   AND endpoints.id = scans.endpoint_id
   AND endpoints.owner_id = :owner
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-  AND (:reason IS NULL OR scans.fail_reason = :reason)
-  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+  AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+  AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+  AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
   AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
 ORDER BY scans.dead_lettered_at DESC, scans.id DESC
 LIMIT :limit;
@@ -578,10 +566,10 @@ LEFT JOIN attempts AS final
 WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
   AND endpoints.id = scans.endpoint_id
   AND endpoints.owner_id = :owner
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-  AND (:reason IS NULL OR scans.fail_reason = :reason)
-  AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-  AND (:queue IS NULL OR scans.queue = :queue)
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+  AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+  AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+  AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
   AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
 ORDER BY scans.dead_lettered_at, scans.id
 LIMIT :limit;

@@ -48,7 +48,7 @@ class Trail:
     worker: Principal
 
     def entries(self, owner_id: int) -> list[AuditEntry]:
-        found: list[AuditEntry] = self.store.dead_letters.audit(owner_id, before_id=None, limit=500)
+        found: list[AuditEntry] = self.store.audit.entries(owner_id, before_id=None, limit=500)
         return found
 
     def change(self, make: Callable[[], object]) -> AuditEntry:
@@ -256,7 +256,7 @@ def test_redrives_recorded_before_origins_stay_readable(
     store = blocking_store(empty_database_url, loop, FakeClock())
     try:
         owner_id = store.owners.owner_id("alice")
-        [entry] = store.dead_letters.audit(owner_id, before_id=None, limit=10)
+        [entry] = store.audit.entries(owner_id, before_id=None, limit=10)
         shown_entry = operator_shapes.audit_entry(entry, "alice")
         assert (shown_entry["action"], shown_entry["count"], shown_entry["scan_ids"]) == (
             "redrive", 3, [1, 2, 3]

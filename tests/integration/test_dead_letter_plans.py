@@ -19,7 +19,6 @@ from sqlalchemy import Connection, Engine, text
 from mainframe.store import audit, causes, redrive
 from mainframe.store.dead_letters import (
     COUNT_DEAD_LETTERS,
-    COUNT_REDRIVABLE,
     DEAD_LETTER_IDS,
     DEAD_LETTER_TOTAL,
     LIST_DEAD_LETTERS,
@@ -233,9 +232,11 @@ CASES = {
     "count_of_a_search": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(q=TERM).params(1),
                               SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
     "count_of_a_filter": Case(COUNT_DEAD_LETTERS, LEASE_EXPIRED.params(1), SQLITE_DEAD, PG_DEAD),
-    "redrivable_of_a_search": Case(COUNT_REDRIVABLE, DeadLetterFilter(q=TERM).params(1),
+    "redrivable_of_a_search": Case(COUNT_DEAD_LETTERS,
+                                   DeadLetterFilter(q=TERM).params(1, redrivable=True),
                                    SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
-    "redrivable_of_a_filter": Case(COUNT_REDRIVABLE, LEASE_EXPIRED.params(1),
+    "redrivable_of_a_filter": Case(COUNT_DEAD_LETTERS,
+                                   LEASE_EXPIRED.params(1, redrivable=True),
                                    SQLITE_DEAD, PG_DEAD),
     "ids_of_a_search": Case(DEAD_LETTER_IDS, DeadLetterFilter(q=TERM).params(1),
                             SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),

@@ -41,7 +41,7 @@ def test_owner_token_replaces_the_token_and_revokes_the_old_one(url: str, store:
     found = store.authentication.authenticate(new)
     assert found is not None and found.role == "owner" and found.name == "alice"
     alice = store.owners.owner_id("alice")
-    [entry] = store.dead_letters.audit(alice, before_id=None, limit=10)
+    [entry] = store.audit.entries(alice, before_id=None, limit=10)
     assert (entry.action, entry.origin, entry.count) == ("owner_token_rotated", "cli", 1)
 
 

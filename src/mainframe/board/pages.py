@@ -223,7 +223,7 @@ async def audit_page(request: Request, rt: RuntimeDep) -> Response:
     cursor = request.query_params.get("cursor") or None
     if cursor is not None and not AUDIT_CURSOR.fullmatch(cursor):
         return error_page(request, context, 422, "Use the Older link's cursor.")
-    found = await rt.store.dead_letters.audit(
+    found = await rt.store.audit.entries(
         session.owner_id, before_id=None if cursor is None else int(cursor),
         limit=filters.PAGE_SIZE,
     )  # fmt: skip

@@ -21,7 +21,7 @@ from mainframe.lifecycle.events import (
     ScanFinished,
 )
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason
-from mainframe.store.database import Database, Row, Sql, Tx, value
+from mainframe.store.database import Database, Sql, Tx, value
 from mainframe.store.errors import NotFound
 from mainframe.store.overview import NOW
 from mainframe.store.owners import endpoint_by_name
@@ -186,8 +186,12 @@ class Activity:
             now = int(await value(tx, NOW))
             since = now - now % width - (bars - 1) * width
             params = {"owner": owner_id, "span": span, "since": since}
-            found = {int(r[0]): r for r in await tx.rows(CHART, params)}
-        return [_bar(since + i * width, found.get(since + i * width)) for i in range(bars)]
+            found = {
+                int(at): Bar(int(at), int(finished), int(failed), int(dead_lettered))
+                for at, finished, failed, dead_lettered in await tx.rows(CHART, params)
+            }
+        starts = [since + i * width for i in range(bars)]
+        return [found.get(at) or Bar(at, 0, 0, 0) for at in starts]
 
     async def workers(self, owner_id: int, endpoint: str) -> dict[str, WorkerHour]:
         """Each worker of the owner's endpoint that did anything in the last hour or holds
@@ -209,10 +213,4 @@ class Activity:
 
 async def _pairs(tx: Tx, endpoint_id: int) -> list[tuple[str, int]]:
     rows = await tx.rows(LEASES_HELD, {"endpoint": endpoint_id})
-    return [(str(r[0]), int(r[1])) for r in rows if r[0] is not None]
-
-
-def _bar(at: int, row: Row | None) -> Bar:
-    if row is None:
-        return Bar(at, 0, 0, 0)
-    return Bar(at, int(row[1]), int(row[2]), int(row[3]))
+    return [(str(worker), int(n)) for worker, n in rows if worker is not None]

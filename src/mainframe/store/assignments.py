@@ -175,6 +175,6 @@ class Assignments:
         if row is None:
             assert refused is not None
             raise refused
-        deadline, endpoint_id = int(row[0]), int(row[1])
-        self.lapses.note(endpoint_id, deadline)
-        return deadline
+        deadline, endpoint_id = row
+        self.lapses.note(int(endpoint_id), int(deadline))
+        return int(deadline)

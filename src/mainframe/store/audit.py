@@ -19,7 +19,7 @@ from mainframe.contract.vocabulary import CLI as CLI
 from mainframe.contract.vocabulary import ORIGINS as ORIGINS
 from mainframe.contract.vocabulary import Action as Action
 from mainframe.contract.vocabulary import Origin as Origin
-from mainframe.store.database import Sql, Tx, value
+from mainframe.store.database import Database, Sql, Tx, value
 
 # The keyset of the first page: older than every row.
 NEWEST = 2**63 - 1
@@ -144,3 +144,18 @@ async def entries(tx: Tx, owner_id: int, *, before_id: int | None, limit: int) -
             )
         )
     return found
+
+
+class AuditTrail:
+    """The owner's audit trail read back: the rows the changing calls wrote in their own
+    transactions."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def entries(
+        self, owner_id: int, *, before_id: int | None, limit: int
+    ) -> list[AuditEntry]:
+        """The owner's audit trail newest first, older than the audit row `before_id`."""
+        async with self.db.read() as tx:
+            return await entries(tx, owner_id, before_id=before_id, limit=limit)

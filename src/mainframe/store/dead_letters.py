@@ -17,11 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
-from mainframe.store import audit, causes, queries, search
-from mainframe.store.audit import AuditEntry, Origin
+from mainframe.store import causes, queries, search
+from mainframe.store.audit import AuditEntry, AuditTrail, Origin
 from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import Conflict
-from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
+from mainframe.store.records import (
+    SCAN_COLUMNS,
+    AttemptRecord,
+    ScanRecord,
+    attempt_from_row,
+    scan_from_row,
+)
 from mainframe.store.redrive import Progress, Redriven, redrive
 
 __all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]
@@ -34,32 +40,10 @@ NEWEST = (2**63 - 1, 2**63 - 1)
 # plan walks ix_scans_dead_recent backwards from the keyset and stops after :limit rows.
 # CROSS JOIN keeps scans the outer loop on SQLite, which would otherwise start from the
 # owner's endpoints and sort every dead letter they hold; PostgreSQL plans it as any join.
+# One text for both databases, as the three listings after it: the casts give PostgreSQL
+# each optional parameter's type, and SQLite plans them as it plans the bare parameter.
 LIST_DEAD_LETTERS = Sql(
     "list_dead_letters",
-    """
-    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
-           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-           final.outcome, final.summary, final.artifact
-    FROM scans
-    CROSS JOIN endpoints
-    LEFT JOIN attempts AS final
-        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
-    WHERE scans.dead_lettered_at IS NOT NULL
-      AND endpoints.id = scans.endpoint_id
-      AND endpoints.owner_id = :owner
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND (:reason IS NULL OR scans.fail_reason = :reason)
-      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-      AND (:queue IS NULL OR scans.queue = :queue)
-      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
-    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
-    LIMIT :limit
-    """,
     """
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
            scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -85,36 +69,12 @@ LIST_DEAD_LETTERS = Sql(
     LIMIT :limit
     """,
 )
-# One cause's page (the causes view opens it; the listing above takes no cause, so its
-# generic plan keeps walking the listing's order): the same, walking ix_scans_dead_cause
+# One cause's page (the causes view opens it): the same, walking ix_scans_dead_cause
 # (cause, dead_lettered_at, id) backwards from the keyset, so a rare cause among a million
-# dead letters reads only its own.
+# dead letters reads only its own. Not the listing with an optional cause: that walks
+# ix_scans_dead_recent for a cause on SQLite, and sorts in PostgreSQL's generic plan.
 LIST_DEAD_LETTERS_OF_CAUSE = Sql(
     "list_dead_letters_of_cause",
-    """
-    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
-           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-           final.outcome, final.summary, final.artifact
-    FROM scans
-    CROSS JOIN endpoints
-    LEFT JOIN attempts AS final
-        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
-    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
-      AND endpoints.id = scans.endpoint_id
-      AND endpoints.owner_id = :owner
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND (:reason IS NULL OR scans.fail_reason = :reason)
-      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-      AND (:queue IS NULL OR scans.queue = :queue)
-      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
-    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
-    LIMIT :limit
-    """,
     """
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
            scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -227,30 +187,6 @@ LIST_DEAD_LETTERS_NEWER = Sql(
     WHERE scans.dead_lettered_at IS NOT NULL
       AND endpoints.id = scans.endpoint_id
       AND endpoints.owner_id = :owner
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND (:reason IS NULL OR scans.fail_reason = :reason)
-      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-      AND (:queue IS NULL OR scans.queue = :queue)
-      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
-    ORDER BY scans.dead_lettered_at, scans.id
-    LIMIT :limit
-    """,
-    """
-    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
-           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-           final.outcome, final.summary, final.artifact
-    FROM scans
-    CROSS JOIN endpoints
-    LEFT JOIN attempts AS final
-        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
-    WHERE scans.dead_lettered_at IS NOT NULL
-      AND endpoints.id = scans.endpoint_id
-      AND endpoints.owner_id = :owner
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
       AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
       AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
@@ -263,30 +199,6 @@ LIST_DEAD_LETTERS_NEWER = Sql(
 # One cause's page before a keyset, walking ix_scans_dead_cause forwards.
 LIST_DEAD_LETTERS_OF_CAUSE_NEWER = Sql(
     "list_dead_letters_of_cause_newer",
-    """
-    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
-           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-           final.outcome, final.summary, final.artifact
-    FROM scans
-    CROSS JOIN endpoints
-    LEFT JOIN attempts AS final
-        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
-    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
-      AND endpoints.id = scans.endpoint_id
-      AND endpoints.owner_id = :owner
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND (:reason IS NULL OR scans.fail_reason = :reason)
-      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-      AND (:queue IS NULL OR scans.queue = :queue)
-      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
-    ORDER BY scans.dead_lettered_at, scans.id
-    LIMIT :limit
-    """,
     """
     SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
            scans.payload, scans.status, scans.verified, scans.source, scans.worker,
@@ -376,13 +288,17 @@ SEARCH_DEAD_LETTERS_NEWER = Sql(
     LIMIT :limit
     """,
 )
-# How many dead letters a narrowing filter matches, the search optional (NULL: none).
+# How many dead letters a narrowing filter matches, the search optional (NULL: none); with
+# :redrivable TRUE only those a filter redrive would requeue now, the number its `confirm`
+# states (a revoked endpoint's are never redriven). One statement for both counts: the
+# endpoint's column is read after the join either way, so the plans are the same.
 COUNT_DEAD_LETTERS = Sql(
     "count_dead_letters",
     """
     SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE scans.dead_lettered_at IS NOT NULL
       AND endpoints.owner_id = :owner
+      AND (:redrivable IS NULL OR endpoints.revoked_at IS NULL)
       AND (:endpoint IS NULL OR endpoints.name = :endpoint)
       AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
            OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
@@ -396,36 +312,7 @@ COUNT_DEAD_LETTERS = Sql(
     SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE scans.dead_lettered_at IS NOT NULL
       AND endpoints.owner_id = :owner
-      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
-           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
-           OR scans.id = :term_id)
-      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
-      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
-      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
-      AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
-    """,
-)
-# How many a filter redrive would requeue now: the number its `confirm` states.
-COUNT_REDRIVABLE = Sql(
-    "count_redrivable",
-    """
-    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE scans.dead_lettered_at IS NOT NULL
-      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
-           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
-           OR scans.id = :term_id)
-      AND (:reason IS NULL OR scans.fail_reason = :reason)
-      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
-      AND (:queue IS NULL OR scans.queue = :queue)
-      AND (:cause IS NULL OR scans.cause = :cause)
-    """,
-    """
-    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE scans.dead_lettered_at IS NOT NULL
-      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
+      AND (CAST(:redrivable AS boolean) IS NULL OR endpoints.revoked_at IS NULL)
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
       AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
            OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
@@ -477,13 +364,6 @@ DEAD_LETTER_TOTAL = Sql(
     SELECT COALESCE(SUM(scan_totals.count), 0)
     FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
     WHERE endpoints.owner_id = :owner
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND scan_totals.outcome = 'dead_lettered'
-    """,
-    """
-    SELECT COALESCE(SUM(scan_totals.count), 0)
-    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
-    WHERE endpoints.owner_id = :owner
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
       AND scan_totals.outcome = 'dead_lettered'
     """,
@@ -530,10 +410,12 @@ class DeadLetterFilter:
             "cause": self.cause,
         }
 
-    def params(self, owner_id: int) -> dict[str, Any]:
-        """The parameters every dead-letter statement of this filter takes."""
+    def params(self, owner_id: int, *, redrivable: bool = False) -> dict[str, Any]:
+        """The parameters every dead-letter statement of this filter takes; `redrivable`
+        counts only what a filter redrive would requeue."""
         return {
             "owner": owner_id,
+            "redrivable": True if redrivable else None,
             "endpoint": self.endpoint,
             "reason": self.reason,
             "since": self.since,
@@ -624,13 +506,16 @@ def _keyset(item: DeadLetter) -> tuple[int, int]:
 
 
 def _dead_letter(row: Row) -> DeadLetter:
-    scan = scan_from_row(row, row[26])
-    final = None if row[27] is None else attempt_from_row(row[27:])
-    return DeadLetter(scan, final)
+    """A listed row: the scan's columns, its endpoint's name, then its final attempt's
+    columns (all NULL when it was never leased)."""
+    endpoint, *final = row[len(SCAN_COLUMNS) :]
+    seq, *_ = final
+    final_attempt = None if seq is None else attempt_from_row(final)
+    return DeadLetter(scan_from_row(row, endpoint), final_attempt)
 
 
 class DeadLetters:
-    """The owner's dead letters: list, count, open one, redrive, and the audit trail."""
+    """The owner's dead letters: list, count, open one, redrive."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -661,7 +546,8 @@ class DeadLetters:
         (a revoked endpoint's dead letters match the filter but are never redriven)."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            return int(await value(tx, COUNT_REDRIVABLE, f.params(owner_id)) or 0)
+            params = f.params(owner_id, redrivable=True)
+            return int(await value(tx, COUNT_DEAD_LETTERS, params) or 0)
 
     async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
         """The scan with its whole attempt history (any status: a redriven one too)."""
@@ -692,7 +578,8 @@ class DeadLetters:
         how many it matches now: a stale screen cannot requeue more than the operator saw."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            ids = [int(row[0]) for row in await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))]
+            found = await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))
+            ids = [int(scan_id) for (scan_id,) in found]
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",
@@ -705,6 +592,6 @@ class DeadLetters:
         )  # fmt: skip
 
     async def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
-        """The owner's audit trail newest first, older than the audit row `before_id`."""
-        async with self.db.read() as tx:
-            return await audit.entries(tx, owner_id, before_id=before_id, limit=limit)
+        """The owner's audit trail: `Store.audit.entries`, kept here only until the API's
+        audit route (api/dead_letters.py) reads it there."""
+        return await AuditTrail(self.db).entries(owner_id, before_id=before_id, limit=limit)

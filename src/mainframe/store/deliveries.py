@@ -62,7 +62,8 @@ class Deliveries:
         async with self.db.read() as tx:
             row = await first(tx, WINDOW_TOTALS, params)
         assert row is not None
-        return DeliveryTotals(int(row[0] or 0), int(row[1] or 0))
+        attempts, failures = row
+        return DeliveryTotals(int(attempts or 0), int(failures or 0))
 
     async def now(self) -> int:
         """The database's clock, which decides whether a window has closed."""

@@ -22,6 +22,7 @@ from mainframe.store.records import (
     Principal,
     ScanRecord,
     scan_from_row,
+    scan_value,
 )
 
 # A source's token checked and its scan inserted in one statement (one round trip).
@@ -242,7 +243,7 @@ class Intake:
             return scan_from_row(row, scan.endpoint)
 
     async def _created(self, tx: Tx, row: Row) -> ScanRecord:
-        scan = scan_from_row(row, await self.names.of(tx, row[1]))
+        scan = scan_from_row(row, await self.names.of(tx, scan_value(row, "endpoint_id")))
         # A scan of a paused queue is parked (no available_at): it becomes claimable, and is
         # announced, when the queue is resumed (store/queues.py).
         if scan.status is Status.QUEUED and scan.available_at is not None:

@@ -46,7 +46,7 @@ def set_role_defaults(engine: Engine, policy: SessionPolicy) -> list[str]:
             text(ROLE_DEFAULTS.postgresql or ""),
             {"settings": orjson.dumps(policy.role_defaults()).decode()},
         )
-        statements = [row[0] for row in found]
+        statements = [str(statement) for (statement,) in found]
         for statement in statements:
             conn.exec_driver_sql(statement)
     return statements

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store.database import Database, Sql
@@ -45,6 +46,17 @@ PACKAGE_SCANS = Sql(
     FROM who LEFT JOIN found ON 1 = 1
     """,
 )
+
+
+class PackageScan(NamedTuple):
+    """A row of PACKAGE_SCANS: one per candidate scan, or one with only the principal when
+    the token's endpoint holds none."""
+
+    principal: str  # the worker the token speaks for, the same on every row
+    scan_id: int | None
+    status: str | None
+    worker: str | None
+    assignment_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +105,13 @@ class Packages:
             rows = await tx.rows(PACKAGE_SCANS, params)
         if not rows:
             raise Unauthorized("unknown token, or its endpoint is revoked")
+        found_rows = [PackageScan._make(row) for row in rows]
         candidates = [
-            Candidate(row[1], Status(row[2]), row[3], row[4]) for row in rows if row[1] is not None
+            Candidate(r.scan_id, Status(r.status), r.worker, r.assignment_id)
+            for r in found_rows
+            if r.scan_id is not None and r.status is not None  # NULL together: no scan
         ]
-        found = pick(candidates, worker=rows[0][0], assignment_id=assignment_id)
+        found = pick(candidates, worker=found_rows[0].principal, assignment_id=assignment_id)
         if found is None:
             raise NotFound(f"no scan of {name}@{version} on this endpoint")
         return found.scan_id

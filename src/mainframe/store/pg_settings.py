@@ -128,4 +128,4 @@ async def settings_found(tx: Tx, policy: SessionPolicy) -> dict[str, str]:
     if tx.dialect != "postgresql":
         return {}
     rows = await tx.rows(SETTINGS_IN_FORCE, {"names": names_json(policy)})
-    return not_in_force(policy, {row[0]: row[1] for row in rows})
+    return not_in_force(policy, {name: setting for name, setting in rows})

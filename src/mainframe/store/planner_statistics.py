@@ -42,7 +42,7 @@ class PlannerStatistics:
             return []
         params = {"at_least": CHANGED_AT_LEAST, "share": CHANGED_SHARE}
         async with self.db.single() as tx:
-            stale = [str(row[0]) for row in await tx.rows(STALE_TABLES, params)]
+            stale = [str(table) for (table,) in await tx.rows(STALE_TABLES, params)]
             for table in stale:
                 await tx.run(ANALYZE[table])
         return stale

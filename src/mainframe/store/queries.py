@@ -9,9 +9,15 @@ from typing import Any
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store import search
-from mainframe.store.database import Sql, Tx, first, value
+from mainframe.store.database import Row, Sql, Tx, first, value
 from mainframe.store.errors import NotFound
-from mainframe.store.records import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
+from mainframe.store.records import (
+    SCAN_COLUMNS,
+    AttemptRecord,
+    ScanRecord,
+    attempt_from_row,
+    scan_from_row,
+)
 
 OWNED_SCAN = Sql(
     "owned_scan",
@@ -166,12 +172,18 @@ COUNT_SCANS = Sql(
 )
 
 
+def _listed(row: Row) -> ScanRecord:
+    """A scan from a row of its columns and then its endpoint's name."""
+    (endpoint,) = row[len(SCAN_COLUMNS) :]
+    return scan_from_row(row, endpoint)
+
+
 async def owned_scan(tx: Tx, owner_id: int, scan_id: int) -> ScanRecord:
     """The scan with its history if one of the owner's endpoints holds it; NotFound if not."""
     row = await first(tx, OWNED_SCAN, {"scan": scan_id, "owner": owner_id})
     if row is None:
         raise NotFound(f"no scan {scan_id}")
-    scan = scan_from_row(row, row[26])
+    scan = _listed(row)
     history = [attempt_from_row(r) for r in await tx.rows(ATTEMPTS_OF_SCAN, {"scan": scan_id})]
     if scan.status is Status.PENDING and scan.assignment_id is not None:
         history.append(_open_attempt(scan))
@@ -237,7 +249,7 @@ async def list_scans(
     params = f.params(owner_id) | {
         "before": NEWEST if before_id is None else before_id, "limit": limit,
     }  # fmt: skip
-    return [scan_from_row(row, row[26]) for row in await tx.rows(LIST_SCANS, params)]
+    return [_listed(row) for row in await tx.rows(LIST_SCANS, params)]
 
 
 async def scan_page(
@@ -255,13 +267,13 @@ async def scan_page(
         params = f.params(owner_id) | {"newer_than": newer_than, "limit": limit + 1}
         rows = await tx.rows(LIST_SCANS_NEWER, params)
         if len(rows) > limit:
-            items = [scan_from_row(row, row[26]) for row in reversed(rows[:limit])]
+            items = [_listed(row) for row in reversed(rows[:limit])]
             return ScanPage(items, items[-1].id, items[0].id)
         before_id = None
     params = f.params(owner_id) | {
         "before": NEWEST if before_id is None else before_id, "limit": limit,
     }  # fmt: skip
-    items = [scan_from_row(row, row[26]) for row in await tx.rows(LIST_SCANS, params)]
+    items = [_listed(row) for row in await tx.rows(LIST_SCANS, params)]
     older = items[-1].id if len(items) == limit else None
     newer = items[0].id if before_id is not None and items else None
     return ScanPage(items, older, newer)

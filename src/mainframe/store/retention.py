@@ -219,7 +219,8 @@ class Retention:
             for kind in self.policy.pruned():
                 row = await first(tx, COUNTS[kind], {"kept": self.policy.kept(kind)})
                 assert row is not None
-                found.append(Due(kind, int(row[0]), int(row[1] or 0)))
+                count, attempts = row
+                found.append(Due(kind, int(count), int(attempts or 0)))
         return found
 
     async def prune(self, kind: PruneKind, *, limit: int) -> RowsPruned:
@@ -240,7 +241,7 @@ class Retention:
 
 
 async def _prune_scans(tx: Tx, kind: PruneKind, params: dict[str, int]) -> RowsPruned:
-    ids = [int(row[0]) for row in await tx.rows(DUE_SCANS[kind], params)]
+    ids = [int(scan_id) for (scan_id,) in await tx.rows(DUE_SCANS[kind], params)]
     if not ids:
         return RowsPruned(kind, 0)
     batch = {"ids": orjson.dumps(ids).decode()}

@@ -12,6 +12,7 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store.activity import Activity
 from mainframe.store.assignments import Assignments
+from mainframe.store.audit import AuditTrail
 from mainframe.store.authentication import Authentication
 from mainframe.store.budget import Budget
 from mainframe.store.causes import Causes
@@ -63,6 +64,7 @@ class Store:
     deliveries: Deliveries
     hooks: Hooks
     dead_letters: DeadLetters
+    audit: AuditTrail
     causes: Causes
     queues: Queues
     activity: Activity
@@ -108,6 +110,7 @@ class Store:
             deliveries=Deliveries(db),
             hooks=Hooks(db, box=hook_box, rotation_grace_us=rotation_grace_us),
             dead_letters=DeadLetters(db),
+            audit=AuditTrail(db),
             causes=Causes(db),
             queues=Queues(db),
             activity=Activity(db),
