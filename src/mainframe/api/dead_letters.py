@@ -125,7 +125,7 @@ async def list_audit(
     """What the owner did, newest first, paged by `next_cursor`: redrives, endpoints created
     and revoked, credentials created and deleted, hooks created, enabled, rotated and deleted,
     and board sign-ins; each with when, the target, and where it came from (board, api, cli)."""
-    entries = await rt.store.dead_letters.audit(
+    entries = await rt.store.audit.entries(
         owner_id(owner), before_id=None if cursor is None else int(cursor), limit=limit
     )
     return JSON(shape.audit_page(entries, owner.name, full=len(entries) == limit))

@@ -18,7 +18,7 @@ from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.store import causes, queries, search
-from mainframe.store.audit import AuditEntry, AuditTrail, Origin
+from mainframe.store.audit import Origin
 from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import Conflict
 from mainframe.store.records import (
@@ -590,8 +590,3 @@ class DeadLetters:
             self.db, owner_id, ids, by="filter", origin=origin, filter_json=f.as_json(),
             progress=progress,
         )  # fmt: skip
-
-    async def audit(self, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
-        """The owner's audit trail: `Store.audit.entries`, kept here only until the API's
-        audit route (api/dead_letters.py) reads it there."""
-        return await AuditTrail(self.db).entries(owner_id, before_id=before_id, limit=limit)
