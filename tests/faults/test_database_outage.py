@@ -24,9 +24,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import IN_CI, PG_ADMIN_URL, drop_pg_database, fresh_pg_database
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli
 
 OUTAGE_SECONDS = 4.0
+LOAD_GOING = 20  # scans finished before PostgreSQL is stopped: the load is under way
 RECOVERY_BOUND_SECONDS = 10.0  # from the cluster answering again to the first 2xx
 
 
@@ -157,8 +159,8 @@ def test_a_stopped_database_is_503_and_the_server_recovers_by_itself(
         for thread in threads:
             thread.start()
         try:
-            time.sleep(2.0)
-            assert record.finished, "the load never got going"
+            # The outage starts once the workers are finishing scans, not after a fixed while.
+            wait_for(lambda: len(record.finished) >= LOAD_GOING, timeout=30, what="the load")
             _pg_ctl("stop")
             time.sleep(OUTAGE_SECONDS / 2)
             during = (_probe(server.url, "/healthz"), _probe(server.url, "/readyz"))
