@@ -9,7 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.test_server import auth, provision, wait_for
+from tests.e2e.test_server import auth, provision
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess
 
 
@@ -58,12 +59,18 @@ def test_counters_and_gauges_move_as_the_seed_says(tmp_path: Path) -> None:
         assert scrape(http)["packages_success_total"] == 1
         # Polls find nothing until the doomed scan's one-second lease lapses; then it is leased
         # again, its second and last attempt, which is left to lapse too.
-        [again] = wait_for(lambda: http.post("/api/v1/jobs", headers=worker).json())
+        [again] = wait_for(
+            lambda: http.post("/api/v1/jobs", headers=worker).json(),
+            timeout=15,
+            what="the doomed scan leased again after its lease lapsed",
+        )
         assert again["scan_id"] == doomed.json()["scan_id"] and again["attempt"] == 2
         exhausted = wait_for(
             lambda: (lambda m: m if m['packages_queue{state="exhausted"}'] == 1 else None)(
                 scrape(http)
-            )
+            ),
+            timeout=15,
+            what="the exhausted gauge at 1",
         )
         assert exhausted["packages_dead_lettered_total"] == 0
         assert http.post("/api/v1/jobs", headers=worker).json() == []  # this poll reaps it
@@ -75,7 +82,9 @@ def test_counters_and_gauges_move_as_the_seed_says(tmp_path: Path) -> None:
         settled = wait_for(
             lambda: (lambda m: m if m['packages_queue{state="exhausted"}'] == 0 else None)(
                 scrape(http)
-            )
+            ),
+            timeout=15,
+            what="the exhausted gauge back at 0",
         )
         assert settled['packages_scan_outcomes{outcome="dead_lettered"}'] == 1
         assert settled['packages_scan_outcomes{outcome="finished"}'] == 1

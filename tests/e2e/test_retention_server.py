@@ -8,7 +8,8 @@ from pathlib import Path
 import httpx
 
 from tests.e2e.test_metrics import scrape
-from tests.e2e.test_server import auth, provision, wait_for
+from tests.e2e.test_server import auth, provision
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess
 
 PRUNED = 'mainframe_pruned_rows_total{kind="%s"}'
@@ -31,11 +32,19 @@ def test_the_sweeper_prunes_a_finished_scan_and_counts_it(tmp_path: Path) -> Non
         done = http.post(f"/api/v1/jobs/{job['scan_id']}/result", headers=worker, json=body)
         assert done.status_code == 200, done.text
 
-        series = wait_for(lambda: (s := scrape(http))[PRUNED % "finished"] == 1 and s)
+        series = wait_for(
+            lambda: (s := scrape(http))[PRUNED % "finished"] == 1 and s,
+            timeout=15,
+            what="the finished scan pruned",
+        )
         assert series[PRUNED % "attempts"] == 1
         scan_id = created.json()["scan_id"]
         assert http.get(f"/api/v1/scans/{scan_id}", headers=owner).status_code == 404
-        outcomes = wait_for(lambda: scrape(http)['packages_scan_outcomes{outcome="finished"}'])
+        outcomes = wait_for(
+            lambda: scrape(http)['packages_scan_outcomes{outcome="finished"}'],
+            timeout=15,
+            what="the finished outcome counted",
+        )
         assert outcomes == 1 and series["packages_success_total"] == 1
         [line] = [e for e in server.log_events() if e.get("event") == "pruned"]
         assert (line["kind"], line["count"], line["attempts"]) == ("finished", 1, 1)
