@@ -35,9 +35,9 @@ from mainframe.lifecycle.rules import (
     Status,
     settle,
 )
-from mainframe.store.database import Row, Sql, Tx
+from mainframe.store.database import Sql, Tx
 from mainframe.store.errors import StoreError
-from mainframe.store.records import Job, ScanRecord, scan_from_row
+from mainframe.store.records import Job, ScanRecord
 
 DEAD_LETTER_REASONS = frozenset(reason.value for reason in DeadLetterReason)
 
@@ -255,10 +255,12 @@ def settlement_events(scan: ScanRecord, p: Plan) -> list[Event]:
     ]
 
 
-def history(row: Row, p: Plan, nexts: str | None, digest: str | None = None) -> dict[str, object]:
-    """The attempt's history row, with the answer its result was given and the digest of its
-    content (for a replay); `digest` replaces the report's own (an operator's close)."""
-    scan = scan_from_row(row, "")
+def history(
+    scan: ScanRecord, p: Plan, nexts: str | None, digest: str | None = None
+) -> dict[str, object]:
+    """The attempt's history row from the scan as its close left it, with the answer its
+    result was given and the digest of its content (for a replay); `digest` replaces the
+    report's own (an operator's close)."""
     return {
         "scan": scan.id,
         "seq": scan.attempt_base + scan.attempt_count,

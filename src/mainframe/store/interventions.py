@@ -108,9 +108,10 @@ class Interventions:
         row = await first(tx, CLOSE_AS_OPERATOR, p.values())
         if row is None:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
-        await tx.many(INSERT_HISTORY, [history(row, p, None, OPERATOR_CLOSE)])
+        closed = scan_from_row(row, scan.endpoint)
+        await tx.many(INSERT_HISTORY, [history(closed, p, None, OPERATOR_CLOSE)])
         await closing.name_causes(tx, [p.cause])
-        events = settlement_events(scan_from_row(row, scan.endpoint), p)
+        events = settlement_events(closed, p)
         tx.events.extend(events)
         await closing.count_outcomes(tx, events)
 

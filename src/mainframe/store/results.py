@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 import orjson
 
@@ -243,9 +243,11 @@ class Results:
             else:
                 closed_rows, leased_rows = await self._in_steps(sender, plans, fetch)
             jobs = await self.leasing.leased(tx, leased_rows)
-            closes = {scan_value(row, "id"): await self._scan(tx, row) for row in closed_rows}
+            closes = {scan.id: scan for scan in [await self._scan(tx, row) for row in closed_rows]}
+            if tx.dialect == "sqlite":  # COMPLETE writes the history itself on PostgreSQL
+                await _write_history(tx, plans, closes, leased_rows)
             outcomes, replayed = await self._answers(sender, plans, closes)
-            if tx.dialect == "sqlite":  # COMPLETE bumps them itself on PostgreSQL
+            if tx.dialect == "sqlite":  # and bumps the totals
                 await closing.count_outcomes(tx, tx.events)
             jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
@@ -282,19 +284,14 @@ class Results:
     async def _in_steps(
         self, sender: Sender, plans: list[Plan], fetch: int
     ) -> tuple[list[Row], list[Row]]:
-        """SQLite: COMPLETE's work as statements of one transaction."""
+        """SQLite: COMPLETE's closes and next leases as statements of one transaction (the
+        history follows in `_write_history`, once the rows are records)."""
         tx, worker = sender.tx, await sender.worker()
         params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
         closed = {scan_value(row, "id"): row for row in await tx.rows(CLOSE_RESULTS, params)}
         leased: list[Row] = []
         if closed and fetch > 0 and not await self._any_replay(sender, plans, closed):
             leased = await tx.rows(LEASE, lease_params(sender.caller, fetch, self.budget))
-        nexts = ",".join(scan_value(row, "assignment_id") for row in leased) or None
-        firsts = {p.scan_id: p for p in reversed(plans)}
-        await tx.many(
-            INSERT_HISTORY, [history(row, firsts[scan], nexts) for scan, row in closed.items()]
-        )
-        await closing.name_causes(tx, (firsts[scan_id].cause for scan_id in closed))
         return list(closed.values()), leased
 
     async def _any_replay(self, sender: Sender, plans: list[Plan], closed: Container[int]) -> bool:
@@ -347,6 +344,19 @@ class Results:
             return []
         rows = await replays.still_leased(sender.tx, await sender.worker(), assignments)
         return [job_of(await self._scan(sender.tx, row)) for row in rows]
+
+
+async def _write_history(
+    tx: Tx, plans: list[Plan], closes: Mapping[int, ScanRecord], leased: Sequence[Row]
+) -> None:
+    """SQLite: each closed attempt's history row, with the assignments leased beside it,
+    and the causes met (COMPLETE writes both on PostgreSQL)."""
+    nexts = ",".join(scan_value(row, "assignment_id") for row in leased) or None
+    firsts = {p.scan_id: p for p in reversed(plans)}
+    await tx.many(
+        INSERT_HISTORY, [history(scan, firsts[scan_id], nexts) for scan_id, scan in closes.items()]
+    )
+    await closing.name_causes(tx, (firsts[scan_id].cause for scan_id in closes))
 
 
 class Sender:
