@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mainframe.store.authentication import worker_of
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database, Sql, first
-from mainframe.store.leasing import Caller, LapseWatch, worker_of
+from mainframe.store.leasing import Caller, LapseWatch
 from mainframe.store.refusals import refusal
 
 # A heartbeat during a wait leaves the wait's own deadline alone.

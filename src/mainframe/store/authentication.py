@@ -63,6 +63,16 @@ async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
     return Principal(role, principal, owner_id, endpoint_id, endpoint, secret_digest, token_id)
 
 
+async def worker_of(tx: Tx, caller: Presented | Principal) -> Principal:
+    """The worker behind a presented token, checked in `tx`; Unauthorized for anything else."""
+    found = await authenticate(tx, caller.digest)
+    if found is None:
+        raise Unauthorized("unknown token, or its endpoint is revoked")
+    if found.role != "worker":
+        raise Unauthorized(f"this route takes a worker token, not a {found.role} token")
+    return found
+
+
 class Authentication:
     """A token's principal outside any other work (the routes that take any role), and the
     digests this process's requests presented since the last flush."""

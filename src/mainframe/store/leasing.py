@@ -28,10 +28,10 @@ from mainframe.lifecycle.events import (
     ScanRef,
 )
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.store import authentication, closing
+from mainframe.store import closing
+from mainframe.store.authentication import worker_of
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database, Row, Sql, Tx
-from mainframe.store.errors import Unauthorized
 from mainframe.store.records import (
     EndpointNames,
     Job,
@@ -274,16 +274,6 @@ def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object
         "timeout": budget.job_timeout_us,
         "limit": batch,
     }
-
-
-async def worker_of(tx: Tx, caller: Caller) -> Principal:
-    """The worker behind a presented token; Unauthorized for anything else."""
-    found = await authentication.authenticate(tx, caller.digest)
-    if found is None:
-        raise Unauthorized("unknown token, or its endpoint is revoked")
-    if found.role != "worker":
-        raise Unauthorized(f"this route takes a worker token, not a {found.role} token")
-    return found
 
 
 class Leasing:

@@ -23,6 +23,7 @@ import orjson
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import StaleResultRejected
 from mainframe.store import closing, replays
+from mainframe.store.authentication import worker_of
 from mainframe.store.budget import Budget
 from mainframe.store.closing import (
     INSERT_HISTORY,
@@ -38,7 +39,7 @@ from mainframe.store.closing import (
 )
 from mainframe.store.database import Database, Row, Sql, Tx
 from mainframe.store.errors import ResultConflict, StoreError
-from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params, worker_of
+from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params
 from mainframe.store.records import (
     EndpointNames,
     Job,
