@@ -103,8 +103,14 @@ def test_lapsed_leases_are_reassigned_then_swept_into_a_logged_dead_letter(
             json={"outcome": "finished", "attempt": 2, "assignment_id": second["assignment_id"]},
         )
         assert late.status_code == 409 and late.json()["error"] == "already_terminal"
-        metrics = http.get("/metrics").text
-    assert "packages_dead_lettered_total 1.0" in metrics
+        # The sweeper counts a dead letter just after it commits it.
+        metrics = wait_for(
+            lambda: (lambda t: t if "packages_dead_lettered_total 1.0" in t else None)(
+                http.get("/metrics").text
+            ),
+            timeout=10,
+            what="the dead letter counted",
+        )
     assert "packages_fail_total 1.0" in metrics
     [line] = [e for e in server.log_events() if e["event"] == "scan_dead_lettered"]
     assert line["level"] == "error"
