@@ -29,11 +29,11 @@ typecheck: $(STAMP)
 # Two processes for all but the fault tests, which stop PostgreSQL, kill servers and time
 # recoveries, so they run alone afterwards; together that is every test under tests/.
 test: lint typecheck  ## the whole suite: lint, types, unit, integration, end to end, faults
-	$(BIN)/pytest -n 2 --dist loadfile --ignore tests/faults
+	$(BIN)/pytest -n 2 --dist worksteal --ignore tests/faults
 	$(BIN)/pytest tests/faults
 
 check: lint typecheck  ## the inner loop: unit tests and the SQLite half of integration, no server
-	MAINFRAME_TEST_DATABASES=sqlite $(BIN)/pytest -n 2 --dist loadfile tests/unit tests/integration -q -m "not slow"
+	MAINFRAME_TEST_DATABASES=sqlite $(BIN)/pytest -n 2 --dist worksteal tests/unit tests/integration -q -m "not slow"
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
