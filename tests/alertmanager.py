@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+from tests.polling import wait_for
 from tests.serverproc import free_port
 from tests.tools import required_binary
 
@@ -38,19 +38,18 @@ def running_alertmanager(tmp_path: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("alertmanager did not become ready")
+        wait_for(lambda: _ready(url), timeout=20, what="alertmanager ready", every=0.1)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/-/ready", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def active(alertmanager: str) -> set[str]:

@@ -15,6 +15,8 @@ from typing import Any
 
 import trustme
 
+from tests.polling import wait_for
+
 
 @dataclass(frozen=True)
 class Received:
@@ -70,13 +72,14 @@ class Receiver:
             return self.script.pop(0) if self.script else self.default
 
     def wait_for(self, count: int, timeout: float = 20.0) -> list[Received]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def enough() -> list[Received] | None:
             with self._lock:
-                if len(self.received) >= count:
-                    return list(self.received)
-            time.sleep(0.02)
-        raise AssertionError(f"expected {count} requests, got {len(self.received)}")
+                return list(self.received) if len(self.received) >= count else None
+
+        try:
+            return wait_for(enough, timeout=timeout, what=f"{count} requests", every=0.02)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; got {len(self.received)}") from None
 
     def start(self) -> Receiver:
         self._thread.start()

@@ -10,12 +10,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import IN_CI, PG_ADMIN_URL
+from tests.polling import wait_for
 from tests.serverproc import free_port
 
 # PgBouncer refuses to run as root; Debian's PostgreSQL user runs it then.
@@ -62,18 +62,18 @@ class PgBouncer:
         self._wait_listening()
 
     def _wait_listening(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def listening() -> bool:
             if self.proc.poll() is not None:
                 said = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                self.stop()
                 raise AssertionError(f"pgbouncer exited: {said} {self.log()}")
             with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        self.stop()
-        raise AssertionError("pgbouncer did not start listening")
+                return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+        try:
+            wait_for(listening, timeout=timeout, what="pgbouncer listening")
+        except AssertionError:
+            self.stop()
+            raise
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"

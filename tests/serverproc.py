@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +16,7 @@ import httpx
 from typer.testing import CliRunner, Result
 
 from mainframe.cli import app
+from tests.polling import wait_for
 
 
 def free_port() -> int:
@@ -92,20 +92,19 @@ class ServerProcess:
             raise
 
     def _wait_healthy(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited: {self.stderr_path.read_text()}")
             try:
-                if (
-                    httpx.get(self.url + "/healthz", timeout=1.0, trust_env=False).status_code
-                    == 200
-                ):
-                    return
+                answer = httpx.get(self.url + "/healthz", timeout=1.0, trust_env=False)
             except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"server did not become healthy: {self.tail()}")
+                return False
+            return answer.status_code == 200
+
+        try:
+            wait_for(healthy, timeout=timeout, what="the server healthy")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {self.tail()}") from None
 
     def tail(self, lines: int = 20) -> str:
         """The last lines the server wrote to stderr, for a failing test's report."""

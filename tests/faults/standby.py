@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import IN_CI
+from tests.polling import wait_for
 from tests.serverproc import free_port
 
 HBA = (
@@ -68,15 +69,13 @@ class Cluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready = subprocess.run(
-                ["pg_isready", "-h", "127.0.0.1", "-p", str(self.port), "-q"], check=False
-            )
-            if ready.returncode == 0:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"cluster {self.name} did not come up")
+        command = ["pg_isready", "-h", "127.0.0.1", "-p", str(self.port), "-q"]
+        wait_for(
+            lambda: subprocess.run(command, check=False).returncode == 0,
+            timeout=timeout,
+            what=f"cluster {self.name} up",
+            every=0.1,
+        )
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         done = subprocess.run(
@@ -130,16 +129,15 @@ class Pair:
         self.wait_streaming()
 
     def wait_streaming(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            state = self.primary.psql(
-                "SELECT sync_state FROM pg_stat_replication "
-                f"WHERE application_name = '{STANDBY_NAME}'"
-            )
-            if state == "sync":
-                return
-            time.sleep(0.1)
-        raise AssertionError("the standby never became synchronous")
+        state = (
+            f"SELECT sync_state FROM pg_stat_replication WHERE application_name = '{STANDBY_NAME}'"
+        )
+        wait_for(
+            lambda: self.primary.psql(state) == "sync",
+            timeout=timeout,
+            what="the standby synchronous",
+            every=0.1,
+        )
 
     def url(self, database: str) -> str:
         """Both hosts, as libpq names a primary and its standby; writes go to the primary."""
@@ -154,11 +152,11 @@ class Pair:
         self.primary.ctl("stop", "-m", "immediate")
         self.standby.ctl("promote")
         promoted = time.monotonic()
-        deadline = promoted + 60
-        while self.standby.psql("SELECT pg_is_in_recovery()") != "f":
-            if time.monotonic() > deadline:
-                raise AssertionError("the standby did not leave recovery")
-            time.sleep(0.05)
+        wait_for(
+            lambda: self.standby.psql("SELECT pg_is_in_recovery()") == "f",
+            timeout=60,
+            what="the standby out of recovery",
+        )
         return promoted
 
     def drop(self) -> None:

@@ -49,13 +49,13 @@ def _pg_ctl(action: str) -> None:
 
 
 def _wait_for_postgres(timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready = subprocess.run(["pg_isready", "-h", "127.0.0.1", "-p", "5432", "-q"], check=False)
-        if ready.returncode == 0:
-            return
-        time.sleep(0.2)
-    raise AssertionError("PostgreSQL did not come back")
+    command = ["pg_isready", "-h", "127.0.0.1", "-p", "5432", "-q"]
+    wait_for(
+        lambda: subprocess.run(command, check=False).returncode == 0,
+        timeout=timeout,
+        what="PostgreSQL back",
+        every=0.2,
+    )
 
 
 @pytest.fixture
