@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine, insert, text
 
 import mainframe.store
 from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.reports import Report, plan
 from mainframe.lifecycle.rules import LIVE
 from mainframe.store import (
     Budget,
@@ -59,7 +60,6 @@ from mainframe.store import (
 )
 from mainframe.store import audit as store_audit
 from mainframe.store import owners as store_owners
-from mainframe.store.closing import Report, plan
 from mainframe.store.database import REGISTRY, Sql
 from mainframe.store.planner_statistics import PlannerStatistics
 from mainframe.store.schema import (

@@ -9,7 +9,7 @@ from mainframe.board.auth import safe_next
 from mainframe.board.render import ago, last_error, when
 from mainframe.board.timeline import entries
 from mainframe.lifecycle.rules import Status
-from mainframe.store.records import AttemptRecord, ScanRecord
+from mainframe.lifecycle.scans import AttemptRecord, ScanRecord
 
 MINUTE = 60_000_000
 

@@ -23,13 +23,14 @@ from mainframe.dragonfly import replies as dragonfly
 from mainframe.dragonfly.routes import router as dragonfly_router
 from mainframe.dragonfly.rules import RuleSet
 from mainframe.dragonfly.session import Session
+from mainframe.lifecycle.reports import Closed
+from mainframe.lifecycle.scans import ScanRecord
 from mainframe.shapes import hooks, operator, scans
 from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
 from mainframe.store.activity import WorkerHour
 from mainframe.store.audit import AuditEntry
 from mainframe.store.causes import CausePage, CauseSummary
-from mainframe.store.closing import Closed
 from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
 from mainframe.store.deliveries import DeliveryTotals
 from mainframe.store.errors import Accepted, ResultConflict
@@ -38,7 +39,7 @@ from mainframe.store.intake import Submitted
 from mainframe.store.overview import Overview
 from mainframe.store.owners import EndpointView, TokenView
 from mainframe.store.queues import PausedQueue, QueueChange
-from mainframe.store.records import Job, ScanRecord
+from mainframe.store.records import Job
 from mainframe.store.redrive import Redriven
 
 NOW = 1_780_000_000_000_000  # µs: a valid time, and a valid count or id

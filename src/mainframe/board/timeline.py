@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mainframe.store.records import AttemptRecord, ScanRecord
+from mainframe.lifecycle.scans import AttemptRecord, ScanRecord
 
 
 @dataclass(frozen=True, slots=True)

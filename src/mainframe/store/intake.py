@@ -12,6 +12,7 @@ import orjson
 
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.scans import ScanRecord
 from mainframe.store import authentication, owners, queries
 from mainframe.store.database import Database, Row, Sql, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
@@ -20,7 +21,6 @@ from mainframe.store.records import (
     EndpointRecord,
     Presented,
     Principal,
-    ScanRecord,
     scan_from_row,
     scan_value,
 )

@@ -9,13 +9,15 @@ import random
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import ScanFailed
 from mainframe.lifecycle.replay import OPERATOR_CLOSE
+from mainframe.lifecycle.reports import Report, plan, settlement_events
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
+from mainframe.lifecycle.scans import ScanRecord
 from mainframe.store import closing, queries
 from mainframe.store.budget import Budget
-from mainframe.store.closing import INSERT_HISTORY, Report, history, plan, settlement_events
+from mainframe.store.closing import INSERT_HISTORY, history
 from mainframe.store.database import Database, Sql, Tx, first
 from mainframe.store.errors import Conflict, Stale
-from mainframe.store.records import ScanRecord, scan_from_row
+from mainframe.store.records import scan_from_row
 
 # An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
 # assignment the operator saw.

@@ -28,6 +28,7 @@ from mainframe.lifecycle.events import (
     ScanRef,
 )
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
+from mainframe.lifecycle.scans import ScanRecord
 from mainframe.store import closing
 from mainframe.store.authentication import worker_of
 from mainframe.store.budget import Budget
@@ -37,7 +38,6 @@ from mainframe.store.records import (
     Job,
     Presented,
     Principal,
-    ScanRecord,
     scan_from_row,
     scan_value,
 )

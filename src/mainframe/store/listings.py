@@ -5,10 +5,10 @@ the statements of `queries.py` (an owner's scans), `overview.py` (the board's ca
 from __future__ import annotations
 
 from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.scans import ScanRecord
 from mainframe.store import fleet_snapshot, overview, queries
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database
-from mainframe.store.records import ScanRecord
 
 
 class Listings:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import orjson
 
 from mainframe.lifecycle.replay import is_replay
-from mainframe.store.closing import Closed, replayed
+from mainframe.lifecycle.reports import Closed, replayed
 from mainframe.store.database import Row, Sql, Tx, first
 from mainframe.store.errors import Accepted, ResultConflict
 from mainframe.store.records import Principal, scan_value

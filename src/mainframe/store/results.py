@@ -17,26 +17,25 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
 
 import orjson
 
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import StaleResultRejected
-from mainframe.store import closing, replays
-from mainframe.store.authentication import worker_of
-from mainframe.store.budget import Budget
-from mainframe.store.closing import (
-    INSERT_HISTORY,
+from mainframe.lifecycle.reports import (
     Closed,
-    Completion,
-    ItemOutcome,
     Plan,
     Report,
     closed_of,
-    history,
     plan,
     settlement_events,
 )
+from mainframe.lifecycle.scans import ScanRecord
+from mainframe.store import closing, replays
+from mainframe.store.authentication import worker_of
+from mainframe.store.budget import Budget
+from mainframe.store.closing import INSERT_HISTORY, SHARDS, history
 from mainframe.store.database import Database, Row, Sql, Tx
 from mainframe.store.errors import ResultConflict, StoreError
 from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params
@@ -44,7 +43,6 @@ from mainframe.store.records import (
     EndpointNames,
     Job,
     Principal,
-    ScanRecord,
     scan_from_row,
     scan_value,
 )
@@ -200,6 +198,23 @@ CLOSE_RESULTS = Sql(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """One entry of a batch: the closed scan, or the error the single route would raise."""
+
+    scan_id: int
+    closed: Closed | None
+    error: StoreError | None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """Results closed (each alone) and the jobs leased with them (complete-and-fetch)."""
+
+    outcomes: list[ItemOutcome]
+    jobs: list[Job]
+
+
 class Results:
     def __init__(
         self,
@@ -243,7 +258,7 @@ class Results:
                 closed_rows, leased_rows = await self._in_one_statement(tx, caller, plans, fetch)
             else:
                 closed_rows, leased_rows = await self._in_steps(sender, plans, fetch)
-            jobs = await self.leasing.leased(tx, leased_rows)
+            jobs = await self.leasing.leased(tx, leased_rows) if leased_rows else []
             closes = {scan.id: scan for scan in [await self._scan(tx, row) for row in closed_rows]}
             if tx.dialect == "sqlite":  # COMPLETE writes the history itself on PostgreSQL
                 await _write_history(tx, plans, closes, leased_rows)
@@ -275,7 +290,8 @@ class Results:
             "fetch": fetch,
             "prefix": secrets.token_hex(8) + "-",
             "timeout": self.budget.job_timeout_us,
-            "shard": closing.shard(tx),
+            # The totals row of this session, as closing.shard picks it for the other writes.
+            "shard": tx.session % SHARDS,
         }
         rows = await tx.rows(COMPLETE, params)
         # Each row is its kind ('closed' or 'leased') and then the scan's columns.

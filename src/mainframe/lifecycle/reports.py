@@ -1,0 +1,197 @@
+"""A close decided before any statement runs: what a worker (or operator) reports about the
+current attempt, the plan it becomes by the lifecycle's rules (where the scan goes, the
+values the close writes, the cause of a failure), what a closed scan tells the worker, the
+domain events a close produces, and the answer given again to a replayed result. Pure: the
+store runs the plan (store/results.py for a worker, store/interventions.py for an
+operator)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
+from mainframe.lifecycle.causes import Cause, cause_of
+from mainframe.lifecycle.events import (
+    AttemptFailed,
+    Event,
+    FinalAttempt,
+    ScanDeadLettered,
+    ScanFailed,
+    ScanFinished,
+    ScanReady,
+)
+from mainframe.lifecycle.replay import result_digest
+from mainframe.lifecycle.rules import (
+    TERMINAL,
+    AttemptOutcome,
+    DeadLetterReason,
+    Settlement,
+    Status,
+    settle,
+)
+from mainframe.lifecycle.scans import ScanRecord
+
+DEAD_LETTER_REASONS = frozenset(reason.value for reason in DeadLetterReason)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a worker (or operator) says about the current attempt."""
+
+    outcome: str
+    retryable: bool
+    attempt: int | None
+    assignment_id: str | None
+    summary: str | None
+    artifact: str | None
+    result: str | None
+    retry_after: float | None = None
+
+    def digest(self) -> str:
+        """The digest of what the result says, to tell a replay from a conflict."""
+        return result_digest(
+            outcome=self.outcome,
+            retryable=self.retryable,
+            summary=self.summary,
+            artifact=self.artifact,
+            result=self.result,
+            retry_after=self.retry_after,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """What a worker learns about the scan whose attempt it closed."""
+
+    scan_id: int
+    status: Status
+    attempt: int
+    available_at: int | None
+    finished_at: int | None
+    dead_lettered_at: int | None
+    fail_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A report decided before any statement runs: where the scan goes and what is written."""
+
+    scan_id: int
+    report: Report
+    settlement: Settlement
+    delay_us: int  # how long a retry waits before it is due
+    digest: str  # of the report's content (lifecycle/replay.py), kept with the close
+    cause: Cause | None  # why the attempt failed (lifecycle/causes.py); None when it finished
+
+    @property
+    def assignment(self) -> str | None:
+        return self.report.assignment_id
+
+    @property
+    def terminal(self) -> bool:
+        return self.settlement.status in TERMINAL
+
+    def values(self) -> dict[str, Any]:
+        """The close's parameters (also the fields of one item of COMPLETE's JSON input)."""
+        return {
+            "scan": self.scan_id,
+            "attempt": self.report.attempt,
+            "assignment": self.report.assignment_id,
+            "status": self.settlement.status.value,
+            "fail_reason": self.settlement.fail_reason,
+            "terminal": self.terminal,
+            "dead": self.settlement.dead_letter_reason is not None,
+            # A scan that goes round again keeps no result; a terminal one keeps it.
+            "result": self.report.result if self.terminal else None,
+            "delay": self.delay_us,
+            "outcome": self.settlement.attempt_outcome.value,
+            "summary": self.report.summary,
+            "artifact": self.report.artifact,
+            "result_digest": self.digest,
+            "cause": self.cause.key if self.cause else None,
+            "pattern": self.cause.pattern if self.cause else None,
+        }
+
+
+def plan(
+    scan_id: int, report: Report, *, max_attempts: int, retry: RetryPolicy, draw: float
+) -> Plan:
+    """Settle a report by the lifecycle's rules; `draw` is the retry backoff's jitter."""
+    attempt = report.attempt if report.attempt is not None else 1
+    settlement = settle(
+        outcome=report.outcome,
+        retryable=report.retryable,
+        attempt=attempt,
+        max_attempts=max_attempts,
+    )
+    delay = retry_delay_us(retry, attempt=attempt, draw=draw, requested=report.retry_after)
+    failed = settlement.attempt_outcome is not AttemptOutcome.FINISHED
+    cause = cause_of(settlement.attempt_outcome.value, report.summary) if failed else None
+    return Plan(scan_id, report, settlement, delay, report.digest(), cause)
+
+
+def closed_of(scan: ScanRecord) -> Closed:
+    """What the worker is told about a scan its result just closed."""
+    return Closed(
+        scan.id,
+        scan.status,
+        scan.attempt_count,
+        scan.available_at,
+        scan.finished_at,
+        scan.dead_lettered_at,
+        scan.fail_reason,
+    )
+
+
+def replayed(
+    *, scan_id: int, attempt: int, closed_at: int, status: str, available_at: int | None,
+    fail_reason: str | None,
+) -> Closed:  # fmt: skip
+    """The answer a result got when it closed its attempt, rebuilt from the attempt's row."""
+    settled = Status(status)
+    terminal = settled in TERMINAL
+    dead = fail_reason in DEAD_LETTER_REASONS
+    return Closed(
+        scan_id,
+        settled,
+        attempt,
+        available_at,
+        closed_at if terminal else None,
+        closed_at if dead else None,
+        fail_reason,
+    )
+
+
+def settlement_events(scan: ScanRecord, p: Plan) -> list[Event]:
+    """The domain events of a scan that `p` closed (`scan` as the close left it)."""
+    ref, settlement = scan.ref(), p.settlement
+    if settlement.status is Status.FINISHED:
+        return [ScanFinished(ref, scan.attempt_count, scan.worker)]
+    if settlement.status is Status.QUEUED:
+        assert scan.available_at is not None
+        return [
+            AttemptFailed(ref, scan.attempt_count, settlement.attempt_outcome.value, scan.worker),
+            ScanReady(ref, scan.attempt_count, scan.available_at),
+        ]
+    if settlement.dead_letter_reason is None:
+        return [ScanFailed(ref, scan.attempt_count, scan.worker)]
+    assert scan.finished_at is not None
+    final = FinalAttempt(
+        scan.attempt_base + scan.attempt_count,
+        settlement.attempt_outcome.value,
+        p.report.summary,
+        p.report.artifact,
+        scan.finished_at,
+    )
+    return [
+        ScanDeadLettered(
+            ref,
+            settlement.dead_letter_reason,
+            scan.attempt_count,
+            scan.worker,
+            scan.leased_at,
+            scan.finished_at,
+            final,
+        )
+    ]
