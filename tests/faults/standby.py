@@ -90,6 +90,10 @@ class Cluster:
             ["pg_dropcluster", "--stop", self.version, self.name],
             capture_output=True, timeout=120, check=False,
         )  # fmt: skip
+        # pg_dropcluster leaves conf.d behind while a file it did not write is in it.
+        shutil.rmtree(self.conf, ignore_errors=True)
+        left = [str(path) for path in (self.conf, self.data) if path.exists()]
+        assert not left, f"cluster {self.name} left {left} behind"
 
 
 class Pair:
