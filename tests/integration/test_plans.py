@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine, insert, text
 
 import mainframe.store
 from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.outcomes import SHARDS
 from mainframe.lifecycle.reports import Report, plan
 from mainframe.lifecycle.rules import LIVE
 from mainframe.store import (
@@ -49,7 +50,6 @@ from mainframe.store import (
     packages,
     queries,
     queues,
-    records,
     refusals,
     replays,
     results,
@@ -207,7 +207,7 @@ def _fill_accounts(conn: Connection) -> None:
             {"endpoint_id": e, "outcome": outcome, "shard": shard, "count": 0}
             for e in range(1, ENDPOINTS + 1)
             for outcome in totals.OUTCOMES
-            for shard in range(closing.SHARDS)
+            for shard in range(SHARDS)
         ],
     )
 
@@ -597,7 +597,7 @@ CASES = {
                                             "board_sessions"),
                                pg_index("board_sessions_pkey", "board_sessions")),
     # Endpoint names, read once per process.
-    "endpoint_name": Case(records.ENDPOINT_NAME, {"endpoint": 1}, sqlite_pk("endpoints"),
+    "endpoint_name": Case(authentication.ENDPOINT_NAME, {"endpoint": 1}, sqlite_pk("endpoints"),
                           pg_small("endpoints", "endpoints_pkey")),
     "add_to_audit_count": Case(store_audit.ADD_TO_COUNT, {"n": 1, "audit": 1}, sqlite_pk("audit"),
                                pg_index("audit_pkey", "audit")),

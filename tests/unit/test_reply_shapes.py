@@ -24,7 +24,7 @@ from mainframe.dragonfly.routes import router as dragonfly_router
 from mainframe.dragonfly.rules import RuleSet
 from mainframe.dragonfly.session import Session
 from mainframe.lifecycle.reports import Closed
-from mainframe.lifecycle.scans import ScanRecord
+from mainframe.lifecycle.scans import Job, ScanRecord
 from mainframe.shapes import hooks, operator, scans
 from mainframe.shapes.refusals import refusal_fields, store_error_body
 from mainframe.store import Conflict, Invalid, ItemOutcome
@@ -39,7 +39,6 @@ from mainframe.store.intake import Submitted
 from mainframe.store.overview import Overview
 from mainframe.store.owners import EndpointView, TokenView
 from mainframe.store.queues import PausedQueue, QueueChange
-from mainframe.store.records import Job
 from mainframe.store.redrive import Redriven
 
 NOW = 1_780_000_000_000_000  # µs: a valid time, and a valid count or id

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import mainframe.store
+from mainframe.lifecycle.scans import SCAN_COLUMNS
 from mainframe.store.database import REGISTRY, Sql
-from mainframe.store.records import SCAN_COLUMNS
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mainframe.lifecycle.rules import AttemptOutcome
@@ -82,3 +83,9 @@ def _cause(kind: str, pattern: str) -> Cause:
     # The kind keeps a worker that writes "the endpoint was revoked" apart from a revocation.
     digest = hashlib.sha256(f"{kind}\n{pattern}".encode()).hexdigest()
     return Cause(digest[:16], pattern[:MAX_PATTERN])
+
+
+def named(causes: Iterable[Cause | None]) -> list[dict[str, str]]:
+    """Each distinct cause met, as the key and pattern the store keeps the first time."""
+    distinct = {cause.key: cause for cause in causes if cause is not None}
+    return [{"cause": c.key, "pattern": c.pattern} for c in distinct.values()]

@@ -195,3 +195,28 @@ def settlement_events(scan: ScanRecord, p: Plan) -> list[Event]:
             final,
         )
     ]
+
+
+def history_row(
+    scan: ScanRecord, p: Plan, nexts: str | None, digest: str | None = None
+) -> dict[str, object]:
+    """The attempt's history row from the scan as its close left it, with the answer its
+    result was given and the digest of its content (for a replay); `digest` replaces the
+    report's own (an operator's close)."""
+    return {
+        "scan": scan.id,
+        "seq": scan.attempt_base + scan.attempt_count,
+        "attempt": scan.attempt_count,
+        "assignment": scan.assignment_id,
+        "worker": scan.worker,
+        "leased_at": scan.leased_at,
+        "outcome": p.settlement.attempt_outcome.value,
+        "summary": p.report.summary,
+        "artifact": p.report.artifact,
+        "settled_status": scan.status.value,
+        "settled_available_at": scan.available_at,
+        "settled_fail_reason": scan.fail_reason,
+        "next_assignments": nexts,
+        "result_digest": digest or p.digest,
+        "cause": p.cause.key if p.cause else None,
+    }

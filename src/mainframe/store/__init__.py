@@ -5,8 +5,9 @@ from __future__ import annotations
 from mainframe.clock import Clock, to_us
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.reports import Closed, Report
-from mainframe.lifecycle.scans import ScanRecord
+from mainframe.lifecycle.scans import Job, ScanRecord
 from mainframe.settings import Settings
+from mainframe.store.authentication import Presented, Principal
 from mainframe.store.budget import Budget
 from mainframe.store.database import Database, Publish, discard
 from mainframe.store.errors import (
@@ -22,7 +23,6 @@ from mainframe.store.hook_secrets import open_box
 from mainframe.store.intake import ScanSpec, Submitted
 from mainframe.store.pg_settings import SessionPolicy
 from mainframe.store.postgres import PostgresDatabase
-from mainframe.store.records import Job, Presented, Principal
 from mainframe.store.results import Completion, ItemOutcome
 from mainframe.store.sqlalchemy_engine import database_path, is_sqlite
 from mainframe.store.sqlite import COMMAND_BUSY_MS, SqliteDatabase

@@ -6,16 +6,20 @@ A credential's last use is kept coarse so that no request writes for it: the req
 notes the digest it presented (a set, in memory), and a periodic flush writes the noted ones
 in one transaction, each at most once a minute (`COARSE_US`). A digest that names no token
 updates nothing; the set is bounded, so a flood of made-up tokens costs a fixed amount of
-memory and drops only last-use notes, never a request."""
+memory and drops only last-use notes, never a request.
+
+Endpoint names are read once per process (`EndpointNames`): a name never changes once its
+endpoint exists, so principals, records and events carry it without a join in every hot
+statement."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 
-from mainframe.store.database import Database, Sql, Tx, first
+from mainframe.store.database import Database, Sql, Tx, first, value
 from mainframe.store.errors import Unauthorized
-from mainframe.store.records import Presented, Principal
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
 COARSE_US = 60_000_000  # a credential's last use is as fresh as this, at best
@@ -39,6 +43,44 @@ TOUCH = Sql(
       AND (last_used_at IS NULL OR last_used_at <= mf_now() - :coarse)
     """,
 )
+
+ENDPOINT_NAME = Sql("endpoint_name", "SELECT name FROM endpoints WHERE id = :endpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class Presented:
+    """A token as a request presented it, not yet checked: its sha256 digest. The hot
+    statements check it themselves, in the same round trip as their work."""
+
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a token speaks for: an owner, or a worker or source of one endpoint."""
+
+    role: str  # owner | worker | source
+    name: str
+    owner_id: int | None
+    endpoint_id: int | None
+    endpoint: str | None
+    digest: str = ""  # of the token it was read from, so store calls can check it again
+    token_id: int | None = None  # the credential's id, as its owner lists and deletes it
+
+
+class EndpointNames:
+    """Endpoint names by id, kept for the life of the process."""
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+
+    async def of(self, tx: Tx, endpoint_id: int) -> str:
+        """The endpoint's name, read once per process."""
+        name = self._names.get(endpoint_id)
+        if name is None:
+            name = str(await value(tx, ENDPOINT_NAME, {"endpoint": endpoint_id}))
+            self._names[endpoint_id] = name
+        return name
 
 
 def digest(secret: str) -> str:

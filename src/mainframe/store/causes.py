@@ -1,5 +1,5 @@
 """Dead letters by cause: the causes view an operator reads (a cause's pattern is written
-when a failed attempt closes, closing.py::name_causes). The counts themselves are kept by triggers
+when a failed attempt closes, closing.py::NAME_CAUSE). The counts themselves are kept by triggers
 on `scans` (migration 0017), so this module only reads them."""
 
 from __future__ import annotations

@@ -17,16 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
-from mainframe.lifecycle.scans import AttemptRecord, ScanRecord
+from mainframe.lifecycle.scans import (
+    SCAN_COLUMNS,
+    AttemptRecord,
+    ScanRecord,
+    attempt_from_row,
+    scan_from_row,
+)
 from mainframe.store import causes, queries, search
 from mainframe.store.audit import Origin
 from mainframe.store.database import Database, Row, Sql, Tx, value
 from mainframe.store.errors import Conflict
-from mainframe.store.records import (
-    SCAN_COLUMNS,
-    attempt_from_row,
-    scan_from_row,
-)
 from mainframe.store.redrive import Progress, Redriven, redrive
 
 __all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]

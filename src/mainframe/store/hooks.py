@@ -15,8 +15,7 @@ from mainframe.store.database import Database, Row, Sql, Tx, first, value
 from mainframe.store.deliveries import Deliveries
 from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.hook_secrets import SecretBox
-from mainframe.store.owners import endpoint_by_name
-from mainframe.store.records import EndpointRecord
+from mainframe.store.owners import EndpointRecord, endpoint_by_name
 
 MAX_HOOKS_PER_ENDPOINT = 5  # a sixth is a 409 too_many_hooks (docs/hooks.md)
 DEFAULT_ROTATION_GRACE_US = 86_400_000_000  # the previous secret signs for a day

@@ -12,18 +12,12 @@ import orjson
 
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
-from mainframe.lifecycle.scans import ScanRecord
+from mainframe.lifecycle.scans import ScanRecord, scan_from_row, scan_value
 from mainframe.store import authentication, owners, queries
+from mainframe.store.authentication import EndpointNames, Presented, Principal
 from mainframe.store.database import Database, Row, Sql, Tx, first
 from mainframe.store.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
-from mainframe.store.records import (
-    EndpointNames,
-    EndpointRecord,
-    Presented,
-    Principal,
-    scan_from_row,
-    scan_value,
-)
+from mainframe.store.owners import EndpointRecord
 
 # A source's token checked and its scan inserted in one statement (one round trip).
 SUBMIT_AS_SOURCE = Sql(

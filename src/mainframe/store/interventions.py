@@ -7,17 +7,18 @@ from __future__ import annotations
 import random
 
 from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.causes import named
 from mainframe.lifecycle.events import ScanFailed
+from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.replay import OPERATOR_CLOSE
-from mainframe.lifecycle.reports import Report, plan, settlement_events
+from mainframe.lifecycle.reports import Report, history_row, plan, settlement_events
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
-from mainframe.lifecycle.scans import ScanRecord
-from mainframe.store import closing, queries
+from mainframe.lifecycle.scans import ScanRecord, scan_from_row
+from mainframe.store import queries
 from mainframe.store.budget import Budget
-from mainframe.store.closing import INSERT_HISTORY, history
+from mainframe.store.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
 from mainframe.store.database import Database, Sql, Tx, first
 from mainframe.store.errors import Conflict, Stale
-from mainframe.store.records import scan_from_row
 
 # An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
 # assignment the operator saw.
@@ -111,11 +112,11 @@ class Interventions:
         if row is None:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
         closed = scan_from_row(row, scan.endpoint)
-        await tx.many(INSERT_HISTORY, [history(closed, p, None, OPERATOR_CLOSE)])
-        await closing.name_causes(tx, [p.cause])
+        await tx.many(INSERT_HISTORY, [history_row(closed, p, None, OPERATOR_CLOSE)])
+        await tx.many(NAME_CAUSE, named([p.cause]))
         events = settlement_events(closed, p)
         tx.events.extend(events)
-        await closing.count_outcomes(tx, events)
+        await tx.many(BUMP, increments(events, tx.session))
 
     async def _fail_unleased(self, tx: Tx, scan: ScanRecord) -> None:
         """An operator's plain failure of a scan nobody holds (QUEUED or QUARANTINED)."""
@@ -123,4 +124,4 @@ class Interventions:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
         event = ScanFailed(scan.ref(), scan.attempt_count)
         tx.events.append(event)
-        await closing.count_outcomes(tx, [event])
+        await tx.many(BUMP, increments([event], tx.session))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
-from mainframe.lifecycle.causes import Cause, cause_of
+from mainframe.lifecycle.causes import Cause, cause_of, named
 from mainframe.lifecycle.events import (
     AttemptFailed,
     Event,
@@ -27,20 +27,13 @@ from mainframe.lifecycle.events import (
     ScanReady,
     ScanRef,
 )
+from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.lifecycle.scans import ScanRecord
-from mainframe.store import closing
-from mainframe.store.authentication import worker_of
+from mainframe.lifecycle.scans import Job, job_of, scan_from_row, scan_value
+from mainframe.store.authentication import EndpointNames, Presented, Principal, worker_of
 from mainframe.store.budget import Budget
+from mainframe.store.closing import BUMP, NAME_CAUSE
 from mainframe.store.database import Database, Row, Sql, Tx
-from mainframe.store.records import (
-    EndpointNames,
-    Job,
-    Presented,
-    Principal,
-    scan_from_row,
-    scan_value,
-)
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
@@ -221,21 +214,6 @@ class Lapsed:
         )
 
 
-def job_of(scan: ScanRecord) -> Job:
-    assert scan.assignment_id is not None and scan.lease_expires_at is not None
-    return Job(
-        scan.id,
-        scan.name,
-        scan.version,
-        scan.kind,
-        scan.queue,
-        scan.payload,
-        scan.attempt_count,
-        scan.assignment_id,
-        scan.lease_expires_at,
-    )
-
-
 class LapseWatch:
     """When each endpoint's next lapse may be due, as far as this process knows, by the
     database's clock (estimated from this process's clock and the last stamp it saw)."""
@@ -352,9 +330,9 @@ class Leasing:
         spent = [x for x in lapsed if x.attempt_count >= self.budget.max_attempts]
         again = [x for x in lapsed if x.attempt_count < self.budget.max_attempts]
         await tx.many(CLOSE_LAPSED, [_closed_attempt(x) for x in lapsed])
-        await closing.name_causes(tx, (_lapse_cause(x) for x in lapsed))
+        await tx.many(NAME_CAUSE, named(_lapse_cause(x) for x in lapsed))
         dead = await self._dead_letter(tx, spent, names)
-        await closing.count_outcomes(tx, dead)
+        await tx.many(BUMP, increments(dead, tx.session))
         tx.events.extend(dead)
         tx.events.extend(await self._requeue(tx, again, names))
         return len(lapsed)

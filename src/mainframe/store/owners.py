@@ -16,7 +16,16 @@ from mainframe.store.audit import Action, Origin
 from mainframe.store.authentication import digest, issue_secret
 from mainframe.store.database import Database, Row, Sql, Tx, first, value
 from mainframe.store.errors import Conflict, Invalid, NotFound
-from mainframe.store.records import EndpointRecord
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointRecord:
+    id: int
+    name: str
+    owner_id: int
+    open_intake: bool
+    revoked_at: int | None
+
 
 OWNER_ID = Sql("owner_id", "SELECT id FROM owners WHERE name = :name")
 ANY_OWNER = Sql("any_owner", "SELECT id FROM owners LIMIT 1")

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from mainframe.lifecycle.rules import Status
+from mainframe.store.authentication import Presented
 from mainframe.store.database import Database, Sql
 from mainframe.store.errors import NotFound, Unauthorized
-from mainframe.store.records import Presented
 
 # The token checked, then the live scans of the key (ux_scans_live_key, whose prefix is
 # (endpoint_id, name, version); at most one per kind) and the latest ended one

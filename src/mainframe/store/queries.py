@@ -8,15 +8,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mainframe.lifecycle.rules import Status
-from mainframe.lifecycle.scans import AttemptRecord, ScanRecord
-from mainframe.store import search
-from mainframe.store.database import Row, Sql, Tx, first, value
-from mainframe.store.errors import NotFound
-from mainframe.store.records import (
+from mainframe.lifecycle.scans import (
     SCAN_COLUMNS,
+    AttemptRecord,
+    ScanRecord,
     attempt_from_row,
     scan_from_row,
 )
+from mainframe.store import search
+from mainframe.store.database import Row, Sql, Tx, first, value
+from mainframe.store.errors import NotFound
 
 OWNED_SCAN = Sql(
     "owned_scan",

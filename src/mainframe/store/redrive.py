@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 import orjson
 
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
-from mainframe.store import audit, closing
+from mainframe.lifecycle.outcomes import increments
+from mainframe.store import audit
+from mainframe.store.closing import BUMP
 from mainframe.store.database import Database, Sql, Tx
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
@@ -167,7 +169,7 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
     due = {scan_id: int(available_at) for scan_id, available_at in requeued}
     events = [ScanRedriven(ref) for ref in ready]
-    await closing.count_outcomes(tx, events)
+    await tx.many(BUMP, increments(events, tx.session))
     tx.events.extend(events)
     # Announced as claimable like any other ready scan, and only when its sender was verified.
     tx.events.extend(ScanReady(ref, 0, due[ref.scan_id]) for ref in ready if ref.verified)

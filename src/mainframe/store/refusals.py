@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from mainframe.lifecycle.events import StaleResultRejected
 from mainframe.lifecycle.rules import Holding, StaleCode, Status, diagnose_stale
+from mainframe.store.authentication import Principal
 from mainframe.store.database import Sql, Tx, first
 from mainframe.store.errors import NotFound, Stale, StoreError
-from mainframe.store.records import Principal
 
 DIAGNOSE = Sql(
     "diagnose_refusal",

@@ -13,9 +13,10 @@ import orjson
 
 from mainframe.lifecycle.replay import is_replay
 from mainframe.lifecycle.reports import Closed, replayed
+from mainframe.lifecycle.scans import scan_value
+from mainframe.store.authentication import Principal
 from mainframe.store.database import Row, Sql, Tx, first
 from mainframe.store.errors import Accepted, ResultConflict
-from mainframe.store.records import Principal, scan_value
 
 # A result this worker sent before, found by its assignment (uq_attempts_assignment).
 ANSWERED = Sql(

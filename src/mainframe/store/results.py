@@ -22,30 +22,26 @@ from dataclasses import dataclass
 import orjson
 
 from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.causes import named
 from mainframe.lifecycle.events import StaleResultRejected
+from mainframe.lifecycle.outcomes import increments, shard_of
 from mainframe.lifecycle.reports import (
     Closed,
     Plan,
     Report,
     closed_of,
+    history_row,
     plan,
     settlement_events,
 )
-from mainframe.lifecycle.scans import ScanRecord
-from mainframe.store import closing, replays
-from mainframe.store.authentication import worker_of
+from mainframe.lifecycle.scans import Job, ScanRecord, job_of, scan_from_row, scan_value
+from mainframe.store import replays
+from mainframe.store.authentication import EndpointNames, Principal, worker_of
 from mainframe.store.budget import Budget
-from mainframe.store.closing import INSERT_HISTORY, SHARDS, history
+from mainframe.store.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
 from mainframe.store.database import Database, Row, Sql, Tx
 from mainframe.store.errors import ResultConflict, StoreError
-from mainframe.store.leasing import LEASE, Caller, Leasing, job_of, lease_params
-from mainframe.store.records import (
-    EndpointNames,
-    Job,
-    Principal,
-    scan_from_row,
-    scan_value,
-)
+from mainframe.store.leasing import LEASE, Caller, Leasing, lease_params
 from mainframe.store.refusals import refusal
 from mainframe.store.replays import Answers
 
@@ -264,7 +260,7 @@ class Results:
                 await _write_history(tx, plans, closes, leased_rows)
             outcomes, replayed = await self._answers(sender, plans, closes)
             if tx.dialect == "sqlite":  # and bumps the totals
-                await closing.count_outcomes(tx, tx.events)
+                await tx.many(BUMP, increments(tx.events, tx.session))
             jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
 
@@ -290,8 +286,8 @@ class Results:
             "fetch": fetch,
             "prefix": secrets.token_hex(8) + "-",
             "timeout": self.budget.job_timeout_us,
-            # The totals row of this session, as closing.shard picks it for the other writes.
-            "shard": tx.session % SHARDS,
+            # The totals row of this session, as every other close picks it.
+            "shard": shard_of(tx.session),
         }
         rows = await tx.rows(COMPLETE, params)
         # Each row is its kind ('closed' or 'leased') and then the scan's columns.
@@ -371,9 +367,10 @@ async def _write_history(
     nexts = ",".join(scan_value(row, "assignment_id") for row in leased) or None
     firsts = {p.scan_id: p for p in reversed(plans)}
     await tx.many(
-        INSERT_HISTORY, [history(scan, firsts[scan_id], nexts) for scan_id, scan in closes.items()]
+        INSERT_HISTORY,
+        [history_row(scan, firsts[scan_id], nexts) for scan_id, scan in closes.items()],
     )
-    await closing.name_causes(tx, (firsts[scan_id].cause for scan_id in closes))
+    await tx.many(NAME_CAUSE, named(firsts[scan_id].cause for scan_id in closes))
 
 
 class Sender:

@@ -4,11 +4,13 @@ scan becomes a dead letter with reason `endpoint_revoked` (`Revocations.revoke`,
 
 from __future__ import annotations
 
-from mainframe.lifecycle.causes import cause_of
+from mainframe.lifecycle.causes import cause_of, named
 from mainframe.lifecycle.events import EndpointRevoked
+from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.rules import AttemptOutcome
-from mainframe.store import audit, closing
+from mainframe.store import audit
 from mainframe.store.audit import Action, Origin
+from mainframe.store.closing import BUMP, NAME_CAUSE
 from mainframe.store.database import Database, Sql, Tx
 from mainframe.store.errors import Conflict, NotFound
 from mainframe.store.owners import endpoint_by_name
@@ -55,7 +57,7 @@ DEAD_LETTER_LIVE = Sql(
 async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> EndpointRevoked:
     """Dead-letter every live scan of the endpoint and refuse its credentials, atomically."""
     revoked = cause_of(AttemptOutcome.ENDPOINT_REVOKED.value, None)
-    await closing.name_causes(tx, [revoked])
+    await tx.many(NAME_CAUSE, named([revoked]))
     params = {"endpoint": endpoint_id}
     await tx.run(REVOKE_ENDPOINT, params)
     await tx.run(LOCK_LIVE, params)
@@ -81,7 +83,7 @@ class Revocations:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
             event = await revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
             tx.events.append(event)
-            await closing.count_outcomes(tx, [event])
+            await tx.many(BUMP, increments([event], tx.session))
             await audit.record(
                 tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
                 count=event.dead_lettered,

@@ -13,7 +13,7 @@ from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store.activity import Activity
 from mainframe.store.assignments import Assignments
 from mainframe.store.audit import AuditTrail
-from mainframe.store.authentication import Authentication
+from mainframe.store.authentication import Authentication, EndpointNames
 from mainframe.store.budget import Budget
 from mainframe.store.causes import Causes
 from mainframe.store.database import Database, Sql
@@ -32,7 +32,6 @@ from mainframe.store.pg_settings import host_writable, settings_found
 from mainframe.store.planner_statistics import PlannerStatistics
 from mainframe.store.postgres import PostgresDatabase
 from mainframe.store.queues import Queues
-from mainframe.store.records import EndpointNames
 from mainframe.store.results import Results
 from mainframe.store.retention import Retention
 from mainframe.store.revoke import Revocations

@@ -1,10 +1,10 @@
 """Terminal outcome totals, as the metrics reconciliation and the owner's statistics read
 them: a few dozen rows however large the scans table grows. They are kept in the same
-transaction as the transitions that end scans (closing.py::count_outcomes)."""
+transaction as the transitions that end scans (store/closing.py::BUMP)."""
 
 from __future__ import annotations
 
-from mainframe.store.closing import SHARDS
+from mainframe.lifecycle.outcomes import SHARDS
 from mainframe.store.database import Sql, Tx
 
 OUTCOMES = ("finished", "failed", "dead_lettered")
