@@ -13,6 +13,11 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+# Keep compiled and assertion-rewritten modules between runs even where the shell says not to
+# write bytecode: each pytest process otherwise compiles the suite afresh (about 5 s a process
+# here). .gitignore keeps __pycache__ out of the tree.
+export PYTHONDONTWRITEBYTECODE :=
+
 PORT ?= 8000
 
 serve: $(STAMP)  ## start the server on ./mainframe.db at http://127.0.0.1:$(PORT) (make serve PORT=8001)
