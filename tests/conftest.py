@@ -4,6 +4,7 @@ processes on loopback for end-to-end tests."""
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import shutil
 import socket
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
+from mainframe import logs
 from mainframe.store.migrate import upgrade
 from mainframe.store.sqlalchemy_engine import create_store_engine
 from mainframe.watch.database import create_watch_engine
@@ -62,6 +65,24 @@ def loopback_names_only() -> Iterator[None]:
     socket.getaddrinfo = _local_getaddrinfo
     yield
     socket.getaddrinfo = _system_getaddrinfo
+
+
+@pytest.fixture(autouse=True)
+def logging_as_found() -> Iterator[None]:
+    """Each test leaves the process's logging as it found it. A command run in this process
+    (`tests/serverproc.py::cli_run`), an app or a watcher built here configures logging for
+    the whole process, as the installed command does for its own short life; a command's
+    `warning` level left behind would hide every info event from the tests after it, since
+    `structlog.testing.capture_logs` swaps the processors and keeps the level."""
+    config = structlog.get_config()
+    root = logging.getLogger()
+    level, ours = root.level, [h for h in root.handlers if h.get_name() == logs.HANDLER_NAME]
+    yield
+    structlog.configure(**config)
+    for handler in root.handlers[:]:
+        if handler.get_name() == logs.HANDLER_NAME and handler not in ours:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 def _pg_url(database: str) -> str:

@@ -13,7 +13,8 @@ import structlog
 # Newlines, other C0/C1 controls, and bidi overrides that could forge or reorder log lines.
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_LOGGED_TEXT = 512
-_HANDLER = "mainframe-json"
+# The name of the handler that renders the standard library's records as our lines.
+HANDLER_NAME = "mainframe-json"
 
 
 def neutralize(text: str | None, *, limit: int = MAX_LOGGED_TEXT) -> str | None:
@@ -83,9 +84,9 @@ def _route_stdlib(out: Any, renderer: Any, stamp: Any, level: str) -> None:
             ],
         )
     )
-    handler.set_name(_HANDLER)
+    handler.set_name(HANDLER_NAME)
     root = logging.getLogger()
-    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
+    for old in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
         root.removeHandler(old)  # configured again (tests): replace only our own handler
     root.addHandler(handler)
     root.setLevel(max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()]))

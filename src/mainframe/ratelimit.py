@@ -1,5 +1,7 @@
-"""Per-key token buckets over an injected clock: how the stats API says 429 and when to
-come back (Retry-After). Process-local: with several server processes each has its own."""
+"""Per-key token buckets over an injected clock: how the stats API and the board's sign-in say
+429 and when to come back (Retry-After), and how the dispatcher holds a hook to its rate. The
+arithmetic is lifecycle/bucket.py's; this keeps one bucket per key in memory. Process-local:
+with several server processes each has its own."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ import math
 from dataclasses import dataclass, field
 
 from mainframe.clock import MICROS, Clock
+from mainframe.lifecycle.bucket import Bucket, full, reserve
 
-# Idle keys are forgotten after this many full refills, so the table stays small.
+# Idle keys are forgotten after this many full refills (a bucket idle that long is full, so
+# forgetting it changes nothing), so the table stays small.
 FORGET_AFTER_REFILLS = 4
 MAX_KEYS = 10_000
 
@@ -18,31 +22,32 @@ class TokenBucket:
     rate_per_s: float
     burst: int
     clock: Clock
-    _state: dict[str, tuple[float, int]] = field(default_factory=dict)
+    _buckets: dict[str, Bucket] = field(default_factory=dict)
 
     def take(self, key: str) -> float:
         """Spend one token for `key`: 0.0 when allowed, else seconds until one is free."""
         now = self.clock.now_us()
-        tokens, stamp = self._state.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - stamp) / MICROS * self.rate_per_s)
-        if tokens >= 1.0:
-            self._remember(key, (tokens - 1.0, now))
-            return 0.0
-        self._remember(key, (tokens, now))
-        return (1.0 - tokens) / self.rate_per_s
+        bucket = self._buckets.get(key) or full(self.burst, now)
+        got = reserve(
+            bucket, rate=self.rate_per_s, burst=self.burst, cost=1, now_us=now, max_wait_us=0
+        )
+        if isinstance(got, int):
+            return got / MICROS
+        self._remember(key, got.bucket)
+        return 0.0
 
-    def _remember(self, key: str, state: tuple[float, int]) -> None:
-        if key not in self._state and len(self._state) >= MAX_KEYS:
-            self._forget_idle(state[1])
-        self._state[key] = state
+    def _remember(self, key: str, bucket: Bucket) -> None:
+        if key not in self._buckets and len(self._buckets) >= MAX_KEYS:
+            self._forget_idle(bucket.at_us)
+        self._buckets[key] = bucket
 
     def _forget_idle(self, now: int) -> None:
         horizon = FORGET_AFTER_REFILLS * self.burst / self.rate_per_s * MICROS
-        for key, (_, stamp) in list(self._state.items()):
-            if now - stamp > horizon:
-                del self._state[key]
-        if len(self._state) >= MAX_KEYS:
-            self._state.clear()
+        for key, bucket in list(self._buckets.items()):
+            if now - bucket.at_us > horizon:
+                del self._buckets[key]
+        if len(self._buckets) >= MAX_KEYS:
+            self._buckets.clear()
 
 
 def retry_after_header(seconds: float) -> str:

@@ -388,6 +388,17 @@ def test_retry_after_seconds_and_dates_are_honoured(world: World) -> None:
     assert world.sleeper.delays == [7.0, 13.0], "the date is 20 s after the first poll"
 
 
+@pytest.mark.parametrize("garbage", ["soon", "1e3", "inf", "1_000", "in 5 s"])
+def test_a_retry_after_neither_seconds_nor_a_date_is_backed_off_as_if_absent(
+    world: World, garbage: str
+) -> None:
+    source = ScriptedSource({W2.key: [throttled(retry_after=garbage), HEALTHY]})
+    report = world.watcher(source).tick()
+    assert report.completed == [W2.key] and report.bounded_retry_after == []
+    assert world.sleeper.delays == [random.Random(SEED).uniform(0, 2)], "the first backoff"
+    assert world.store.not_before_us() == 0, "no watcher is held off the source"
+
+
 def test_a_delayed_window_never_resolves_an_alert_opened_by_a_newer_one(world: World) -> None:
     late = Observation(PollClass.PARTIAL, status=200, detail="complete: false")
     source = ScriptedSource({W1.key: [late, HEALTHY], W2.key: [FAILING]})

@@ -9,6 +9,7 @@ from mainframe import parsers
 from mainframe.hooks import policy
 from mainframe.hooks.policy import Attempt, AttemptResult
 from mainframe.lifecycle.events import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
+from mainframe.lifecycle.retry_after import retry_after_seconds
 from mainframe.lifecycle.rules import DeadLetterReason
 
 NOW = 1_790_000_000_000_000
@@ -69,14 +70,23 @@ def test_transport_outcomes_retry_except_refusal(result: AttemptResult, retryabl
 
 
 def test_retry_after_in_seconds_and_as_an_http_date() -> None:
-    assert policy.parse_retry_after("7", now_us=NOW) == 7.0
-    assert policy.parse_retry_after(None, now_us=NOW) is None
-    assert policy.parse_retry_after("soon", now_us=NOW) is None
+    assert retry_after_seconds("7", now_us=NOW) == 7.0
+    assert retry_after_seconds(None, now_us=NOW) is None
+    assert retry_after_seconds("soon", now_us=NOW) is None
     # NOW is 2026-09-21T14:13:20Z; the date is 30 s later.
-    assert policy.parse_retry_after("Mon, 21 Sep 2026 14:13:50 GMT", now_us=NOW) == 30.0
-    assert policy.parse_retry_after("Mon, 21 Sep 2026 14:00:00 GMT", now_us=NOW) == 0.0
+    assert retry_after_seconds("Mon, 21 Sep 2026 14:13:50 GMT", now_us=NOW) == 30.0
     assert policy.from_status(429, "12", now_us=NOW).retry_after == 12.0
     assert policy.from_status(400, "12", now_us=NOW).retry_after is None
+
+
+def test_a_retry_after_in_the_past_means_no_wait_and_garbage_the_backoff() -> None:
+    past = policy.from_status(503, "Mon, 21 Sep 2026 14:00:00 GMT", now_us=NOW)
+    assert policy.next_delay(past, number=1, backoff=(1.0, 5.0), draw=0.5) == 0.0
+    negative = policy.from_status(429, "-3", now_us=NOW)
+    assert policy.next_delay(negative, number=1, backoff=(1.0, 5.0), draw=0.5) == 0.0
+    garbage = policy.from_status(429, "1e3", now_us=NOW)
+    assert garbage.retry_after is None
+    assert policy.next_delay(garbage, number=1, backoff=(1.0, 5.0), draw=0.5) == 1.0
 
 
 def test_backoff_is_about_one_then_five_seconds_with_jitter() -> None:

@@ -1,11 +1,10 @@
-"""The watcher's pure core: window keys, closed windows, retry delays and alert policies,
-without a database or a clock."""
+"""The watcher's pure core: window keys, closed windows, the backoff between refused polls
+and alert policies, without a database or a clock."""
 
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mainframe.clock import MICROS
+from mainframe.watch.engine import POLL_BACKOFF
 from mainframe.watch.observations import Counts, Observation, PollClass
 from mainframe.watch.policies import (
     AlertState,
@@ -22,10 +22,9 @@ from mainframe.watch.policies import (
     advance,
     changed,
 )
-from mainframe.watch.windows import BACKOFF_CAP_SECONDS, Window, closed_windows, retry_delay
+from mainframe.watch.windows import Window, closed_windows
 
 T = 1_790_000_040 * MICROS  # a minute boundary
-NOW = datetime.fromtimestamp(T / MICROS, tz=UTC)
 
 
 def test_window_key_is_stable_and_round_trips() -> None:
@@ -66,36 +65,18 @@ def test_closed_windows_are_closed_contiguous_and_bounded(
     assert all(b.start_us == a.end_us for a, b in pairwise(found))
 
 
-def test_retry_after_seconds_is_honoured() -> None:
-    rng = random.Random(1)
-    assert retry_delay({"Retry-After": "7"}, 1, now=NOW, rng=rng) == 7.0
-    assert retry_delay({"retry-after": " 2.5 "}, 1, now=NOW, rng=rng) == 2.5
-    assert retry_delay({"Retry-After": "-3"}, 1, now=NOW, rng=rng) == 0.0
-
-
-def test_retry_after_http_date_is_the_time_until_it() -> None:
-    later = format_datetime(NOW + timedelta(seconds=30), usegmt=True)
-    assert retry_delay({"Retry-After": later}, 1, now=NOW, rng=random.Random(1)) == 30.0
-
-
-def test_retry_after_date_in_the_past_means_no_wait() -> None:
-    past = format_datetime(NOW - timedelta(hours=1), usegmt=True)
-    assert retry_delay({"Retry-After": past}, 4, now=NOW, rng=random.Random(1)) == 0.0
+def test_a_refusal_names_its_retry_after_whatever_the_header_case() -> None:
+    headers = (("RateLimit", "limit=60"), ("Retry-After", " 7 "))
+    assert Observation(PollClass.THROTTLED, status=429, retry_headers=headers).retry_after == " 7 "
+    assert Observation(PollClass.THROTTLED, status=429).retry_after is None
 
 
 def test_without_retry_after_full_jitter_is_seeded_and_capped() -> None:
-    delays = [retry_delay({}, n, now=NOW, rng=random.Random(7)) for n in range(1, 5)]
+    delays = [POLL_BACKOFF.delay(n, random.Random(7).random()) for n in range(1, 5)]
     expected = [random.Random(7).uniform(0.0, 2.0**n) for n in range(1, 5)]
     assert delays == expected
     rng = random.Random(3)
-    assert all(
-        0.0 <= retry_delay({}, 30, now=NOW, rng=rng) <= BACKOFF_CAP_SECONDS for _ in range(50)
-    )
-
-
-def test_unparseable_retry_after_falls_back_to_backoff() -> None:
-    delay = retry_delay({"Retry-After": "soon"}, 2, now=NOW, rng=random.Random(5))
-    assert delay == random.Random(5).uniform(0.0, 4.0)
+    assert all(0.0 <= POLL_BACKOFF.delay(30, rng.random()) <= 60.0 for _ in range(50))
 
 
 def test_only_a_complete_observation_with_counts_is_complete() -> None:

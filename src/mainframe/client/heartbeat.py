@@ -20,9 +20,13 @@ from structlog.typing import FilteringBoundLogger
 
 from mainframe.client.sdk import Client, Job, MainframeError, StaleAssignment, parse_timestamp
 from mainframe.clock import Clock
+from mainframe.lifecycle.backoff import Jitter
 
 MIN_HEARTBEAT_INTERVAL = 0.1  # seconds; floor of the default interval near a lease's end
 HEARTBEAT_RETRY_DELAY = 1.0  # seconds; least wait after a heartbeat the server did not answer
+# That wait is drawn within half of it either way, so a fleet that lost the server together
+# does not come back in lockstep.
+HEARTBEAT_RETRY_JITTER = Jitter(0.5, 1.5)
 
 
 @dataclass
@@ -44,8 +48,10 @@ class LeaseKeeper:
         interval: float | None,
         clock: Clock,
         log: FilteringBoundLogger,
+        rng: random.Random | None = None,
     ) -> None:
         self._client = client
+        self._rng = rng or random.Random()
         self._interval = interval
         self._clock = clock
         self._log = log
@@ -129,9 +135,7 @@ class LeaseKeeper:
                 return
             self._log.warning("heartbeat_failed", error=str(exc), **log_fields(held.job))
             with self._cond:
-                # Jittered, so a fleet that lost the server together does not come back
-                # in lockstep.
-                least = HEARTBEAT_RETRY_DELAY * random.uniform(0.5, 1.5)
+                least = HEARTBEAT_RETRY_JITTER.spread(HEARTBEAT_RETRY_DELAY, self._rng.random())
                 held.due = self._next_due(held.expires_at, least=least)
             return
         with self._cond:

@@ -27,7 +27,6 @@ import httpx
 import structlog
 from structlog.typing import FilteringBoundLogger
 
-from mainframe.client.backoff import Backoff
 from mainframe.client.command import report_for_exit, run_command
 from mainframe.client.heartbeat import LeaseKeeper, log_fields
 from mainframe.client.idle import LaterScans, idle_pause
@@ -40,14 +39,18 @@ from mainframe.client.sdk import (
 )
 from mainframe.clock import Clock, SystemClock, parse_rfc3339
 from mainframe.contract.limits import MAX_LEASE_BATCH
+from mainframe.lifecycle.backoff import EQUAL_JITTER, Backoff
 
 # A finished result is kept and sent again while the server is unreachable or failing, for
 # up to this long in all: the server still takes it after an outage unless the scan was
 # handed to someone else meanwhile (then it answers 409).
 REPORT_PATIENCE = 900.0
-REPORT_BACKOFF = 1.0  # the first report retry waits 0.5-1 s, then about twice as long each time
-LEASE_BACKOFF = 2.0  # the same for polls the server could not answer
-MAX_BACKOFF = 60.0
+# Report retries: the first waits 0.5-1 s, then about twice as long each time, at most a
+# minute; equal jitter, so a fleet cut off together does not come back in lockstep and a retry
+# never comes at once (docs/reliability.md).
+REPORT_BACKOFF = Backoff(base=1.0, cap=60.0, jitter=EQUAL_JITTER)
+# The same for polls the server could not answer, starting at 1-2 s.
+LEASE_BACKOFF = Backoff(base=2.0, cap=60.0, jitter=EQUAL_JITTER)
 
 Done = list[tuple[Job, ResultReport]]  # the results of a batch, ready to report
 
@@ -85,15 +88,14 @@ class _Worker:
 
     def run(self) -> int:
         processed = failures = 0
-        lease_backoff = Backoff(LEASE_BACKOFF, MAX_BACKOFF, self.rng)
         jobs: list[Job] = []  # leased and not yet run: from a poll or from a result's reply
         while not self.stop.is_set() and self._wanted(processed) > 0:
             if not jobs:
                 polled = self._lease(self._wanted(processed))
                 if polled is None:
                     self._give_up_if_too_long()
-                    self.sleep(lease_backoff.delay(failures))
                     failures += 1
+                    self.sleep(LEASE_BACKOFF.delay(failures, self.rng.random()))
                     continue
                 failures = 0
                 self.unanswered_since = None
@@ -219,7 +221,6 @@ class _Worker:
     def _report(self, done: Done, fetch: int | None) -> tuple[int, list[Job]]:
         """Report results, retrying what the server may not have received; count the answered
         and return the jobs leased with them."""
-        backoff = Backoff(REPORT_BACKOFF, MAX_BACKOFF, self.rng)
         waited = 0.0
         attempt = 0
         while True:
@@ -232,7 +233,7 @@ class _Worker:
             except (httpx.TransportError, MainframeError) as exc:
                 if isinstance(exc, MainframeError) and exc.status < 500:
                     raise
-                delay = backoff.delay(attempt - 1)
+                delay = REPORT_BACKOFF.delay(attempt, self.rng.random())
                 if waited + delay > REPORT_PATIENCE:
                     self.log.error("report_abandoned", attempt=attempt, error=str(exc))
                     return 0, []  # the leases lapse and the server hands the scans on
@@ -361,12 +362,13 @@ def run_worker(
     log = log if log is not None else structlog.get_logger()
     http = client if client is not None else Client(url, token, sleep=sleep)
     stop = threading.Event()
+    rng = rng or random.Random()
     log.info("worker_started", url=url, command=command, batch=batch, fetch=fetch)
     try:
         with (
             _stop_on_signals(stop),
             LeaseKeeper(
-                http, interval=heartbeat_interval, clock=clock or SystemClock(), log=log
+                http, interval=heartbeat_interval, clock=clock or SystemClock(), log=log, rng=rng
             ) as keeper,
         ):
             worker = _Worker(
@@ -381,7 +383,7 @@ def run_worker(
                 sleep,
                 log,
                 stop,
-                rng or random.Random(),
+                rng,
                 idle_wait,
                 give_up_after,
                 now,

@@ -22,13 +22,15 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from mainframe import __version__
-from mainframe.client.backoff import Backoff
 from mainframe.contract import schemas
 from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT, MAX_REPORTS
 from mainframe.contract.schemas import JobPublic
+from mainframe.lifecycle.backoff import EQUAL_JITTER, Backoff
 
 LEASE_ATTEMPTS = 4  # tries of a poll or a completion on transport errors; both are safe to repeat
-LEASE_BACKOFF = 0.5  # the first lease retry waits 0.25-0.5 s, about twice as long each time
+# The first lease retry waits 0.25-0.5 s, about twice as long each time up to 4-8 s; equal
+# jitter, so clients cut off together do not retry in lockstep (docs/reliability.md).
+LEASE_BACKOFF = Backoff(base=0.5, cap=8.0, jitter=EQUAL_JITTER)
 
 Outcome = Literal["finished", "failed"]
 
@@ -185,7 +187,7 @@ class Client:
             timeout=timeout,
         )
         self._sleep = sleep
-        self._backoff = Backoff(LEASE_BACKOFF, 8.0, rng or random.Random())
+        self._rng = rng or random.Random()
 
     def close(self) -> None:
         self._http.close()
@@ -275,11 +277,11 @@ class Client:
 
     def _post_retrying(self, path: str, *, params: dict[str, Any], json: Any = None) -> Any:
         # Only for requests the server answers the same when repeated: a poll, a completion.
-        for failures in range(LEASE_ATTEMPTS - 1):
+        for failures in range(1, LEASE_ATTEMPTS):
             try:
                 return self._post(path, json=json, params=params)
             except httpx.TransportError:
-                self._sleep(self._backoff.delay(failures))
+                self._sleep(LEASE_BACKOFF.delay(failures, self._rng.random()))
         return self._post(path, json=json, params=params)
 
     def _post(self, path: str, *, json: Any = None, params: dict[str, Any] | None = None) -> Any:

@@ -4,17 +4,18 @@ draw are passed in."""
 
 from __future__ import annotations
 
-import email.utils
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from mainframe.clock import MICROS
+from mainframe.lifecycle.backoff import Jitter
 from mainframe.lifecycle.events import Event, ScanDeadLettered, ScanReady
+from mainframe.lifecycle.retry_after import bound, retry_after_seconds
 
 MAX_ATTEMPTS = 3  # each notification gets up to three attempts (README: Hooks)
 RETRY_AFTER_CAP_SECONDS = 60.0  # a receiver's Retry-After is honoured up to this
-JITTER = 0.25  # each backoff step is drawn within ±25% of its configured value
+# Each configured backoff step (MAINFRAME_HOOKS_BACKOFF_SECONDS) is drawn within ±25% of it.
+JITTER = Jitter(0.75, 1.25)
 DISABLE_AFTER_FAILURES = 10  # consecutive failed notifications before a hook is disabled
 RETRYABLE_STATUSES = frozenset({408, 429})
 
@@ -37,7 +38,7 @@ class AttemptResult(StrEnum):
 class Attempt:
     result: AttemptResult
     status: int | None = None
-    retry_after: float | None = None  # seconds the receiver asked us to wait
+    retry_after: float | None = None  # seconds the receiver asked (negative: a time past)
 
     @property
     def delivered(self) -> bool:
@@ -71,7 +72,7 @@ def from_status(status: int, retry_after: str | None, *, now_us: int) -> Attempt
     """Classify a response by its status code."""
     if 200 <= status < 300:
         return Attempt(AttemptResult.OK, status)
-    wait = parse_retry_after(retry_after, now_us=now_us) if status in (429, 503) else None
+    wait = retry_after_seconds(retry_after, now_us=now_us) if status in (429, 503) else None
     if status == 429:
         return Attempt(AttemptResult.RATELIMITED, status, wait)
     if status >= 500:
@@ -79,23 +80,6 @@ def from_status(status: int, retry_after: str | None, *, now_us: int) -> Attempt
     if status >= 400:
         return Attempt(AttemptResult.CLIENT_ERROR, status)
     return Attempt(AttemptResult.REDIRECT, status)
-
-
-def parse_retry_after(value: str | None, *, now_us: int) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if absent or
-    unreadable."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - now_us / MICROS)
 
 
 def next_delay(
@@ -106,6 +90,6 @@ def next_delay(
     if attempt.delivered or not attempt.retryable or number >= MAX_ATTEMPTS:
         return None
     if attempt.retry_after is not None:
-        return min(attempt.retry_after, RETRY_AFTER_CAP_SECONDS)
-    base = backoff[min(number, len(backoff)) - 1] if backoff else 0.0
-    return base * (1.0 - JITTER + 2.0 * JITTER * draw)
+        return bound(attempt.retry_after, cap=RETRY_AFTER_CAP_SECONDS).seconds
+    step = backoff[min(number, len(backoff)) - 1] if backoff else 0.0
+    return JITTER.spread(step, draw)

@@ -1,4 +1,5 @@
-"""The scan lifecycle: statuses, the attempt budget, staleness, dead-letter reasons, events."""
+"""The pure core: the scan lifecycle (statuses, the attempt budget, staleness, dead-letter
+reasons, events), and the backoff, token bucket and Retry-After reading every part shares."""
 
 from __future__ import annotations
 

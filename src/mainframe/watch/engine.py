@@ -14,10 +14,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Literal
 
 from mainframe.clock import MICROS, Clock, rfc3339, to_us
+from mainframe.lifecycle.backoff import Backoff
+from mainframe.lifecycle.retry_after import bound, retry_after_seconds
 from mainframe.watch.observations import (
     RETRIED_IN_TICK,
     STOPS_TICK,
@@ -31,14 +32,11 @@ from mainframe.watch.quota import MAX_NOT_BEFORE_S, QuotaPolicy, slot_hold_us
 from mainframe.watch.quotas import Permit
 from mainframe.watch.retention import WatchRetention
 from mainframe.watch.state import AlertUpdate, WatchStore
-from mainframe.watch.windows import (
-    BACKOFF_CAP_SECONDS,
-    Window,
-    backoff_delay,
-    closed_windows,
-    retry_after_seconds,
-)
+from mainframe.watch.windows import Window, closed_windows
 
+# Between polls refused without a Retry-After (or failed by the server): 2 s doubling per
+# attempt up to a minute, full jitter, so refused watchers do not retry in step (docs/watch.md).
+POLL_BACKOFF = Backoff(base=2.0, cap=60.0)
 DELIVERY_ALERT = "delivery_failure"
 OBSERVER_ALERT_PREFIX = "observer_"  # + a key of ObserverPolicy.firing: observer_outbox_delay
 # Rows forgotten per transaction when pruning past the retention, so a long-stopped
@@ -96,7 +94,7 @@ class Engine:
         rng: random.Random,
         telemetry: Telemetry = NoTelemetry(),
         max_attempts: int = 5,
-        max_wait_s: float = BACKOFF_CAP_SECONDS,
+        max_wait_s: float = POLL_BACKOFF.cap,
         retention: WatchRetention = WatchRetention(),
         quota: QuotaPolicy = QuotaPolicy(),
     ) -> None:
@@ -278,20 +276,19 @@ class Engine:
         """Before the next attempt: a Retry-After holds every watcher off the source until
         then (the next ask for leave waits it out); otherwise jittered backoff here. False
         when the wait exceeds max_wait_s."""
-        now = self.clock.now_us()
-        at = datetime.fromtimestamp(now / MICROS, tz=UTC)
-        asked = retry_after_seconds(dict(refusal.retry_headers), now=at)
+        asked = retry_after_seconds(refusal.retry_after, now_us=self.clock.now_us())
         if asked is None or refusal.poll_class not in THROTTLING:
-            delay = backoff_delay(attempt, rng=self.rng)
+            delay = POLL_BACKOFF.delay(attempt, self.rng.random())
             if delay > self.max_wait_s:
                 return False
             self.sleep(delay)
             return True
-        if not 0 <= asked <= MAX_NOT_BEFORE_S:
+        wait = bound(asked, cap=MAX_NOT_BEFORE_S)
+        if wait.bounded:
             report.bounded_retry_after.append(asked)
         stored, _ = self.store.hold_off(self.quota, asked)
         self.telemetry.not_before(self.name, stored)
-        return min(max(asked, 0.0), MAX_NOT_BEFORE_S) <= self.max_wait_s
+        return wait.seconds <= self.max_wait_s
 
     def _record(self, window: Window, observation: Observation, attempt: int) -> None:
         now = self.clock.now_us()

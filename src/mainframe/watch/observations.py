@@ -64,6 +64,11 @@ class Observation:
     def complete(self) -> bool:
         return self.poll_class is PollClass.COMPLETE and self.counts is not None
 
+    @property
+    def retry_after(self) -> str | None:
+        """The refusal's Retry-After header as sent, if it sent one."""
+        return next((v for k, v in self.retry_headers if k.lower() == "retry-after"), None)
+
     @classmethod
     def of(cls, attempts: int, failures: int) -> Observation:
         return cls(PollClass.COMPLETE, Counts(attempts, failures), 200)

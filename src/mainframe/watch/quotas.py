@@ -14,16 +14,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, or_, select, text, update
 
 from mainframe.clock import Clock
+from mainframe.lifecycle.bucket import Bucket, full
 from mainframe.watch.outbox import insert_ignore
-from mainframe.watch.quota import (
-    SLOT_RECHECK_S,
-    Bucket,
-    NotBefore,
-    QuotaPolicy,
-    full,
-    not_before,
-    reserve,
-)
+from mainframe.watch.quota import SLOT_RECHECK_S, NotBefore, QuotaPolicy, not_before, take
 from mainframe.watch.tables import watch_quota, watch_quota_slots
 
 # The database's clock in microseconds; clock_timestamp() moves within a transaction.
@@ -69,7 +62,7 @@ class QuotaStore:
                 if slot is None:
                     return Held(round(SLOT_RECHECK_S * MICROS_PER_S), "concurrency")
             bucket = Bucket(row.tokens, row.bucket_at_us)
-            got = reserve(bucket, policy, cost=cost, now_us=now, max_wait_us=max_wait_us)
+            got = take(bucket, policy, cost=cost, now_us=now, max_wait_us=max_wait_us)
             if isinstance(got, int):
                 return Held(got, "budget")
             q = watch_quota.c
@@ -136,7 +129,7 @@ class QuotaStore:
 
     def _quota_row(self, conn: Connection, policy: QuotaPolicy, now: int) -> Any:
         """The source's quota row, made with a full bucket if missing, locked for update."""
-        first = full(policy, now)
+        first = full(policy.burst, now)
         row = {
             "source": self.source,
             "tokens": first.tokens,

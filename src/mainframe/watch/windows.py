@@ -1,21 +1,14 @@
-"""Closed time windows with stable keys, and how long to wait before asking again.
+"""Closed time windows with stable keys.
 
 A window is identified by its start and length (`2026-09-27T10:14:00Z/60s`), so every
 retry, overlapping invocation and watcher process names the same window the same way."""
 
 from __future__ import annotations
 
-import math
-import random
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 from mainframe.clock import MICROS, rfc3339
-
-# Ceiling of the full-jitter exponential backoff between refused polls (docs/watch.md).
-BACKOFF_CAP_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -60,48 +53,3 @@ def closed_windows(*, now_us: int, length_s: int, settle_s: float, lookback_s: i
         for i in range(count)
         if first_start + i * length_s * MICROS >= 0
     ]
-
-
-def retry_delay(
-    headers: Mapping[str, str], attempt: int, *, now: datetime, rng: random.Random
-) -> float:
-    """Seconds to wait before poll attempt `attempt + 1`: Retry-After (seconds or an HTTP
-    date; a past date means no wait), else full jitter over min(60, 2**attempt)."""
-    asked = retry_after_seconds(headers, now=now)
-    if asked is not None:
-        return max(0.0, asked)
-    return backoff_delay(attempt, rng=rng)
-
-
-def backoff_delay(attempt: int, *, rng: random.Random) -> float:
-    """Full jitter over min(60, 2**attempt) seconds, so refused watchers do not retry in step."""
-    return rng.uniform(0.0, min(BACKOFF_CAP_SECONDS, 2.0**attempt))
-
-
-def retry_after_seconds(headers: Mapping[str, str], *, now: datetime) -> float | None:
-    """What Retry-After asks, in seconds from `now` (negative for a date in the past); None
-    when there is none or it is neither a number nor an HTTP date."""
-    value = _header(headers, "retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) else None
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - now).total_seconds()
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
