@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ def cli_run(database_url: str, *args: str, **extra_env: str) -> Result:
     # On a thread of its own: the command runs its own event loop, and a test may be inside
     # one (Playwright's synchronous API keeps one running).
     with ThreadPoolExecutor(1) as thread:
-        return thread.submit(CliRunner().invoke, app, list(args), env=env).result()
+        invoke = partial(CliRunner().invoke, prog_name="mainframe")  # as installed
+        return thread.submit(invoke, app, list(args), env=env).result()
 
 
 def cli(database_url: str, *args: str, **extra_env: str) -> str:

@@ -304,14 +304,63 @@ def test_a_queue_paused_and_resumed_from_the_board_with_its_confirmation(
     page.context.close()  # type: ignore[attr-defined]
 
 
+def finish(server: dict[str, str], count: int) -> None:
+    """`count` scans submitted in bulk and finished in batches, as a busy fleet would."""
+    with httpx.Client(base_url=server["url"], timeout=30) as api:
+        scans = [{"name": f"busy-{n}", "version": "1"} for n in range(count)]
+        made = api.post(
+            "/api/v1/scans/batch", json={"scans": scans}, headers=auth(server["source"])
+        )
+        assert made.status_code == 200
+        while jobs := api.post("/api/v1/jobs?batch=100", headers=auth(server["worker"])).json():
+            results = [{"scan_id": j["scan_id"], "outcome": "finished", "attempt": j["attempt"],
+                        "assignment_id": j["assignment_id"]} for j in jobs]  # fmt: skip
+            done = api.post(
+                "/api/v1/jobs/results", json={"results": results}, headers=auth(server["worker"])
+            )
+            assert done.status_code == 200
+
+
 def test_the_pictures_are_images_with_their_numbers_for_a_screen_reader(
-    browser: object, board_server: dict[str, str]
+    browser: object, board_server: dict[str, str], shots: Path
 ) -> None:
+    finish(board_server, 600)  # beside two dead letters: 1 in 300 of the busiest bar
     page = signed_in(browser, board_server)
-    page.goto(board_server["url"] + "/board")  # type: ignore[attr-defined]
+    day = re.compile(r"Scans per hour over the last 24 hours: 6\d\d finished")
+    for _ in range(100):  # each server process adds its counts to the charts every 5 s
+        page.goto(board_server["url"] + "/board")  # type: ignore[attr-defined]
+        if page.get_by_role("img", name=day).count():  # type: ignore[attr-defined]
+            break
+        page.wait_for_timeout(200)  # type: ignore[attr-defined]
     for name in ("Scans per hour over the last 24 hours", "Scans per minute over the last hour"):
         chart = page.get_by_role("img", name=re.compile(name))  # type: ignore[attr-defined]
         assert chart.is_visible(), name
+    # A scale from 0 to the busiest bar in its unit, and time ticks in UTC, both charts.
+    plots = page.locator(".activity .plot")  # type: ignore[attr-defined]
+    assert plots.count() == 2
+    for index, unit in enumerate(("scans per hour", "scans per minute")):
+        plot = plots.nth(index)
+        assert int(plot.locator(".max").inner_text().replace(",", "")) >= 600
+        assert plot.locator(".unit").inner_text() == unit and plot.locator(".zero").is_visible()
+        assert plot.locator(".zone").inner_text() == "UTC"
+        ticks = plot.locator("svg.chart text")
+        assert ticks.count() >= 3 and ticks.first.is_visible()
+        labels = ticks.all_text_contents()
+        assert all(re.fullmatch(r"\d\d:\d\d", t) for t in labels), labels
+    # The two dead letters beside 600 finished scans are a bar the eye still finds.
+    dead_bars = page.locator("svg.chart rect.dead")  # type: ignore[attr-defined]
+    assert dead_bars.count() >= 1
+    for index in range(dead_bars.count()):
+        box = dead_bars.nth(index).bounding_box()
+        assert box is not None and box["height"] >= 1.9, box
+    said = page.locator("svg.chart g title").all_text_contents()  # type: ignore[attr-defined]
+    assert any(re.fullmatch(r"\d\d:\d\d UTC: \d+ finished, 0 failed, [12] dead-lettered", t)
+               for t in said), said  # fmt: skip
+    page.locator(".activity").screenshot(path=str(shots / "board-activity.png"))  # type: ignore[attr-defined]
+    page.set_viewport_size(PHONE)  # type: ignore[attr-defined]
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # type: ignore[attr-defined]
+    assert plots.first.locator("svg.chart text").first.is_visible()
+    page.set_viewport_size(LAPTOP)  # type: ignore[attr-defined]
     page.get_by_text("The numbers").first.click()  # type: ignore[attr-defined]
     assert page.get_by_role("columnheader", name="Dead-lettered").first.is_visible()  # type: ignore[attr-defined]
     page.goto(board_server["url"] + "/board/causes")  # type: ignore[attr-defined]

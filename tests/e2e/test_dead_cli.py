@@ -95,7 +95,7 @@ def test_list_shows_only_the_owners_dead_letters(fleet: Fleet) -> None:
     assert row.split("\t")[4] == "attempts exhausted" and row.endswith("\tboom")
     theirs = dead(fleet, "list", "--owner", "mallory", "--json")
     assert json.loads(theirs.stdout)["scans"][0]["name"] == "secret-package"
-    assert dead(fleet, "list", "--owner", "nobody").returncode == 2
+    assert dead(fleet, "list", "--owner", "nobody").returncode == 1
 
 
 def test_show_prints_the_whole_history(fleet: Fleet) -> None:
@@ -134,6 +134,7 @@ def test_redrive_asks_with_the_count_and_requeues(fleet: Fleet) -> None:
     assert "Redrive 1 dead letter?" in one.stdout and one.returncode == 0
     by_id = dead(fleet, "redrive", "--owner", "mallory", str(keep), "--yes")
     assert "skipped " + str(keep) + ": not_found" in by_id.stderr
+    assert by_id.returncode == 1, "a scan asked for and not redriven is a miss"
 
 
 def test_json_carries_the_payload_as_json(fleet: Fleet) -> None:

@@ -50,7 +50,10 @@ def test_the_first_fleet_runs_as_written(tmp_path: Path) -> None:
         ).json()["scans"]  # fmt: skip
     out = done.stdout
     assert "2 lines: 2 \u00d7 201" in out and "1 line: 1 \u00d7 201" in out
-    assert "processed 2 scans" in out and "processed 3 scans" in out and "processed 1 scan\n" in out
+    # Each worker's last line: the scans it worked on, the attempts, and where they ended.
+    assert "2 scans in 2 attempts: 2 finished\n" in out
+    assert "1 scan in 3 attempts: 1 dead letter\n" in out
+    assert "1 scan in 1 attempt: 1 finished\n" in out
     # The dead letter, listed with its reason and last error, then redriven and finished.
     [row] = [line for line in out.splitlines() if "\tbroken\t" in line]
     assert "\tattempts exhausted\t" in row and row.endswith("\tno archive found")

@@ -181,6 +181,7 @@ def test_worker_command_runs_each_scan(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         views = [http.get(f"/api/v1/scans/{i}", headers=auth(tokens["owner"])).json() for i in ids]
+    assert done.stdout.splitlines()[-1] == "3 scans in 3 attempts: 2 finished, 1 permanent failure"
     assert [v["status"] for v in views] == ["FINISHED", "FAILED", "FINISHED"]
     assert views[0]["attempts"][0]["artifact"] == "scanned pkg0 1"
     assert views[1]["fail_reason"] == "failed"
@@ -229,3 +230,44 @@ def test_an_oversized_body_sent_without_expect_gets_a_readable_413(tmp_path: Pat
     status_line, _, rest = answer.partition(b"\r\n")
     assert status_line.startswith(b"HTTP/1.1 413"), answer[:200]
     assert json.loads(rest.partition(b"\r\n\r\n")[2])["error"] == "body_too_large"
+
+
+def mainframe(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mainframe", *args],
+        capture_output=True, text=True, timeout=60, check=False, env=mainframe_env(url),
+    )  # fmt: skip
+
+
+def test_a_refusal_from_the_server_is_told_in_words(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    tokens = provision(url)
+    lines = tmp_path / "scans.jsonl"
+    lines.write_text('{"name": "ok", "version": "1"}\n{"name": "", "version": "1"}\n')
+    unknown = "mainframe: unknown token, or its endpoint is revoked (unauthorized)\n"
+    with ServerProcess(url, tmp_path) as server:
+        worker = mainframe(url, "worker", "--url", server.url, "--token", "mfw_nope", "--", "true")
+        assert (worker.returncode, worker.stderr.splitlines(True)[-1]) == (1, unknown)
+        submit = mainframe(url, "submit", "--url", server.url, "--token", "mfs_nope", str(lines))
+        assert (submit.returncode, submit.stderr, submit.stdout) == (1, unknown, "")
+        refused = mainframe(url, "submit", "--url", server.url, "--token", tokens["source"],
+                            str(lines))  # fmt: skip
+    assert refused.returncode == 1 and refused.stdout == "2 lines: 1 \u00d7 201, 1 \u00d7 422\n"
+    assert refused.stderr == (
+        "line 2: name: String should have at least 1 character (invalid_request)\n"
+    )
+
+
+def test_a_port_in_use_is_one_line_and_a_refusal(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for workers in ("1", "2"):
+            done = mainframe(url, "serve", "--port", port, "--workers", workers)
+            assert done.returncode == 1, done.stderr
+            assert done.stderr.splitlines()[-1] == (
+                f"mainframe: the server did not start on http://127.0.0.1:{port}; "
+                "the log line above says why"
+            )

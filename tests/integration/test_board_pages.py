@@ -525,6 +525,13 @@ def test_the_front_page_charts_what_the_fleet_did_with_its_numbers(board: Desk) 
     assert section.count('<svg class="chart" role="img"') == 2
     assert "Scans per hour over the last 24 hours: 2 finished, 0 failed, 1 dead-lettered" in section
     assert "Scans per minute over the last hour: 2 finished" in section
+    # Each chart has its scale in its unit, its time in UTC, and each bar's counts on hover.
+    for unit in ("scans per hour", "scans per minute"):
+        assert f'<span class="unit">{unit}</span><span class="zero">0</span>' in section
+    assert section.count('<span class="zone">UTC</span>') == 2
+    assert re.search(
+        r"<g><title>\d\d:\d\d UTC: [0-2] finished, 0 failed, [01] dead-lettered", section
+    )
     numbers = section.split("<tbody>")[1].split("</tbody>")[0]
     assert re.search(r"<td>2</td><td>0</td><td>1</td>", numbers), numbers
     filtered = board.client.get("/board?status=dead").text

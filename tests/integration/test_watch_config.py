@@ -368,6 +368,16 @@ def test_run_watch_stops_at_a_bad_file_with_exit_code_2(
     assert "bogus: unknown key" in capsys.readouterr().err
 
 
+def test_run_watch_refuses_a_database_it_cannot_open_with_exit_code_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The file is fine; the database is not there to be used: refused, as for every command.
+    missing = tmp_path / "no-such-dir" / "w.db"
+    path = write(tmp_path, f'database_url = "sqlite:///{missing}"\n' + MINIMAL)
+    assert run_watch(path, once=True) == 1
+    assert "database_url: cannot open" in capsys.readouterr().err
+
+
 def test_run_watch_once_survives_an_unreachable_source_and_sink(tmp_path: Path) -> None:
     # Port 1 on loopback refuses at once: transport errors, classified and recorded.
     text = MINIMAL.replace("http://mf.test", "http://127.0.0.1:1").replace(

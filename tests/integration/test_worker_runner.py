@@ -19,8 +19,10 @@ from structlog.testing import capture_logs
 from mainframe.client import (
     EXIT_PERMANENT_FAILURE,
     Client,
+    Fate,
     MainframeError,
     ServerUnreachable,
+    WorkerTally,
     report_for_exit,
     run_worker,
 )
@@ -31,7 +33,7 @@ def python(code: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
-def work(fake: FakeMainframe, command: list[str], **options: Any) -> int:
+def work(fake: FakeMainframe, command: list[str], **options: Any) -> WorkerTally:
     """Run the worker against the fake until its queue is empty (unless options say otherwise)."""
     options.setdefault("idle_exit", True)
     with fake.client() as client:
@@ -45,7 +47,7 @@ def fake() -> FakeMainframe:
 
 def work_through(
     handle: Callable[[httpx.Request], httpx.Response], **options: Any
-) -> tuple[int, list[float]]:
+) -> tuple[WorkerTally, list[float]]:
     """Run the worker behind a transport that may fail; return what it processed and the
     pauses it took (sleep is recorded, never waited)."""
     sleeps: list[float] = []
@@ -65,7 +67,7 @@ def test_a_command_that_exits_zero_finishes_the_scan(fake: FakeMainframe) -> Non
         "print('scanning'); print('https://artifacts.example/requests-2.32.0.json'); print()\n"
         "print('1 warning', file=sys.stderr)"
     )
-    assert work(fake, python(code)) == 1
+    assert work(fake, python(code)).attempts == 1
     assert scan.status == "FINISHED"
     assert scan.results == [
         {
@@ -87,7 +89,7 @@ def test_a_failing_command_fails_the_attempt(
 ) -> None:
     scan = fake.submit("requests")
     code = f"import sys; print('boom: bad wheel', file=sys.stderr); sys.exit({exit_code})"
-    assert work(fake, python(code), max_jobs=1) == 1
+    assert work(fake, python(code), max_jobs=1).attempts == 1
     (result,) = scan.results
     assert (result["outcome"], result["retryable"]) == ("failed", retryable)
     assert result["summary"] == f"exit code {exit_code}\nboom: bad wheel"
@@ -127,7 +129,7 @@ LEASE_S = 1.2
 def test_heartbeats_keep_a_slow_command_s_lease_alive() -> None:
     fake = FakeMainframe(lease_seconds=LEASE_S)  # default interval: a third of that
     scan = fake.submit("requests")
-    assert work(fake, python("import time; time.sleep(2.0)")) == 1
+    assert work(fake, python("import time; time.sleep(2.0)")).attempts == 1
     heartbeats = fake.posted("/heartbeat")
     assert len(heartbeats) >= 3
     assert all(body == {"attempt": 1, "assignment_id": scan.assignment_id} for body in heartbeats)
@@ -151,7 +153,8 @@ def test_a_stale_heartbeat_kills_the_command_and_reports_nothing(tmp_path: Path)
     with capture_logs() as logs:
         processed = work(fake, python(code, str(marker)))
     assert time.monotonic() - started < 4  # killed at the first heartbeat, not after 5 s
-    assert processed == 0
+    assert processed.attempts == 0 and processed.fates == {scan.scan_id: Fate.UNREPORTED}
+    assert processed.words() == "1 scan in 0 attempts: 1 not reported"
     assert not marker.exists()
     assert fake.posted("/result") == [] and fake.posted("/results") == []
     lost = [entry for entry in logs if entry["event"] == "job_lost"]
@@ -163,7 +166,8 @@ def test_a_stale_heartbeat_kills_the_command_and_reports_nothing(tmp_path: Path)
 def test_a_batch_is_run_in_turn_and_reported_in_one_request(fake: FakeMainframe) -> None:
     scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
     code = "import os, sys; sys.exit(0 if os.environ['MAINFRAME_SCAN_NAME'] == 'alpha' else 3)"
-    assert work(fake, python(code), batch=3, max_jobs=3) == 3
+    done = work(fake, python(code), batch=3, max_jobs=3)
+    assert done.words() == "3 scans in 3 attempts: 1 finished, 2 waiting for a retry"
     assert fake.posted("/result") == []
     (batch,) = fake.posted("/results")
     assert [(item["scan_id"], item["outcome"]) for item in batch["results"]] == [
@@ -187,15 +191,16 @@ def test_a_scan_lost_while_waiting_its_turn_is_neither_run_nor_reported(
         "open(sys.argv[1], 'a').write(os.environ['MAINFRAME_SCAN_NAME'] + '\\n')\n"
         "time.sleep(1.5)"  # past the second scan's first heartbeat, well inside its lease
     )
-    assert work(fake, python(code, str(ran)), batch=2) == 1
-    assert ran.read_text().split() == ["alpha"]
+    done = work(fake, python(code, str(ran)), batch=2)
+    assert done.fates == {first.scan_id: Fate.FINISHED, second.scan_id: Fate.UNREPORTED}
+    assert done.attempts == 1 and ran.read_text().split() == ["alpha"]
     assert [body["assignment_id"] for body in fake.posted("/result")] == [first.assignment_id]
     assert first.status == "FINISHED" and second.results == []
 
 
 def test_max_jobs_bounds_what_is_leased_and_run(fake: FakeMainframe) -> None:
     scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
-    assert work(fake, python("pass"), batch=5, max_jobs=2) == 2
+    assert work(fake, python("pass"), batch=5, max_jobs=2).attempts == 2
     assert [scan.status for scan in scans] == ["FINISHED", "FINISHED", "QUEUED"]
 
 
@@ -206,7 +211,7 @@ def test_an_idle_worker_polls_again_after_the_interval(fake: FakeMainframe) -> N
         sleeps.append(seconds)
         fake.submit("requests")  # work arrives while the worker waits
 
-    assert work(fake, python("pass"), idle_exit=False, max_jobs=1, sleep=sleep) == 1
+    assert work(fake, python("pass"), idle_exit=False, max_jobs=1, sleep=sleep).attempts == 1
     assert sleeps == [2.0]
     assert len(fake.posted("/jobs")) == 2
 
@@ -219,7 +224,7 @@ def test_a_server_error_on_lease_is_waited_out(fake: FakeMainframe) -> None:
         return next(answers, None) or fake.handle(request)
 
     processed, sleeps = work_through(handle)
-    assert processed == 1 and len(sleeps) == 1 and 1.0 <= sleeps[0] <= 2.0
+    assert processed.attempts == 1 and len(sleeps) == 1 and 1.0 <= sleeps[0] <= 2.0
 
 
 def test_an_outage_is_waited_out_with_growing_jittered_pauses(fake: FakeMainframe) -> None:
@@ -258,7 +263,7 @@ def test_a_finished_result_is_reported_once_the_server_is_back(fake: FakeMainfra
         return fake.handle(request)
 
     processed, sleeps = work_through(handle, rng=random.Random(3))
-    assert processed == 1 and scan.status == "FINISHED"
+    assert processed.attempts == 1 and scan.status == "FINISHED"
     assert len(fake.posted("/result")) == 1  # the command ran once and its result landed once
     assert len(sleeps) == 12 and sleeps[-1] > sleeps[0]
 
@@ -277,7 +282,7 @@ def test_a_stop_signal_finishes_the_current_scan_then_stops(
     first, second = fake.submit("alpha"), fake.submit("beta")
     previous = signal.getsignal(signum)
     code = f"import os, time; os.kill(os.getppid(), {int(signum)}); time.sleep(0.1)"
-    assert work(fake, python(code), idle_exit=False) == 1
+    assert work(fake, python(code), idle_exit=False).attempts == 1
     assert first.status == "FINISHED"
     assert second.status == "QUEUED"
     assert len(fake.posted("/jobs")) == 1
@@ -302,7 +307,7 @@ def test_a_result_lost_in_transit_is_sent_again(
         return fake.handle(request)
 
     processed, sleeps = work_through(handle, fetch=fetch)
-    assert processed == 1 and len(sleeps) == 1
+    assert processed.attempts == 1 and len(sleeps) == 1
     assert first_pause[0] <= sleeps[0] <= first_pause[1]
     assert scan.status == "FINISHED"
 
@@ -351,7 +356,7 @@ def calls(fake: FakeMainframe) -> list[str]:
 
 def test_at_batch_1_each_scan_takes_one_request(fake: FakeMainframe) -> None:
     scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
-    assert work(fake, python("pass")) == 3
+    assert work(fake, python("pass")).attempts == 3
     # One poll to start and one to find the queue empty after a reply without jobs.
     assert calls(fake) == ["poll", "result", "result", "result", "poll"]
     assert [(scan.status, scan.attempt) for scan in scans] == [("FINISHED", 1)] * 3
@@ -359,14 +364,14 @@ def test_at_batch_1_each_scan_takes_one_request(fake: FakeMainframe) -> None:
 
 def test_without_fetch_a_worker_polls_before_each_scan(fake: FakeMainframe) -> None:
     scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
-    assert work(fake, python("pass"), fetch=False) == 3
+    assert work(fake, python("pass"), fetch=False).attempts == 3
     assert calls(fake) == ["poll", "result", "poll", "result", "poll", "result", "poll"]
     assert [scan.status for scan in scans] == ["FINISHED"] * 3
 
 
 def test_a_batch_worker_takes_its_next_batch_with_its_results(fake: FakeMainframe) -> None:
     scans = [fake.submit(name) for name in ("alpha", "beta", "gamma", "delta", "epsilon")]
-    assert work(fake, python("pass"), batch=2) == 5
+    assert work(fake, python("pass"), batch=2).attempts == 5
     assert calls(fake) == ["poll", "results", "results", "result", "poll"]
     assert [len(body["results"]) for body in fake.posted("/results")] == [2, 2]
     assert [scan.status for scan in scans] == ["FINISHED"] * 5
@@ -374,7 +379,7 @@ def test_a_batch_worker_takes_its_next_batch_with_its_results(fake: FakeMainfram
 
 def test_max_jobs_fetches_no_more_than_it_will_run(fake: FakeMainframe) -> None:
     scans = [fake.submit(name) for name in ("alpha", "beta", "gamma")]
-    assert work(fake, python("pass"), max_jobs=2) == 2
+    assert work(fake, python("pass"), max_jobs=2).attempts == 2
     assert calls(fake) == ["poll", "result", "result"]
     assert [scan.status for scan in scans] == ["FINISHED", "FINISHED", "QUEUED"]
 
@@ -392,7 +397,7 @@ def test_a_lost_answer_costs_no_scan_and_no_second_lease(fake: FakeMainframe) ->
 
     with capture_logs() as logs:
         processed, sleeps = work_through(handle)
-    assert processed == 2 and len(sleeps) == 1
+    assert processed.attempts == 2 and len(sleeps) == 1
     assert calls(fake) == ["poll", "result", "result", "result", "poll"]
     assert [(scan.status, scan.attempt, len(scan.results)) for scan in (first, second)] == [
         ("FINISHED", 1, 1),
@@ -411,7 +416,8 @@ def test_a_refused_result_makes_the_worker_poll(fake: FakeMainframe) -> None:
 
     with capture_logs() as logs:
         processed, _ = work_through(handle)
-    assert processed == 2  # answered: one refused, one accepted
+    assert processed.attempts == 2  # answered: one refused, one accepted
+    assert processed.words() == "2 scans in 2 attempts: 1 finished, 1 result refused"
     assert calls(fake) == ["poll", "result", "poll", "result", "poll"]
     assert (first.status, second.status, second.attempt) == ("PENDING", "FINISHED", 1)
     rejected = [entry for entry in logs if entry["event"] == "job_rejected"]
@@ -426,7 +432,7 @@ def test_a_fetched_scan_is_heartbeated_while_it_runs() -> None:
     first, second = fake.submit("alpha"), fake.submit("beta")
     # beta runs past its lease: only heartbeats keep it, and beta came in alpha's reply.
     code = "import os, time; time.sleep(2.0 if os.environ['MAINFRAME_SCAN_NAME'] == 'beta' else 0)"
-    assert work(fake, python(code)) == 2
+    assert work(fake, python(code)).attempts == 2
     assert calls(fake) == ["poll", "result", "result", "poll"]
     beta = {"attempt": 1, "assignment_id": second.assignment_id}
     assert len([body for body in fake.posted("/heartbeat") if body == beta]) >= 3
@@ -444,7 +450,8 @@ def test_a_scan_fetched_as_a_stop_comes_is_left_unrun(fake: FakeMainframe) -> No
 
     with capture_logs() as logs:
         processed, _ = work_through(handle, idle_exit=False)
-    assert processed == 1 and calls(fake) == ["poll", "result"]
+    assert processed.attempts == 1 and calls(fake) == ["poll", "result"]
+    assert processed.fates == {first.scan_id: Fate.FINISHED, second.scan_id: Fate.UNREPORTED}
     assert (first.status, second.status, second.results) == ("FINISHED", "PENDING", [])
     abandoned = [entry["scan_id"] for entry in logs if entry["event"] == "job_abandoned"]
     assert abandoned == [second.scan_id]  # its lease lapses and the server hands it on
@@ -461,7 +468,8 @@ def test_idle_exit_waits_for_a_retry_it_scheduled(fake: FakeMainframe, tmp_path:
     )
     started = time.monotonic()
     with capture_logs() as logs:
-        assert work(fake, python(code), poll_interval=0.1, idle_wait=30) == 2
+        done = work(fake, python(code), poll_interval=0.1, idle_wait=30)
+    assert done.words() == "1 scan in 2 attempts: 1 finished"
     assert scan.status == "FINISHED" and 0.3 <= time.monotonic() - started < 30
     assert "idle_waiting_for_retries" in [entry["event"] for entry in logs]
 
@@ -471,7 +479,8 @@ def test_idle_exit_does_not_wait_past_its_bound(fake: FakeMainframe) -> None:
     scan = fake.submit("flaky")
     slept: list[float] = []
     with capture_logs() as logs:
-        assert work(fake, python("raise SystemExit(1)"), idle_wait=600, sleep=slept.append) == 1
+        done = work(fake, python("raise SystemExit(1)"), idle_wait=600, sleep=slept.append)
+    assert done.words() == "1 scan in 1 attempt: 1 waiting for a retry"
     assert scan.status == "QUEUED" and slept == []
     [line] = [entry for entry in logs if entry["event"] == "idle_exit_before_retry"]
     assert line["scans"] == 1 and line["due_in"] > 600 and line["idle_wait"] == 600
@@ -491,14 +500,16 @@ def test_a_retry_that_never_comes_is_waited_for_a_bounded_time() -> None:
     )  # fmt: skip
     # Fifty seconds of polls every 2 s, then the retry (due by the worker's clock) is not
     # leased, so the grace runs out and the worker stops: bounded in polls, not in sleeping.
-    assert processed == 1 and len(fake.posted("/jobs")) <= 40
+    assert processed.attempts == 1 and len(fake.posted("/jobs")) <= 40
 
 
 def test_a_result_that_dead_letters_its_scan_says_so() -> None:
     fake = FakeMainframe(max_attempts=1)
     fake.submit("doomed")
     with capture_logs() as logs:
-        assert work(fake, python("raise SystemExit(1)")) == 1
+        assert work(fake, python("raise SystemExit(1)")).words() == (
+            "1 scan in 1 attempt: 1 dead letter"
+        )
     [line] = [entry for entry in logs if entry["event"] == "scan_dead_lettered"]
     assert line["log_level"] == "warning" and line["reason"] == "attempts_exhausted"
     assert line["name"] == "doomed" and line["attempt_count"] == 1
@@ -526,3 +537,24 @@ def test_a_server_that_stays_down_is_given_up_after_the_bound() -> None:
         )  # fmt: skip
     assert raised.value.seconds == 120 and "connection refused" in raised.value.error
     assert 120 <= sum(slept) < 300 and len(slept) < 40
+
+
+def test_a_scan_retried_on_the_same_worker_is_one_scan_of_several_attempts() -> None:
+    fake = FakeMainframe(max_attempts=3)  # retries due at once
+    doomed = [fake.submit(f"doomed-{n}") for n in range(3)]
+    with capture_logs() as logs:
+        done = work(fake, python("raise SystemExit(1)"))
+    assert [(scan.status, scan.attempt) for scan in doomed] == [("FAILED", 3)] * 3
+    assert done.words() == "3 scans in 9 attempts: 3 dead letters"
+    [stopped] = [entry for entry in logs if entry["event"] == "worker_stopped"]
+    assert (stopped["scans"], stopped["attempts"], stopped["dead_lettered"]) == (3, 9, 3)
+    assert stopped["finished"] == stopped["retrying"] == stopped["unreported"] == 0
+
+
+def test_max_jobs_counts_attempts_not_scans() -> None:
+    fake = FakeMainframe(max_attempts=3)
+    first, second = fake.submit("flaky"), fake.submit("later")
+    done = work(fake, python("raise SystemExit(1)"), max_jobs=2)
+    # The first scan's retry is due at once and older than the second: two attempts of one.
+    assert done.words() == "1 scan in 2 attempts: 1 waiting for a retry"
+    assert (first.attempt, second.attempt) == (2, 0)

@@ -518,3 +518,30 @@ def test_a_lost_batch_answer_is_replayed_with_the_same_jobs(fake: FakeMainframe)
     assert [status.status for status in done.statuses] == [200, 200]
     assert [(job.name, job.attempt) for job in done.jobs] == [("c", 1), ("d", 1)]
     assert len(fake.posted("/results")) == 2 and queued(fake) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (401, {"error": "unauthorized", "detail": "unknown token"}, "unknown token (unauthorized)"),
+        (
+            422,
+            {"error": "invalid_request", "detail": [
+                {"field": "body.scans.3.name", "message": "Field required"},
+                {"field": "body.outcome", "message": "Input should be 'finished' or 'failed'"},
+            ]},
+            "name: Field required; outcome: Input should be 'finished' or 'failed' "
+            "(invalid_request)",
+        ),
+        (502, "<html>\n<body>Bad Gateway</body>\n</html>",
+         "HTTP 502: <html> <body>Bad Gateway</body> </html>"),
+        (200, {"scan_id": 1}, 'HTTP 200: {"scan_id": 1}'),
+    ],
+)  # fmt: skip
+def test_a_refusal_reads_in_words_never_as_a_python_dict(
+    status: int, body: object, words: str
+) -> None:
+    error = MainframeError(status, body)
+    assert error.words == words
+    assert str(error) == f"Mainframe answered {status}: {words}"
+    assert "{'" not in str(error)

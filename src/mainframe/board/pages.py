@@ -22,11 +22,12 @@ from mainframe.board.auth import (
     signed_in_page,
 )
 from mainframe.board.charts import activity, sparkline
-from mainframe.board.render import page, when
+from mainframe.board.render import page
 from mainframe.contract.limits import MAX_ID
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, NotFound
+from mainframe.store.activity import HOUR_US, MINUTE_US
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
 from mainframe.wiring import RuntimeDep
@@ -139,8 +140,10 @@ async def _charts(rt: RuntimeDep, session: Session) -> dict[str, Any]:
     hours = await rt.store.activity.chart(session.owner_id, span="hour", bars=24)
     minutes = await rt.store.activity.chart(session.owner_id, span="minute", bars=60)
     return {
-        "day_chart": activity(hours, what=DAY, label=lambda at: when(at)[11:16] + " UTC"),
-        "hour_chart": activity(minutes, what=HOUR, label=lambda at: when(at)[11:16] + " UTC"),
+        "day_chart": activity(hours, what=DAY, unit="scans per hour", tick_every=6 * HOUR_US),
+        "hour_chart": activity(
+            minutes, what=HOUR, unit="scans per minute", tick_every=15 * MINUTE_US
+        ),
         "day_bars": hours,
         "hour_bars": minutes,
     }

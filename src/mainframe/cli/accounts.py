@@ -18,9 +18,9 @@ from mainframe.cli.common import (
     on_store_or_fail,
     resolve_owner,
 )
-from mainframe.cli.failures import database_errors
+from mainframe.cli.failures import database_errors, refuse
 from mainframe.cli.retention import db_prune
-from mainframe.cli.shell import fail
+from mainframe.cli.shell import USAGE, fail
 from mainframe.contract.text import counted
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, session_policy
@@ -31,7 +31,7 @@ from mainframe.store.migrate import (
     set_role_defaults,
     upgrade,
 )
-from mainframe.store.owners import OPERATOR, EndpointView, NameTaken, UnknownName
+from mainframe.store.owners import OPERATOR, EndpointView, UnknownName
 from mainframe.store.sqlalchemy_engine import create_store_engine
 
 db_app = typer.Typer(
@@ -86,8 +86,8 @@ def owner_create(name: str, database_url: DatabaseOpt = None) -> None:
     settings = load_settings(database_url=database_url)
     try:
         secret = on_store(settings, lambda store: store.owners.create_owner(name))
-    except NameTaken as exc:
-        fail(str(exc))
+    except StoreError as exc:  # the name taken, or against the name rule
+        refuse(exc)
     typer.echo(f"owner {name!r} created; its token (shown once):")
     typer.echo(secret)
 
@@ -102,7 +102,7 @@ def owner_token(name: str, database_url: DatabaseOpt = None) -> None:
             settings, lambda store: store.owners.rotate_owner_token(name, origin=CLI)
         )
     except UnknownName as exc:
-        fail(str(exc))
+        refuse(exc)
     typer.echo(
         f"owner {name!r}: {counted(revoked, 'old token')} revoked and its board sessions "
         "ended; the new token (shown once):"
@@ -133,7 +133,7 @@ def endpoint_create(
     try:
         record, acting = on_store(settings, create)
     except StoreError as exc:
-        fail(str(exc))
+        refuse(exc)
     typer.echo(f"endpoint {record.name!r} created for owner {acting!r}")
     typer.echo(record.name)
 
@@ -147,7 +147,7 @@ def token_create(
 ) -> None:
     """Create a worker or source token; prints it on the last line."""
     if (worker is None) == (source is None):
-        fail("give exactly one of --worker NAME or --source NAME")
+        fail("give exactly one of --worker NAME or --source NAME", USAGE)
     role, principal = ("worker", worker) if worker is not None else ("source", source)
     assert principal is not None
     settings = load_settings(database_url=database_url)
@@ -159,7 +159,7 @@ def token_create(
             ),
         )
     except StoreError as exc:
-        fail(str(exc))
+        refuse(exc)
     typer.echo(f"{role} token for {principal!r} on endpoint {endpoint!r} (shown once):")
     typer.echo(secret)
 

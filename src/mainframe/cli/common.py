@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
 from mainframe import logs
-from mainframe.cli.failures import SchemaMismatch, database_errors
-from mainframe.cli.shell import Verbose, fail
+from mainframe.cli.failures import SchemaMismatch, database_errors, refuse
+from mainframe.cli.shell import REFUSED, USAGE, Verbose, fail
 from mainframe.settings import Settings
 from mainframe.store import Store, StoreError, open_store
 from mainframe.store.migrate import current_revision, head_revision, is_known_revision, upgrade
@@ -32,8 +32,7 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         name = "MAINFRAME_" + str(first["loc"][0]).upper() if first["loc"] else "setting"
-        fail(f"invalid setting {name}: {first['msg']}")
-        raise AssertionError from exc  # unreachable: fail() exits
+        fail(f"invalid setting {name}: {first['msg']}", USAGE)
     logs.configure(fmt=settings.log_format, level=command_log_level(settings))
     return settings
 
@@ -60,13 +59,15 @@ def missing_sqlite_file(database_url: str) -> Path | None:
 def ready_schema(settings: Settings, *, create: bool = False) -> None:
     """The schema at head: SQLite is upgraded in place, PostgreSQL is checked. Only `serve`
     and `db upgrade` create a database: any other command run in the wrong directory would
-    otherwise make an empty one there and report on it."""
+    otherwise make an empty one there and report on it. A missing file is REFUSED, as a
+    PostgreSQL server without the database the URL names is."""
     missing = None if create else missing_sqlite_file(settings.database_url)
     if missing is not None:
         fail(
             f"no database at {settings.database_url} ({missing.resolve()} does not exist); "
             "point MAINFRAME_DATABASE_URL or --database-url at the server's database, or "
-            "create one with `mainframe serve` or `mainframe db upgrade`"
+            "create one with `mainframe serve` or `mainframe db upgrade`",
+            REFUSED,
         )
     engine = create_store_engine(settings.database_url)
     try:
@@ -141,15 +142,16 @@ async def resolve_owner(store: Store, given: str | None) -> str:
     if len(names) == 1:
         return names[0]
     if not names:
-        fail("no owner yet: `mainframe serve` creates the first one, `mainframe owner create`")
-    fail("several owners: name one with --owner NAME or MAINFRAME_OWNER")
-    raise AssertionError("unreachable: fail() exits")
+        fail(
+            "no owner yet: `mainframe serve` creates the first one, `mainframe owner create`",
+            REFUSED,
+        )
+    fail("several owners: name one with --owner NAME or MAINFRAME_OWNER", USAGE)
 
 
 def on_store_or_fail(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
-    """`on_store`, a refusal becoming one clear line."""
+    """`on_store`, a refusal becoming one clear line and its exit status."""
     try:
         return on_store(settings, work)
     except StoreError as exc:
-        fail(exc.detail)
-        raise AssertionError from exc  # unreachable: fail() exits
+        refuse(exc)

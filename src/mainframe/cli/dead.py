@@ -23,7 +23,8 @@ from mainframe.cli.common import (
     ready_schema,
     resolve_owner,
 )
-from mainframe.cli.shell import fail
+from mainframe.cli.failures import refuse
+from mainframe.cli.shell import REFUSED, USAGE, fail
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import (
@@ -79,8 +80,7 @@ async def _opened(database_url: str | None, owner: str | None) -> AsyncIterator[
         try:
             owner_id = await store.owners.owner_id(await resolve_owner(store, owner))
         except UnknownName as exc:
-            fail(str(exc))
-            raise AssertionError from exc  # unreachable: fail() exits
+            refuse(exc)
         yield store, owner_id
     finally:
         await store.close()
@@ -96,9 +96,12 @@ def _filter(
 ) -> DeadLetterFilter:
 
     if not all(printable(v) for v in (q or "", endpoint or "", queue or "")):
-        fail("filters take no control characters")
+        fail("filters take no control characters", USAGE)
     if cause is not None and not CAUSE.fullmatch(cause):
-        fail("--cause takes a cause's key: 16 hex digits, as `mainframe dead causes` lists them")
+        fail(
+            "--cause takes a cause's key: 16 hex digits, as `mainframe dead causes` lists them",
+            USAGE,
+        )
     # --since is read as UTC, the only zone the server stores.
     since_us = None if since is None else to_us(since.replace(tzinfo=UTC).timestamp())
     reason_value = reason.value if reason else None
@@ -226,8 +229,7 @@ def dead_show(
     try:
         scan = asyncio.run(opened())
     except StoreError as exc:
-        fail(exc.detail, code=1)
-        raise AssertionError from exc  # unreachable: fail() exits
+        refuse(exc)
     body = shapes.scan(scan, with_attempts=True)
     if as_json:
         typer.echo(_json(body))
@@ -279,14 +281,17 @@ def dead_redrive(
     database_url: DatabaseOpt = None,
 ) -> None:
     """Requeue dead letters with a fresh budget: SCAN_ID... or every match of the filter
-    options (asks first, stating the count)."""
+    options (asks first, stating the count). Exits 1 when a scan asked for was skipped (an
+    unknown id, one not dead-lettered...), naming it and why on stderr, as when nothing
+    matches."""
     from mainframe.client.progress import progress_bar
 
     by_filter = any(v is not None for v in (q, endpoint, queue, reason, since, cause))
     if bool(scan_ids) == by_filter:
         fail(
             "give SCAN_ID... or filter options "
-            "(--q, --endpoint, --queue, --reason, --since, --cause)"
+            "(--q, --endpoint, --queue, --reason, --since, --cause)",
+            USAGE,
         )
     f = _filter(q, endpoint, queue, reason, since, cause)
 
@@ -297,7 +302,7 @@ def dead_redrive(
             else:
                 count = await store.dead_letters.redrivable(owner_id, f)
             if count == 0:
-                fail("nothing matches; nothing redriven", code=1)
+                fail("nothing matches; nothing redriven", REFUSED)
             if not yes and not typer.confirm(f"Redrive {counted(count, 'dead letter')}?"):
                 typer.echo("nothing redriven")
                 raise typer.Exit(0)
@@ -314,6 +319,8 @@ def dead_redrive(
     for skipped in done.skipped[:50]:
         typer.echo(f"skipped {skipped.scan_id}: {skipped.reason}", err=True)
     typer.echo(f"redriven {done.redriven}, skipped {len(done.skipped)}")
+    if done.skipped:
+        raise typer.Exit(REFUSED)  # like `rm A B` without B: the rest is done, the miss is told
 
 
 async def _redrive(
@@ -334,5 +341,4 @@ async def _redrive(
             owner_id, f, confirm=count, origin=CLI, progress=step
         )
     except StoreError as exc:
-        fail(exc.detail, code=1)
-        raise AssertionError from exc  # unreachable: fail() exits
+        refuse(exc)

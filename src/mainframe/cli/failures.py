@@ -1,7 +1,8 @@
 """What went wrong with the database, in one line an operator can act on: unreachable, refused
 by a pooler, read-only, a schema older or newer than this release. Every command that opens
 the database runs inside `database_errors`, which prints `mainframe: <what> (<url>)` with the
-password removed and exits non-zero; a traceback follows only with `--debug`."""
+password removed and exits REFUSED; a traceback follows only with `--debug`. A store's refusal
+is printed by `refuse`, with the status its kind calls for."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import re
 import sys
 import traceback
 from collections.abc import Iterator
+from typing import NoReturn
 
 import typer
 
-from mainframe.cli.shell import Debug
+from mainframe.cli.shell import REFUSED, USAGE, Debug, fail
 from mainframe.parsers import redact_url
-from mainframe.store import StoreError, Unavailable
+from mainframe.store import Invalid, StoreError, Unavailable
 
 # How a first line of a driver's message reads, and what it means to an operator.
 _MEANINGS = (
@@ -30,8 +32,6 @@ _MEANINGS = (
 )
 # A database the URL names that the server does not have.
 _NO_DATABASE = re.compile(r'database ".*" does not exist')
-# Exit status of a command that could not use the database.
-DATABASE_FAILURE = 1
 
 
 class SchemaMismatch(Exception):
@@ -96,4 +96,10 @@ def _exit(exc: BaseException, url: str) -> None:
     if Debug.enabled:
         traceback.print_exception(exc, file=sys.stderr)
     typer.echo(f"mainframe: {describe(exc)} ({redact_url(url)})", err=True)
-    raise typer.Exit(DATABASE_FAILURE) from None
+    raise typer.Exit(REFUSED) from None
+
+
+def refuse(exc: StoreError) -> NoReturn:
+    """Print a store's refusal in its own words and exit: USAGE for a value no database would
+    take (a name against the name rule), REFUSED for what this one holds or lacks."""
+    fail(exc.detail, USAGE if isinstance(exc, Invalid) else REFUSED)

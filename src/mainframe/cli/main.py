@@ -5,14 +5,17 @@ the server or the HTTP client (README.md, "Running it")."""
 from __future__ import annotations
 
 import importlib
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
 
 import typer
 from typer import _click as click  # typer carries its own click (pinned in pyproject.toml)
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 from typer.core import TyperCommand, TyperGroup
 
 from mainframe import __version__
-from mainframe.cli.shell import Debug, Verbose
+from mainframe.cli.shell import USAGE, Debug, Verbose
 
 # Every command: its module and Typer (`*_app` a group of commands, `*_command` one command),
 # and the line `mainframe --help` shows for it (held equal to the command's own help by
@@ -59,11 +62,54 @@ def load_command(name: str) -> click.Command:
     return typer.main.get_command(found)
 
 
+def usage_line(error: UsageError) -> str:
+    """A usage error in one line, naming the command and where its help is:
+    `mainframe dead list: no such option --bogus (see mainframe dead list --help)`."""
+    command = error.ctx.command_path if error.ctx is not None else "mainframe"
+    if isinstance(error, NoSuchOption):
+        message = f"no such option {error.option_name}"
+        if error.possibilities:
+            message += f" (did you mean {' or '.join(sorted(error.possibilities))}?)"
+    else:
+        said = " ".join(error.format_message().split())
+        message = (said[:1].lower() + said[1:]).rstrip(".")
+    return f"{command}: {message} (see {command} --help)"
+
+
+@contextmanager
+def one_line_usage() -> Iterator[None]:
+    """Click's usage errors as one line on stderr and status USAGE, instead of its usage box;
+    a group named without a command still shows its help."""
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise
+    except UsageError as error:
+        typer.echo(usage_line(error), err=True)
+        raise typer.Exit(USAGE) from None
+
+
 class LazyGroup(TyperGroup):
     """A group whose commands are imported when they run; its help lists them from
-    COMMANDS without importing any."""
+    COMMANDS without importing any. Every usage error, the root's or a command's, is one
+    line (`one_line_usage`)."""
 
     listing = False
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with one_line_usage():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # A command's own options are parsed here, when the group hands over to it.
+        with one_line_usage():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)

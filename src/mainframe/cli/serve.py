@@ -10,16 +10,19 @@ import inspect
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from inspect import Parameter
-from typing import Annotated, Any, Literal, get_origin
+from typing import Annotated, Any, Literal, NoReturn, get_origin
 
 import typer
 import uvicorn
 from pydantic.fields import FieldInfo
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from mainframe import logs
 from mainframe.cli.common import load_settings, on_store
+from mainframe.cli.shell import REFUSED, fail
 from mainframe.settings import Settings
 from mainframe.store import Store
 
@@ -123,23 +126,38 @@ def serve(
     }
     if workers == 1:
         server = _Announcing(uvicorn.Config(create_app(settings), **options))
-        with contextlib.suppress(KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt), _started(host, port):
             server.run()
         if not server.started:
-            raise typer.Exit(STARTUP_FAILURE)
+            _not_started(host, port)
         return
     # Each process builds its own app from the environment, so flags travel as variables.
     os.environ.update({f"MAINFRAME_{name.upper()}": _env_text(v) for name, v in flags.items()})
     app_path = "mainframe.api.app:app_from_environment"
     config = uvicorn.Config(app_path, factory=True, workers=workers, **options)
-    sock = config.bind_socket()
+    with _started(host, port):
+        sock = config.bind_socket()
     log_listening([sock.getsockname()], workers=workers)
     with contextlib.suppress(KeyboardInterrupt):
         Multiprocess(config, sockets=[sock]).run()
 
 
-# uvicorn's exit status when the server could not start (a port taken, say).
-STARTUP_FAILURE = 3
+@contextlib.contextmanager
+def _started(host: str, port: int) -> Iterator[None]:
+    """uvicorn logs why the server could not start (a port taken, the app's start-up failed)
+    and exits with its own status, STARTUP_FAILURE; `mainframe` exits REFUSED, as every
+    command that could not do what it was asked does (README.md, "Exit status")."""
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code != STARTUP_FAILURE:
+            raise
+        _not_started(host, port)
+
+
+def _not_started(host: str, port: int) -> NoReturn:
+    where = listening_url((host, port))
+    fail(f"the server did not start on {where}; the log line above says why", REFUSED)
 
 
 class _Announcing(uvicorn.Server):

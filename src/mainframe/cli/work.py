@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer._click.exceptions import NoSuchOption  # typer's own click (pyproject.toml)
 
-from mainframe.cli.shell import fail
+from mainframe.cli.shell import REFUSED, USAGE, fail
 from mainframe.contract.text import counted
 
 submit_command = typer.Typer(add_completion=False, rich_markup_mode=None)
@@ -40,9 +41,9 @@ def submit(
     from mainframe.client.submit import SubmitError, count_lines, submit_file
 
     if not token:
-        fail("give --token (or MAINFRAME_TOKEN): a source or owner token")
+        fail("give --token (or MAINFRAME_TOKEN): a source or owner token", USAGE)
     if not file.is_file():
-        fail(f"no such file: {file}")
+        fail(f"no such file: {file}", USAGE)
     headers = {"Authorization": f"Bearer {token}"}
     try:
         with (
@@ -50,14 +51,16 @@ def submit(
             progress_bar("submitting", total=count_lines(file)) as advance,
         ):
             tally = submit_file(client, file, endpoint=endpoint, progress=advance)
-    except (SubmitError, httpx.HTTPError) as exc:
-        fail(f"the server refused the submission: {exc}", code=1)
-    for number, detail in tally.refused[:20]:
-        typer.echo(f"line {number}: {detail}", err=True)
+    except SubmitError as exc:
+        fail(str(exc), REFUSED)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach {url}: {exc}", REFUSED)
+    for number, words in tally.refused[:20]:
+        typer.echo(f"line {number}: {words}", err=True)
     counts = ", ".join(f"{n} \u00d7 {status}" for status, n in sorted(tally.statuses.items()))
     typer.echo(f"{counted(tally.total, 'line')}: {counts}")
     if tally.refused:
-        raise typer.Exit(1)
+        raise typer.Exit(REFUSED)
 
 
 @worker_command.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -81,7 +84,12 @@ def worker(
     ] = True,
     poll_interval: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 2.0,
     max_jobs: Annotated[
-        int | None, typer.Option(help="Stop after this many results (default: no limit).")
+        int | None,
+        typer.Option(
+            min=1,
+            help="Stop after reporting this many attempts, a scan retried on this worker "
+            "counting once per attempt (default: no limit).",
+        ),
     ] = None,
     idle_exit: Annotated[
         bool,
@@ -109,13 +117,18 @@ def worker(
 ) -> None:
     """Run a command once per leased scan and report its result. COMMAND comes after --;
     the worker heartbeats while it runs: exit 0 is finished, 100 a permanent failure, any
-    other a retryable failure."""
+    other a retryable failure. Its last line says how many scans it worked on, in how many
+    attempts, and where they stood: `3 scans in 9 attempts: 1 finished, 2 dead letters`."""
     from mainframe import logs
     from mainframe.client import MainframeError, ServerUnreachable, run_worker
 
     command = list(ctx.args)
     if not command:
-        fail("give the command to run after --, e.g. mainframe worker ... -- ./scan.sh")
+        fail("give the command to run after --, e.g. mainframe worker ... -- ./scan.sh", USAGE)
+    if command[0].startswith("-"):
+        # An unknown option lands in COMMAND, which takes whatever follows the known ones; no
+        # command starts with a dash, so it is told as the usage error it is.
+        raise NoSuchOption(command[0], ctx=ctx)
     logs.configure()
     try:
         done = run_worker(
@@ -131,9 +144,9 @@ def worker(
             give_up_after=give_up_after or None,
         )
     except ServerUnreachable as exc:
-        fail(f"giving up on {url}: {exc}", code=1)
+        fail(f"giving up on {url}: {exc}", REFUSED)
     except MainframeError as exc:
-        fail(f"the server refused the worker: {exc}", code=1)
+        fail(exc.words, REFUSED)
     except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
-    typer.echo(f"processed {counted(done, 'scan')}")
+        fail(str(exc), USAGE)
+    typer.echo(done.words())

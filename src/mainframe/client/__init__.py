@@ -21,6 +21,7 @@ from mainframe.client.sdk import (
     StaleAssignment,
     parse_timestamp,
 )
+from mainframe.client.tally import Fate, WorkerTally
 
 __all__ = [
     "EXIT_PERMANENT_FAILURE",
@@ -28,6 +29,7 @@ __all__ = [
     "BatchCompletion",
     "Client",
     "Completion",
+    "Fate",
     "ItemStatus",
     "Job",
     "LeaseKeeper",
@@ -35,6 +37,7 @@ __all__ = [
     "ResultReport",
     "ServerUnreachable",
     "StaleAssignment",
+    "WorkerTally",
     "job_environment",
     "parse_timestamp",
     "report_for_exit",

@@ -37,6 +37,7 @@ from mainframe.client.sdk import (
     MainframeError,
     ResultReport,
 )
+from mainframe.client.tally import Fate, WorkerTally, fate_of
 from mainframe.clock import Clock, SystemClock, parse_rfc3339
 from mainframe.contract.limits import MAX_LEASE_BATCH
 from mainframe.lifecycle.backoff import EQUAL_JITTER, Backoff
@@ -82,16 +83,17 @@ class _Worker:
     give_up_after: float | None  # stop once no poll was answered for this long
     now: Callable[[], float]  # seconds since the epoch, as the server's stamps are
     later: LaterScans = field(default_factory=LaterScans)
+    tally: WorkerTally = field(default_factory=WorkerTally)
     idle_since: float | None = None
     unanswered_since: float | None = None  # the first poll of the current outage
     last_error: str = ""
 
-    def run(self) -> int:
-        processed = failures = 0
+    def run(self) -> WorkerTally:
+        failures = 0
         jobs: list[Job] = []  # leased and not yet run: from a poll or from a result's reply
-        while not self.stop.is_set() and self._wanted(processed) > 0:
+        while not self.stop.is_set() and self._wanted(self.tally.attempts) > 0:
             if not jobs:
-                polled = self._lease(self._wanted(processed))
+                polled = self._lease(self._wanted(self.tally.attempts))
                 if polled is None:
                     self._give_up_if_too_long()
                     failures += 1
@@ -108,16 +110,17 @@ class _Worker:
                 self.idle_since = None
                 jobs = polled
             self.later.leased(job.scan_id for job in jobs)
-            reported, jobs = self._run_batch(jobs, processed)
-            processed += reported
+            jobs = self._run_batch(jobs)
         for job in jobs:
             # Fetched, then a stop came: the leases lapse and the server hands the scans on.
             self.log.warning("job_abandoned", **log_fields(job))
-        return processed
+            self.tally.unreported(job.scan_id)
+        return self.tally
 
-    def _wanted(self, processed: int) -> int:
-        """How many scans to take next: the batch, or fewer near `max_jobs`."""
-        return self.batch if self.max_jobs is None else min(self.batch, self.max_jobs - processed)
+    def _wanted(self, reported: int) -> int:
+        """How many scans to take next: the batch, or fewer near `max_jobs` (attempts
+        reported, however many of them were the same scan's)."""
+        return self.batch if self.max_jobs is None else min(self.batch, self.max_jobs - reported)
 
     def _lease(self, wanted: int) -> list[Job] | None:
         """Lease scans; None when the server could not be reached or failed (try again later)."""
@@ -167,12 +170,12 @@ class _Worker:
             )
         return pause
 
-    def _run_batch(self, jobs: list[Job], processed: int) -> tuple[int, list[Job]]:
-        """Run `jobs` and report them; return how many results were answered and the jobs
-        the reply leased."""
+    def _run_batch(self, jobs: list[Job]) -> list[Job]:
+        """Run `jobs` and report them, tallying each; return the jobs the reply leased."""
         for job in jobs:
             self.keeper.hold(job)
         done: Done = []
+        answered: set[int] = set()
         try:
             for index, job in enumerate(jobs):
                 if self.stop.is_set():
@@ -183,10 +186,13 @@ class _Worker:
                 if report is not None:
                     done.append((job, report))
             # Still held while the report is retried, so heartbeats keep the leases alive.
-            return self._report(done, self._fetch_count(processed + len(done)))
+            answered, fetched = self._report(done, self._fetch_count(len(done)))
+            return fetched
         finally:
             for job in jobs:
                 self.keeper.release(job)
+                if job.scan_id not in answered:
+                    self.tally.unreported(job.scan_id)
 
     def _run_job(self, job: Job) -> ResultReport | None:
         if self.keeper.is_lost(job):
@@ -212,21 +218,22 @@ class _Worker:
         )
         return report
 
-    def _fetch_count(self, processed: int) -> int | None:
-        """The `next` to report with once `processed` results are in; None: fetching is off."""
+    def _fetch_count(self, reporting: int) -> int | None:
+        """The `next` to report with once these `reporting` results are in too; None:
+        fetching is off."""
         if not self.fetch:
             return None
-        return 0 if self.stop.is_set() else max(0, self._wanted(processed))
+        return 0 if self.stop.is_set() else max(0, self._wanted(self.tally.attempts + reporting))
 
-    def _report(self, done: Done, fetch: int | None) -> tuple[int, list[Job]]:
-        """Report results, retrying what the server may not have received; count the answered
-        and return the jobs leased with them."""
+    def _report(self, done: Done, fetch: int | None) -> tuple[set[int], list[Job]]:
+        """Report results, retrying what the server may not have received; tally the answered
+        and return their scan ids and the jobs leased with them."""
         waited = 0.0
         attempt = 0
         while True:
             done = [(job, report) for job, report in done if not self.keeper.is_lost(job)]
             if not done:
-                return 0, []
+                return set(), []
             attempt += 1
             try:
                 statuses, fetched = self._send(done, fetch)
@@ -236,14 +243,14 @@ class _Worker:
                 delay = REPORT_BACKOFF.delay(attempt, self.rng.random())
                 if waited + delay > REPORT_PATIENCE:
                     self.log.error("report_abandoned", attempt=attempt, error=str(exc))
-                    return 0, []  # the leases lapse and the server hands the scans on
+                    return set(), []  # the leases lapse and the server hands the scans on
                 self.log.warning("report_failed", attempt=attempt, retry_in=delay, error=str(exc))
                 self.sleep(delay)
                 waited += delay
                 continue
             for (job, report), status in zip(done, statuses, strict=True):
                 self._log_status(job, report, status, retried=attempt > 1)
-            return len(statuses), fetched
+            return {job.scan_id for job, _ in done}, fetched
 
     def _send(self, done: Done, fetch: int | None) -> tuple[list[ItemStatus], list[Job]]:
         """Post the results (with `next` unless fetching is off); the statuses and new jobs."""
@@ -275,7 +282,9 @@ class _Worker:
         if status.accepted:
             self.log.info("job_reported", outcome=report.outcome, **log_fields(job))
             self._note_where_it_went(job, status.scan or {})
+            self.tally.answered(job.scan_id, fate_of(report.outcome, report.retryable, status.scan))
             return
+        self.tally.answered(job.scan_id, Fate.REFUSED)
         # After a retry, a 409 most likely means the first try landed after all (a server that
         # answers repeats of a completion as the first one does not say 409 then).
         self.log.warning(
@@ -345,10 +354,12 @@ def run_worker(
     clock: Clock | None = None,
     rng: random.Random | None = None,
     now: Callable[[], float] = time.time,
-) -> int:
-    """Lease scans from `url` and run `command` for each until stopped; return results reported.
+) -> WorkerTally:
+    """Lease scans from `url` and run `command` for each until stopped; return what it did:
+    the attempts reported and where each scan it worked on stood after its last one.
 
-    Stops after `max_jobs` results, on SIGTERM/Ctrl-C, or with `idle_exit` once a poll finds
+    Stops after `max_jobs` attempts reported (a scan retried on this worker counts once per
+    attempt), on SIGTERM/Ctrl-C, or with `idle_exit` once a poll finds
     nothing and no retry it scheduled is due within `idle_wait` seconds of going idle; raises
     ServerUnreachable once no poll was answered for `give_up_after` seconds.
     With `fetch` each result's reply brings the next scans; without, the worker polls for them.
@@ -388,9 +399,9 @@ def run_worker(
                 give_up_after,
                 now,
             )
-            processed = worker.run()
+            tally = worker.run()
     finally:
         if client is None:
             http.close()
-    log.info("worker_stopped", processed=processed, stop_requested=stop.is_set())
-    return processed
+    log.info("worker_stopped", **tally.log_fields(), stop_requested=stop.is_set())
+    return tally

@@ -10,7 +10,9 @@ repeated one with 409 `already_terminal`.
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,12 +38,39 @@ Outcome = Literal["finished", "failed"]
 
 
 class MainframeError(Exception):
-    """The server answered with an unexpected status or a body the client cannot read."""
+    """The server answered with an unexpected status or a body the client cannot read;
+    `words` is the refusal as an operator reads it (`refusal_words`)."""
 
     def __init__(self, status: int, body: Any) -> None:
-        super().__init__(f"Mainframe answered {status}: {body!r:.300}")
+        self.words = refusal_words(status, body)
+        super().__init__(f"Mainframe answered {status}: {self.words}")
         self.status = status
         self.body = body
+
+
+# A 422's field is named from the body down (`body.scans.3.name`); the item's own field is
+# what an operator can act on, the request and the item are known from where it is printed.
+_FIELD_PREFIX = re.compile(r"^body\.(?:scans\.\d+\.|results\.\d+\.)?")
+_SHOWN_BODY_CHARS = 300  # of a body that is not the contract's error shape
+
+
+def refusal_words(status: int, body: Any) -> str:
+    """A refusal in words: `<detail> (<error>)` for the contract's error body, each invalid
+    field of a 422 named; any other body shortened to one line after its status."""
+    if isinstance(body, dict) and "error" in body and "detail" in body:
+        return f"{_detail_words(body['detail'])} ({body['error']})"
+    text = body if isinstance(body, str) else json.dumps(body, default=str)
+    return f"HTTP {status}: {' '.join(text.split())[:_SHOWN_BODY_CHARS]}"
+
+
+def _detail_words(detail: Any) -> str:
+    if isinstance(detail, list) and all(
+        isinstance(item, dict) and {"field", "message"} <= item.keys() for item in detail
+    ):
+        return "; ".join(
+            f"{_FIELD_PREFIX.sub('', str(item['field']))}: {item['message']}" for item in detail
+        )
+    return detail if isinstance(detail, str) else json.dumps(detail, default=str)
 
 
 class StaleAssignment(MainframeError):

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from mainframe.client.sdk import refusal_words
 from mainframe.contract.limits import MAX_INTAKE_BATCH
 
 BATCH_PATH = "/api/v1/scans/batch"
@@ -25,7 +26,7 @@ class SubmitTally:
     """What the server said about every line: created, already live, refused (by line)."""
 
     statuses: Counter[int] = field(default_factory=Counter)
-    refused: list[tuple[int, Any]] = field(default_factory=list)
+    refused: list[tuple[int, str]] = field(default_factory=list)  # line number, in words
 
     @property
     def total(self) -> int:
@@ -33,7 +34,7 @@ class SubmitTally:
 
 
 class SubmitError(RuntimeError):
-    """The server refused a whole request (bad token, unknown endpoint, outage)."""
+    """The server refused a whole request (bad token, unknown endpoint, outage), in words."""
 
 
 def count_lines(path: Path) -> int:
@@ -102,8 +103,16 @@ def _submit_chunk(
         body["endpoint"] = endpoint
     response = client.post(BATCH_PATH, json=body, timeout=TIMEOUT_SECONDS)
     if response.status_code != 200:
-        raise SubmitError(f"HTTP {response.status_code}: {response.text[:500]}")
+        raise SubmitError(refusal_words(response.status_code, _body(response)))
     for (number, _), result in zip(good, response.json()["results"], strict=True):
         tally.statuses[result["status"]] += 1
         if result["status"] >= 400:
-            tally.refused.append((number, result.get("detail")))
+            tally.refused.append((number, refusal_words(result["status"], result)))
+
+
+def _body(response: httpx.Response) -> Any:
+    """The JSON of a refusal, or its text when a proxy answered in HTML."""
+    try:
+        return response.json()
+    except ValueError:
+        return response.text

@@ -40,9 +40,15 @@ from mainframe.watch.sources import MainframeSource, PrometheusSource
 from mainframe.watch.state import WatchStore
 from mainframe.watch.telemetry import PrometheusTelemetry
 
+# The exit statuses of every `mainframe` command (README.md, "Exit status"); the watcher
+# imports nothing of the CLI, so they are restated here.
 EXIT_OK = 0
-EXIT_FAILED = 1  # --once: the tick or the relay pass raised
-EXIT_CONFIG = 2  # the configuration or the database is unusable
+EXIT_FAILED = 1  # --once: the tick or the relay pass raised; or the database cannot be used
+EXIT_CONFIG = 2  # the configuration file or --source cannot be used as given
+
+
+class DatabaseUnusable(ConfigError):
+    """The watcher's database cannot be opened or upgraded: unreachable, or refusing."""
 
 
 class WatchStopped(BaseException):
@@ -123,7 +129,7 @@ def open_watch_store(url: str, *, clock: Clock | None = None) -> WatchStore:
     except Exception as exc:  # unreachable or unreadable database
         engine.dispose()
         first = str(exc).splitlines()[0] if str(exc) else ""
-        raise ConfigError(
+        raise DatabaseUnusable(
             f"database_url: cannot open {redact_url(url)}: {exc.__class__.__name__}: {first}"
         ) from exc
     return WatchStore(engine, clock=clock)
@@ -240,7 +246,7 @@ def run_watch(config_path: Path, *, once: bool = False, only: Sequence[str] = ()
         watcher = build_watcher(config, sleep=interruptible_sleep(stop), only=only)
     except ConfigError as exc:
         log.error("watch_config_invalid", error=str(exc))
-        return EXIT_CONFIG
+        return EXIT_FAILED if isinstance(exc, DatabaseUnusable) else EXIT_CONFIG
     with _stop_on_signals(stop), contextlib.ExitStack() as cleanup:
         cleanup.callback(watcher.close)
         if not once and config.telemetry.port:
