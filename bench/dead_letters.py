@@ -203,12 +203,12 @@ def main() -> None:
             f"in {time.perf_counter() - started:.1f} s on {engine.dialect.name}"
         )
         engine.dispose()
-        asyncio.run(measure(url, name_of(args.size // 3).split("-")[0], args.runs))
+        asyncio.run(measure(url, name_of(args.size // 3).split("-")[0], args.runs, args.size))
     finally:
         drop()
 
 
-async def measure(url: str, term: str, runs: int) -> None:
+async def measure(url: str, term: str, runs: int, size: int) -> None:
     """Time the store calls the routes make; `term` is one package's name, as typed."""
     store = Store.build(open_database(url), Budget.of(job_timeout=60, max_attempts=3))
     role = store.dead_letters
@@ -219,6 +219,16 @@ async def measure(url: str, term: str, runs: int) -> None:
         ),
         "count (unfiltered, the Dead pill)": lambda: role.count(1, DeadLetterFilter()),
         "count (one endpoint)": lambda: role.count(1, DeadLetterFilter(endpoint="endpoint-2")),
+        "count (a reason: every dead letter)": lambda: role.count(
+            1, DeadLetterFilter(reason="attempts_exhausted")
+        ),
+        "count (a reason none has)": lambda: role.count(
+            1, DeadLetterFilter(reason="lease_expired")
+        ),
+        "count (a queue)": lambda: role.count(1, DeadLetterFilter(queue="default")),
+        "count (the newest 1%, since)": lambda: role.count(
+            1, DeadLetterFilter(since=NOW + size * 990)
+        ),
     }
     print(f"{'case':<44} {'p50 ms':>8} {'p99 ms':>8}  under {TARGET_MS:.0f} ms")
     for label, call in cases.items():
@@ -232,6 +242,9 @@ async def measure(url: str, term: str, runs: int) -> None:
         ),
         "one cause's dead letters (page + count)": lambda: role.page(
             1, DeadLetterFilter(cause=one), after=None, limit=50
+        ),
+        "one cause's count with a reason": lambda: role.count(
+            1, DeadLetterFilter(cause=one, reason="attempts_exhausted")
         ),
     }
     print(f"{'case':<44} {'p50 ms':>8} {'p99 ms':>8}  under {CAUSES_TARGET_MS:.0f} ms")

@@ -17,9 +17,6 @@ ON CONFLICT (endpoint_id, worker, span, at_us) DO UPDATE SET
     attempt_failures = activity.attempt_failures + excluded.attempt_failures,
     lapsed = activity.lapsed + excluded.lapsed;
 
--- add_to_audit_count
-UPDATE audit SET count = count + $1 WHERE id = $2;
-
 -- all_paused_queues
 SELECT endpoints.name, paused_queues.queue
 FROM paused_queues JOIN endpoints ON endpoints.id = paused_queues.endpoint_id;
@@ -225,18 +222,18 @@ SELECT 'leased', id, endpoint_id, queue, name, version, kind, payload, status, v
 FROM leased;
 
 -- count_dead_letters
-SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.owner_id = $1
-  AND (CAST($2 AS boolean) IS NULL OR endpoints.revoked_at IS NULL)
-  AND (CAST($3 AS text) IS NULL OR endpoints.name = $3)
-  AND (CAST($4 AS text) IS NULL OR scans.name ILIKE $4 ESCAPE '\'
-       OR scans.source ILIKE $4 ESCAPE '\' OR scans.kind ILIKE $4 ESCAPE '\'
-       OR scans.id = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.fail_reason = $6)
-  AND (CAST($7 AS bigint) IS NULL OR scans.dead_lettered_at >= $7)
-  AND (CAST($8 AS text) IS NULL OR scans.queue = $8)
-  AND (CAST($9 AS text) IS NULL OR scans.cause = $9);
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR scans.name ILIKE $3 ESCAPE '\'
+       OR scans.source ILIKE $3 ESCAPE '\' OR scans.kind ILIKE $3 ESCAPE '\'
+       OR scans.id = $4)
+  AND (CAST($5 AS text) IS NULL OR scans.fail_reason = $5)
+  AND (CAST($6 AS bigint) IS NULL OR scans.dead_lettered_at >= $6)
+  AND (CAST($7 AS text) IS NULL OR scans.queue = $7)
+  AND (CAST($8 AS text) IS NULL OR scans.cause = $8);
 
 -- count_due_audit
 SELECT count(*), 0 FROM audit WHERE at <= mf_now() - $1;
@@ -310,14 +307,23 @@ UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = m
 WHERE endpoint_id = $2 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
 -- dead_letter_total
-SELECT COALESCE(SUM(scan_totals.count), 0)
-FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = $1
-  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
-  AND scan_totals.outcome = 'dead_lettered';
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2);
+
+-- dead_letters_now
+SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
+FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
+WHERE endpoints.owner_id = $1
+GROUP BY dead_letter_causes.endpoint_id;
 
 -- dead_letters_of_cause
-SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0)
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = $1 AND dead_letter_causes.cause = $2
   AND (CAST($3 AS text) IS NULL OR endpoints.name = $3);
@@ -482,8 +488,8 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 INSERT INTO owners (name, created_at) VALUES ($1, mf_now()) RETURNING id;
 
 -- insert_redrive_audit
-INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin)
-VALUES ($1, mf_now(), 'redrive', 0, $2, $3, $4)
+INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin, detail)
+VALUES ($1, mf_now(), 'redrive', 0, $2, $3, $4, $5)
 RETURNING id;
 
 -- insert_scans
@@ -1056,6 +1062,9 @@ LEFT JOIN attempts AS final
     ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
 ORDER BY scans.dead_lettered_at, scans.id
 LIMIT $11;
+
+-- set_audit_requeued
+UPDATE audit SET count = $1, detail = $2 WHERE id = $3;
 
 -- set_session_flash
 UPDATE board_sessions SET flash = $1

@@ -17,9 +17,6 @@ ON CONFLICT (endpoint_id, worker, span, at_us) DO UPDATE SET
     attempt_failures = activity.attempt_failures + excluded.attempt_failures,
     lapsed = activity.lapsed + excluded.lapsed;
 
--- add_to_audit_count
-UPDATE audit SET count = count + :n WHERE id = :audit;
-
 -- all_paused_queues
 SELECT endpoints.name, paused_queues.queue
 FROM paused_queues JOIN endpoints ON endpoints.id = paused_queues.endpoint_id;
@@ -143,10 +140,10 @@ FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING';
 -- PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.;
 
 -- count_dead_letters
-SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.owner_id = :owner
-  AND (:redrivable IS NULL OR endpoints.revoked_at IS NULL)
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
        OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
@@ -228,14 +225,23 @@ UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = m
 WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
 -- dead_letter_total
-SELECT COALESCE(SUM(scan_totals.count), 0)
-FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner
-  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-  AND scan_totals.outcome = 'dead_lettered';
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint);
+
+-- dead_letters_now
+SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
+FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
+WHERE endpoints.owner_id = :owner
+GROUP BY dead_letter_causes.endpoint_id;
 
 -- dead_letters_of_cause
-SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0)
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
   AND (:endpoint IS NULL OR endpoints.name = :endpoint);
@@ -395,8 +401,8 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 INSERT INTO owners (name, created_at) VALUES (:name, mf_now()) RETURNING id;
 
 -- insert_redrive_audit
-INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin)
-VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin)
+INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin, detail)
+VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin, :detail)
 RETURNING id;
 
 -- insert_scans
@@ -951,6 +957,9 @@ LEFT JOIN attempts AS final
     ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
 ORDER BY scans.dead_lettered_at, scans.id
 LIMIT :limit;
+
+-- set_audit_requeued
+UPDATE audit SET count = :count, detail = :detail WHERE id = :audit;
 
 -- set_session_flash
 UPDATE board_sessions SET flash = :flash

@@ -217,7 +217,8 @@ def test_sign_ins_and_redrives_are_audited(trail: Trail) -> None:
     f = DeadLetterFilter(q="beta")
     e = trail.change(lambda: s.dead_letters.redrive_filter(alice, f, confirm=1, origin="cli"))
     assert (e.action, e.origin, e.count, e.filter) == ("redrive", "cli", 1, f.as_json())
-    assert operator_shapes.audit_target(e) == "1 scan requeued, by filter (q=beta)"
+    assert operator_shapes.audit_target(e) == f"1 scan requeued, by filter (q=beta): #{second}"
+    assert e.detail == {"requeued_ids": [second], "requeued": 1}
     assert s.dead_letters.get(alice, second).status == "QUEUED"
     trail.refused(
         lambda: s.dead_letters.redrive_filter(alice, f, confirm=5, origin="api"), Conflict
@@ -294,11 +295,11 @@ def assert_row_shows(row: str, entry: dict[str, Any]) -> None:
     assert re.search(r">\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC</time>", row), row
     assert f'<td data-label="Who"><bdi>{escape(shown(entry["owner"]))}</bdi>' in row, row
     assert entry["action"].replace("_", " ").capitalize() in row, row
-    if entry["action"] == "redrive" and entry["scan_ids"]:
-        # A redrive by id: its words, then each scan it named as a link to the scan's page.
-        words, _, _ = entry["target"].partition(": #")
-        assert f'<td data-label="Target">{words}: ' in row, row
-        for scan_id in entry["scan_ids"][:10]:
+    if entry["action"] == "redrive" and ": #" in entry["target"]:
+        # A redrive that names scans: its words, then each scan named as a link to its page.
+        words, _, named = entry["target"].partition(": #")
+        assert f'<td data-label="Target"><bdi>{escape(shown(words))}</bdi>: ' in row, row
+        for scan_id in re.findall(r"(\d+)(?:, #|$| and)", named):
             assert f'<a href="/board/scans/{scan_id}">#{scan_id}</a>' in row, row
     else:
         assert f"<bdi>{escape(shown(entry['target']))}</bdi>" in row, row

@@ -1,7 +1,8 @@
 """The dead-letter statements' plans on both databases, on a filled database: the listing
 walks a partial index over dead letters (never the history, never a sort), a later page
 seeks its cursor, a search on PostgreSQL finds its matches in the trigram index, the
-unfiltered count reads the outcome totals, and redrive and the audit trail go by key.
+unfiltered count and the overview's dead letters read the counts kept per endpoint and
+cause, and redrive and the audit trail go by key.
 
 Each case plans the text the server runs, as tests/integration/plans.py does it; a search
 runs after PLAN_WITH_VALUES, so it is planned under a custom plan, and a negative control
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, text
 
-from mainframe.store import audit, causes, redrive
+from mainframe.store import audit, causes, overview, redrive
 from mainframe.store.dead_letters import (
     COUNT_DEAD_LETTERS,
     DEAD_LETTER_IDS,
@@ -212,7 +213,7 @@ CASES = {
                                       SQLITE_DEAD, PG_DEAD),
     "filtered_page": Case(LIST_DEAD_LETTERS,
                           page(DeadLetterFilter(reason="lease_expired", queue="priority")),
-                          SQLITE_DEAD, PG_DEAD),
+                          SQLITE_DEAD, PG_DEAD, custom_plan=True),
     "later_page": Case(LIST_DEAD_LETTERS, page(DeadLetterFilter(), LATER),
                        sqlite_index("ix_scans_dead_recent") + r".*dead_lettered_at<\?",
                        r"Index Cond: \(ROW\(dead_lettered_at, id\) < ROW\("),
@@ -231,17 +232,25 @@ CASES = {
                          SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "count_of_a_search": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(q=TERM).params(1),
                               SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
-    "count_of_a_filter": Case(COUNT_DEAD_LETTERS, LEASE_EXPIRED.params(1), SQLITE_DEAD, PG_DEAD),
-    "redrivable_of_a_search": Case(COUNT_DEAD_LETTERS,
-                                   DeadLetterFilter(q=TERM).params(1, redrivable=True),
-                                   SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
-    "redrivable_of_a_filter": Case(COUNT_DEAD_LETTERS,
-                                   LEASE_EXPIRED.params(1, redrivable=True),
-                                   SQLITE_DEAD, PG_DEAD),
+    # Planned with their values too (store/dead_letters.py::_with_values): `since` seeks.
+    "count_of_a_filter": Case(COUNT_DEAD_LETTERS, LEASE_EXPIRED.params(1), SQLITE_DEAD, PG_DEAD,
+                              custom_plan=True),
+    "count_of_a_queue": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(queue="priority").params(1),
+                             SQLITE_DEAD, PG_DEAD, custom_plan=True),
+    "count_since": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(since=LATER[0]).params(1),
+                        sqlite_index("ix_scans_dead_(recent|letters)") + r".*dead_lettered_at>\?",
+                        r"Index (Only )?Scan .*ix_scans_dead_(recent|letters)[\s\S]*"
+                        r"dead_lettered_at >=", custom_plan=True),
+    "count_of_a_cause_and_a_filter": Case(COUNT_DEAD_LETTERS,
+                                          DeadLetterFilter(reason="lease_expired",
+                                                           cause=CAUSE).params(1),
+                                          sqlite_index("ix_scans_dead_(cause|recent|letters)"),
+                                          pg_index("ix_scans_dead_(cause|recent|letters)"),
+                                          custom_plan=True),
     "ids_of_a_search": Case(DEAD_LETTER_IDS, DeadLetterFilter(q=TERM).params(1),
                             SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "ids_of_a_filter": Case(DEAD_LETTER_IDS, DeadLetterFilter(queue="priority").params(1),
-                            SQLITE_DEAD, PG_DEAD, sorts=SORTS),
+                            SQLITE_DEAD, PG_DEAD, sorts=SORTS, custom_plan=True),
     # One cause (the causes view opens it): its own index, never the listing's order.
     # Planned with its values, as a search is: a generic plan would guess the cause holds a
     # few dead letters and sort all of a big one's.
@@ -270,7 +279,12 @@ CASES = {
                                # a few pages, which PostgreSQL may read whole
                                pg_index("causes_pkey", "causes") + r"|Seq Scan on causes\b"),
     "unfiltered_count": Case(DEAD_LETTER_TOTAL, {"owner": 1, "endpoint": None},
-                             r"\bscan_totals\b", r"on scan_totals\b"),
+                             r"\bdead_letter_causes\b", r"on dead_letter_causes\b"),
+    "count_of_an_endpoint": Case(DEAD_LETTER_TOTAL, {"owner": 1, "endpoint": "npm"},
+                                 r"\bdead_letter_causes\b", r"on dead_letter_causes\b"),
+    "overview_dead_letters": Case(overview.DEAD_LETTERS_NOW, {"owner": 1},
+                                  r"\bdead_letter_causes\b", r"on dead_letter_causes\b",
+                                  sorts=SORTS),
     "redrive_candidates": Case(redrive.CANDIDATES, {"ids": REDRIVEN, "owner": 1},
                                SQLITE_PK, PG_PK, sorts=SORTS),
     "redrive_live_keys": Case(redrive.LIVE_KEYS, {"ids": REDRIVEN},

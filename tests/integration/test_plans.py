@@ -599,8 +599,8 @@ CASES = {
     # Endpoint names, read once per process.
     "endpoint_name": Case(authentication.ENDPOINT_NAME, {"endpoint": 1}, sqlite_pk("endpoints"),
                           pg_small("endpoints", "endpoints_pkey")),
-    "add_to_audit_count": Case(store_audit.ADD_TO_COUNT, {"n": 1, "audit": 1}, sqlite_pk("audit"),
-                               pg_index("audit_pkey", "audit")),
+    "set_audit_requeued": Case(store_audit.SET_REQUEUED, {"count": 1, "detail": "{}", "audit": 1},
+                               sqlite_pk("audit"), pg_index("audit_pkey", "audit")),
     # Retention: each kind's rows past it, oldest first, through the index over its end
     # (0016); half the fill's history is past a retention of half a day.
     "due_finished_scans": Case(retention.DUE_FINISHED, DUE,

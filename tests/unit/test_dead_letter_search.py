@@ -1,6 +1,7 @@
 """Which statements the dead-letter role runs, and in what order, on a recording database: a
-search on PostgreSQL is planned with its values (PLAN_WITH_VALUES first, in the same read
-transaction), a listing without one is not, and SQLite never runs the PostgreSQL setting."""
+search or a narrowing filter on PostgreSQL is planned with its values (PLAN_WITH_VALUES
+first, in the same read transaction), a listing without one is not, and SQLite never runs the
+PostgreSQL setting."""
 
 from __future__ import annotations
 
@@ -63,8 +64,11 @@ SEARCH = DeadLetterFilter(q="left-pad")
                                 "count_dead_letters"]),
         ("sqlite", SEARCH, ["begin", "search_dead_letters", "count_dead_letters"]),
         ("postgresql", DeadLetterFilter(), ["begin", "list_dead_letters", "dead_letter_total"]),
+        # A narrowing filter too: a generic plan could not seek the index to `since`.
         ("postgresql", DeadLetterFilter(reason="lease_expired"),
-         ["begin", "list_dead_letters", "count_dead_letters"]),
+         ["begin", "plan_with_values", "list_dead_letters", "count_dead_letters"]),
+        ("postgresql", DeadLetterFilter(endpoint="pypi"),
+         ["begin", "list_dead_letters", "dead_letter_total"]),
     ],
 )  # fmt: skip
 def test_a_page_plans_a_search_with_its_values(

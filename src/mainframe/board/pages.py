@@ -24,10 +24,12 @@ from mainframe.board.auth import (
 from mainframe.board.charts import activity, sparkline
 from mainframe.board.render import page
 from mainframe.contract.limits import MAX_ID
+from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT, Action
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, NotFound
 from mainframe.store.activity import HOUR_US, MINUTE_US
+from mainframe.store.audit import AuditEntry
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
 from mainframe.wiring import RuntimeDep
@@ -35,8 +37,9 @@ from mainframe.wiring import RuntimeDep
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]  # within the database's 64 bits
 SIGN_IN_FORM_SECONDS = 3600  # how long a sign-in form stays usable
-# A pill's count under a search or a queue is counted up to this, then shown as "1000+":
-# each count walks the listing as a page of it does, and a few thousand rows stay quick.
+# A pill's count under a search or a queue walks the listing as a page of it does, so it is
+# counted up to this many scans and no further, and a pill past it says "more than 1000" in
+# words: an exact count there would read the whole history, more than a page may cost.
 COUNT_CAP = 1000
 SPARK_WHAT = "dead letters per hour over the last 24 hours"
 DAY = "Scans per hour over the last 24 hours"
@@ -78,17 +81,20 @@ async def pill_counts(
     rt: RuntimeDep, session: Session, view: Overview, f: filters.BoardFilter
 ) -> tuple[dict[str, int], set[str]]:
     """Each pill's count under the active filter (what its link would list), and the pills
-    whose count stopped at COUNT_CAP."""
+    holding more than COUNT_CAP scans, which were not counted further."""
+    past_cap: set[str] = set()
     if f.narrows:
         keys = [key for key in filters.PILLS if key != "dead"]
+        # One past the cap, so "more than COUNT_CAP" is known, not guessed from a full count.
         found = await rt.store.listings.count_scans(
-            session.owner_id, [f.listing(key) for key in keys], cap=COUNT_CAP
+            session.owner_id, [f.listing(key) for key in keys], cap=COUNT_CAP + 1
         )
         counts = dict(zip(keys, found, strict=True))
+        past_cap = {key for key, n in counts.items() if n > COUNT_CAP}
     else:
         counts = overview_counts(view, f.endpoint)
     counts["dead"] = await rt.store.dead_letters.count(session.owner_id, f.dead_letters())
-    return counts, {key for key, n in counts.items() if key != "dead" and n >= COUNT_CAP}
+    return counts, past_cap
 
 
 async def _rows(rt: RuntimeDep, session: Session, f: filters.BoardFilter) -> dict[str, Any]:
@@ -102,6 +108,7 @@ async def _rows(rt: RuntimeDep, session: Session, f: filters.BoardFilter) -> dic
             "older": operator_shapes.cursor(found.next_cursor),
             "newer": operator_shapes.cursor(found.newer_cursor),
             "matched": found.count,
+            "redrivable": found.redrivable,
         }
     scans = await rt.store.listings.scan_page(
         session.owner_id, f.listing(), before_id=filters.scan_keyset(f.cursor),
@@ -112,6 +119,7 @@ async def _rows(rt: RuntimeDep, session: Session, f: filters.BoardFilter) -> dic
         "older": None if scans.older_than is None else str(scans.older_than),
         "newer": None if scans.newer_than is None else str(scans.newer_than),
         "matched": None,
+        "redrivable": None,
     }
 
 
@@ -124,11 +132,12 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
         message = f"The filter field {exc.field!r} is not usable: {exc}."
         return error_page(request, context, 422, message)
     view = await rt.store.listings.overview(session.owner_id)
-    counts, capped = await pill_counts(rt, session, view, f)
+    counts, past_cap = await pill_counts(rt, session, view, f)
     context |= await _charts(rt, session)
     context |= {
         "f": f, "pills": filters.PILLS, "titles": filters.TITLES, "reasons": filters.REASONS,
-        "counts": counts, "capped": capped, "overview": operator_shapes.overview(view),
+        "counts": counts, "past_cap": past_cap, "count_cap": COUNT_CAP,
+        "overview": operator_shapes.overview(view),
         "endpoints": [c.name for c in view.endpoints], **(await _rows(rt, session, f)),
     }  # fmt: skip
     return page(request, "board.html", context)
@@ -230,15 +239,27 @@ async def audit_page(request: Request, rt: RuntimeDep) -> Response:
         session.owner_id, before_id=None if cursor is None else int(cursor),
         limit=filters.PAGE_SIZE,
     )  # fmt: skip
-    # The API's entries exactly, beside each one's stored time for the board's one format.
-    entries = [(e.at, operator_shapes.audit_entry(e, session.owner)) for e in found]
+    # The API's entries exactly, beside each one's stored time for the board's one format
+    # and, for a redrive, the scans its line names, to link them.
+    entries = [
+        (e.at, operator_shapes.audit_entry(e, session.owner), _redrive_line(e)) for e in found
+    ]
     full = len(found) == filters.PAGE_SIZE
     context |= {
         "entries": entries,
         "next_cursor": str(found[-1].id) if full else None,
         "ids_shown": operator_shapes.AUDIT_IDS_SHOWN,
+        "ids_kept": REQUEUED_IDS_KEPT,
     }
     return page(request, "audit.html", context)
+
+
+def _redrive_line(entry: AuditEntry) -> dict[str, Any] | None:
+    """A redrive's audit line in parts: its headline, the scans it names, how many in all."""
+    if entry.action != Action.REDRIVE:
+        return None
+    ids, total = operator_shapes.redrive_named(entry)
+    return {"headline": operator_shapes.redrive_headline(entry), "ids": ids, "total": total}
 
 
 def error_page(

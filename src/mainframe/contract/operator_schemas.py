@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, model_validator
 from mainframe.contract.limits import MAX_QUERY_LENGTH, MAX_REDRIVE_IDS
 from mainframe.contract.names import Name
 from mainframe.contract.schemas import Label, ScanId, ScanPublic, Strict
-from mainframe.contract.vocabulary import Action
+from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT, Action
 from mainframe.lifecycle.rules import DeadLetterReason
 
 # Search terms and names in a query carry no control character: PostgreSQL refuses a NUL.
@@ -138,8 +138,11 @@ class AuditPublic(BaseModel):
     scan_ids: list[int] | None = Field(description="A redrive by ids: the ids asked for.")
     filter: dict[str, object] | None = Field(description="A redrive by filter: the filter.")
     detail: dict[str, object] | None = Field(
-        description="A token's `token_id`, `name` and `kind`; a hook's `hook_id` and `url`; "
-        "a new endpoint's `open_intake`."
+        description=f"A redrive's `requeued_ids` (the first {REQUEUED_IDS_KEPT} scans it "
+        "requeued, in order) "
+        "and `requeued` (how many in all), by ids, filter or cause alike; a token's "
+        "`token_id`, `name` and `kind`; a hook's `hook_id` and `url`; a new endpoint's "
+        "`open_intake`."
     )
 
 

@@ -58,7 +58,7 @@ def parse_cursor(text: str | None, *, field: str = "query.cursor") -> tuple[int,
     return int(at), int(scan_id)
 
 
-# A redrive by id names this many of its scans in its audit line; the rest are counted.
+# A redrive's audit line names this many of its scans; the rest are counted.
 AUDIT_IDS_SHOWN = 10
 
 
@@ -70,19 +70,40 @@ def _tokens(n: int | None) -> str:
     return counted(n, "token")
 
 
+def redrive_headline(entry: AuditEntry) -> str:
+    """A redrive's audit line before the scans it names: how many it requeued, and how."""
+    if entry.filter is not None:
+        shown = {k: rfc3339(v) if k == "since" else v for k, v in entry.filter.items()}
+        used = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
+        return f"{_scans(entry.count)} requeued, by filter ({used or 'every dead letter'})"
+    return f"{_scans(entry.count)} requeued of {len(entry.scan_ids or [])} named by id"
+
+
+def redrive_named(entry: AuditEntry) -> tuple[list[int], int]:
+    """The scans a redrive's audit line names, and how many they stand for: by id, the ids
+    asked for; by filter or cause, the first ids it requeued out of all it requeued (none
+    for an entry written before they were kept)."""
+    if entry.filter is None:
+        ids = entry.scan_ids or []
+        return ids, len(ids)
+    detail = entry.detail or {}
+    kept = detail.get("requeued_ids")
+    if not isinstance(kept, list):
+        return [], 0
+    return [int(scan_id) for scan_id in kept], int(detail.get("requeued") or 0)
+
+
 def audit_target(entry: AuditEntry) -> str:
     """What an audit entry's action touched, as the one line the board and the API show."""
     detail = entry.detail or {}
     on = f" on {entry.endpoint}" if entry.endpoint is not None else ""
     if entry.action == Action.REDRIVE:
-        if entry.filter is not None:
-            shown = {k: rfc3339(v) if k == "since" else v for k, v in entry.filter.items()}
-            used = ", ".join(f"{k}={v}" for k, v in shown.items() if v is not None)
-            return f"{_scans(entry.count)} requeued, by filter ({used or 'every dead letter'})"
-        ids = entry.scan_ids or []
+        ids, total = redrive_named(entry)
+        if not ids:
+            return redrive_headline(entry)
         named = ", ".join(f"#{scan_id}" for scan_id in ids[:AUDIT_IDS_SHOWN])
-        more = f" and {len(ids) - AUDIT_IDS_SHOWN} more" if len(ids) > AUDIT_IDS_SHOWN else ""
-        return f"{_scans(entry.count)} requeued of {len(ids)} named by id: {named}{more}"
+        more = f" and {total - AUDIT_IDS_SHOWN} more" if total > AUDIT_IDS_SHOWN else ""
+        return f"{redrive_headline(entry)}: {named}{more}"
     if entry.action in (Action.TOKEN_CREATED, Action.TOKEN_DELETED):
         name = detail.get("name")
         return f'{detail.get("kind")} token {detail.get("token_id")} "{name}"{on}'

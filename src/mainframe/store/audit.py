@@ -3,8 +3,8 @@
 Every row is written by the store call that makes the change, in its transaction, so a
 change without its row (or a row without its change) cannot be committed. The time is the
 database's `mf_now()`, like every stamp; the origin is the shell the change came through,
-passed down as a plain value. A redrive's row is written by its first chunk and its count
-kept true by every later one."""
+passed down as a plain value. A redrive's row is written by its first chunk, and every
+chunk that requeues keeps its count and the ids it names true."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from mainframe.contract.vocabulary import CLI as CLI
 from mainframe.contract.vocabulary import ORIGINS as ORIGINS
 from mainframe.contract.vocabulary import Action as Action
 from mainframe.contract.vocabulary import Origin as Origin
+from mainframe.contract.vocabulary import requeued_detail
 from mainframe.store.database import Database, Sql, Tx, value
 
 # The keyset of the first page: older than every row.
@@ -28,8 +29,8 @@ NEWEST = 2**63 - 1
 INSERT_REDRIVE = Sql(
     "insert_redrive_audit",
     """
-    INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin)
-    VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin)
+    INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin, detail)
+    VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin, :detail)
     RETURNING id
     """,
 )
@@ -40,7 +41,11 @@ INSERT_ENTRY = Sql(
     VALUES (:owner, mf_now(), :action, :count, :origin, :endpoint, :detail)
     """,
 )
-ADD_TO_COUNT = Sql("add_to_audit_count", "UPDATE audit SET count = count + :n WHERE id = :audit")
+# A redrive's row as its chunks so far requeued: how many, and the ids it names.
+SET_REQUEUED = Sql(
+    "set_audit_requeued",
+    "UPDATE audit SET count = :count, detail = :detail WHERE id = :audit",
+)
 # A walk of ix_audit_owner (owner_id, id) backwards from the keyset :before.
 AUDIT_ENTRIES = Sql(
     "audit_entries",
@@ -106,18 +111,22 @@ async def record_redrive(
     filter_json: dict[str, Any] | None,
     origin: Origin,
 ) -> int:
-    """A redrive's audit row with a count of 0 (by ids or by filter); returns its id."""
+    """A redrive's audit row with nothing requeued yet (by ids or by filter); returns its
+    id."""
     params = {
         "owner": owner_id,
         "scan_ids": _json(scan_ids),
         "filter": _json(filter_json),
         "origin": _origin(origin),
+        "detail": _json(requeued_detail([], 0)),
     }
     return int(await value(tx, INSERT_REDRIVE, params))
 
 
-async def add_to_count(tx: Tx, audit_id: int, n: int) -> None:
-    await tx.run(ADD_TO_COUNT, {"audit": audit_id, "n": n})
+async def set_requeued(tx: Tx, audit_id: int, ids: list[int], requeued: int) -> None:
+    """A redrive's row after a chunk: `requeued` in all so far, `ids` the first of them."""
+    detail = _json(requeued_detail(ids, requeued))
+    await tx.run(SET_REQUEUED, {"audit": audit_id, "count": requeued, "detail": detail})
 
 
 def _loaded(text: str | None) -> Any:

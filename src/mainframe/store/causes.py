@@ -11,17 +11,22 @@ import orjson
 from mainframe.store.database import Database, Row, Sql, value
 from mainframe.store.overview import NOW
 
-# A cause's dead letters now, over the owner's endpoints (or one): the kept counts.
+# A cause's dead letters now, over the owner's endpoints (or one), and of them those on
+# endpoints not revoked (what a redrive of the cause requeues): the kept counts.
 DEAD_LETTERS_OF_CAUSE = Sql(
     "dead_letters_of_cause",
     """
-    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0)
+    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                             THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
     FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
     WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
       AND (:endpoint IS NULL OR endpoints.name = :endpoint)
     """,
     """
-    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0)
+    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                             THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
     FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
     WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)

@@ -8,7 +8,9 @@ one endpoint's, and `ix_scans_dead_search` (trigrams, PostgreSQL) a substring se
 keyset is always bound (the first page's is NEWEST): an optional keyset is an OR no planner
 can seek through, so a later page would read every row before it; the way back from a
 later page walks the same index forwards from its cursor. The count without a search or a
-narrowing filter is the outcome totals' sum, never a scan count."""
+narrowing filter is the sum of the dead letters kept per endpoint and cause (migration
+0017's triggers keep them in the transaction of every change, a prune's too), never a scan
+count; a narrowing filter's count reads the matching dead letters, exactly."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from mainframe.lifecycle.scans import (
 )
 from mainframe.store import causes, queries, search
 from mainframe.store.audit import Origin
-from mainframe.store.database import Database, Row, Sql, Tx, value
+from mainframe.store.database import Database, Row, Sql, Tx, first
 from mainframe.store.errors import Conflict
 from mainframe.store.redrive import Progress, Redriven, redrive
 
@@ -288,17 +290,17 @@ SEARCH_DEAD_LETTERS_NEWER = Sql(
     LIMIT :limit
     """,
 )
-# How many dead letters a narrowing filter matches, the search optional (NULL: none); with
-# :redrivable TRUE only those a filter redrive would requeue now, the number its `confirm`
-# states (a revoked endpoint's are never redriven). One statement for both counts: the
-# endpoint's column is read after the join either way, so the plans are the same.
+# How many dead letters a narrowing filter matches, the search optional (NULL: none), and
+# how many of them a filter redrive would requeue now (a revoked endpoint's are never
+# redriven): the number its `confirm` states. One pass for both: the endpoint's column is
+# read after the join either way.
 COUNT_DEAD_LETTERS = Sql(
     "count_dead_letters",
     """
-    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+    FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE scans.dead_lettered_at IS NOT NULL
       AND endpoints.owner_id = :owner
-      AND (:redrivable IS NULL OR endpoints.revoked_at IS NULL)
       AND (:endpoint IS NULL OR endpoints.name = :endpoint)
       AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
            OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
@@ -309,10 +311,10 @@ COUNT_DEAD_LETTERS = Sql(
       AND (:cause IS NULL OR scans.cause = :cause)
     """,
     """
-    SELECT count(*) FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+    FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE scans.dead_lettered_at IS NOT NULL
       AND endpoints.owner_id = :owner
-      AND (CAST(:redrivable AS boolean) IS NULL OR endpoints.revoked_at IS NULL)
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
       AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
            OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
@@ -356,16 +358,18 @@ DEAD_LETTER_IDS = Sql(
     ORDER BY scans.dead_lettered_at DESC, scans.id DESC
     """,
 )
-# The owner's dead letters (or one endpoint's) as the outcome totals hold them: a few rows
-# per endpoint, whatever the scans table holds.
+# The owner's dead letters now (or one endpoint's), and of them those on endpoints not
+# revoked: the counts kept per endpoint and cause (a row per endpoint and cause, whatever the
+# scans table holds). Not the outcome totals, which keep counting what was pruned.
 DEAD_LETTER_TOTAL = Sql(
     "dead_letter_total",
     """
-    SELECT COALESCE(SUM(scan_totals.count), 0)
-    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                             THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+    FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
     WHERE endpoints.owner_id = :owner
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-      AND scan_totals.outcome = 'dead_lettered'
     """,
 )
 # asyncpg prepares every statement, and after five runs PostgreSQL may keep a generic plan
@@ -410,12 +414,10 @@ class DeadLetterFilter:
             "cause": self.cause,
         }
 
-    def params(self, owner_id: int, *, redrivable: bool = False) -> dict[str, Any]:
-        """The parameters every dead-letter statement of this filter takes; `redrivable`
-        counts only what a filter redrive would requeue."""
+    def params(self, owner_id: int) -> dict[str, Any]:
+        """The parameters every dead-letter statement of this filter takes."""
         return {
             "owner": owner_id,
-            "redrivable": True if redrivable else None,
             "endpoint": self.endpoint,
             "reason": self.reason,
             "since": self.since,
@@ -433,31 +435,46 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class Tally:
+    """How many dead letters a filter matches now, and how many of them a filter redrive
+    would requeue (those on endpoints that are not revoked)."""
+
+    matching: int
+    redrivable: int
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterPage:
     items: list[DeadLetter]
     next_cursor: tuple[int, int] | None  # (dead_lettered_at, id) of the last item
     count: int
     # The first item's keyset, for the page before this one; None on the first page.
     newer_cursor: tuple[int, int] | None = None
+    redrivable: int = 0  # of the `count`, those a filter redrive would requeue now
 
 
 async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
-    """Before a search or one cause's listing on PostgreSQL: plan the transaction's
-    statements with their values (a generic plan guesses a cause holds a few dead letters
-    and would sort all of a big one's)."""
-    if (f.q or f.cause) and tx.dialect == "postgresql":
+    """Before a listing or count narrowed beyond an endpoint on PostgreSQL: plan the
+    transaction's statements with their values (a generic plan guesses a cause holds a few
+    dead letters and would sort all of a big one's, and cannot seek the index to `since`, so
+    it counts every dead letter of the owner)."""
+    if (f.narrows or f.cause) and tx.dialect == "postgresql":
         await tx.run(PLAN_WITH_VALUES)
 
 
-async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> int:
-    """How many dead letters match: the totals' sum, or a cause's kept count, unless the
-    filter narrows further."""
+async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> Tally:
+    """How many dead letters match now, and how many of them could be redriven: the kept
+    counts (of the owner's endpoints, or of one cause) unless the filter narrows further,
+    then a count of the matching dead letters."""
     params = {"owner": owner_id, "endpoint": f.endpoint}
     if not f.narrows and f.cause is not None:
-        return int(await value(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause}) or 0)
-    if not f.narrows:
-        return int(await value(tx, DEAD_LETTER_TOTAL, params) or 0)
-    return int(await value(tx, COUNT_DEAD_LETTERS, f.params(owner_id)) or 0)
+        row = await first(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause})
+    elif not f.narrows:
+        row = await first(tx, DEAD_LETTER_TOTAL, params)
+    else:
+        row = await first(tx, COUNT_DEAD_LETTERS, f.params(owner_id))
+    matching, redrivable = row or (0, 0)
+    return Tally(int(matching or 0), int(redrivable or 0))
 
 
 async def page(
@@ -478,8 +495,9 @@ async def page(
         rows = await tx.rows(_listing(f, newer=True), params)
         if len(rows) > limit:
             items = [_dead_letter(row) for row in reversed(rows[:limit])]
+            tally = await count(tx, owner_id, f)
             return DeadLetterPage(
-                items, _keyset(items[-1]), await count(tx, owner_id, f), _keyset(items[0])
+                items, _keyset(items[-1]), tally.matching, _keyset(items[0]), tally.redrivable
             )
         after = None
     after_at, after_id = after or NEWEST
@@ -488,7 +506,8 @@ async def page(
     items = [_dead_letter(row) for row in rows]
     cursor = _keyset(items[-1]) if len(items) == limit else None
     newer = _keyset(items[0]) if after is not None and items else None
-    return DeadLetterPage(items, cursor, await count(tx, owner_id, f), newer)
+    tally = await count(tx, owner_id, f)
+    return DeadLetterPage(items, cursor, tally.matching, newer, tally.redrivable)
 
 
 def _listing(f: DeadLetterFilter, *, newer: bool) -> Sql:
@@ -539,15 +558,14 @@ class DeadLetters:
         """How many dead letters the filter matches (the Dead pill, a redrive's question)."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            return await count(tx, owner_id, f)
+            return (await count(tx, owner_id, f)).matching
 
     async def redrivable(self, owner_id: int, f: DeadLetterFilter) -> int:
         """How many dead letters a filter redrive would requeue: what its `confirm` states
         (a revoked endpoint's dead letters match the filter but are never redriven)."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            params = f.params(owner_id, redrivable=True)
-            return int(await value(tx, COUNT_DEAD_LETTERS, params) or 0)
+            return (await count(tx, owner_id, f)).redrivable
 
     async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
         """The scan with its whole attempt history (any status: a redriven one too)."""

@@ -1,6 +1,8 @@
 """The owner's fleet at a glance: per endpoint, scans by status, the oldest due scan, and the
-health of its hooks. Live statuses are counted through their partial indexes and terminal
-ones read from the outcome totals, so the cost follows the backlog, not the history."""
+health of its hooks. Live statuses are counted through their partial indexes, finished and
+failed scans read from the outcome totals and dead letters from the counts kept per endpoint
+and cause (those that exist now, as the listing counts them), so the cost follows the
+backlog, not the history."""
 
 from __future__ import annotations
 
@@ -27,6 +29,18 @@ LIVE_COUNTS = Sql(
     JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
     GROUP BY scans.endpoint_id
+    """,
+)
+# Each endpoint's dead letters now: the counts kept per endpoint and cause (migration 0017),
+# which a prune, a redrive and a second death move in their own transaction, as the listing's
+# unfiltered count reads them (store/dead_letters.py::DEAD_LETTER_TOTAL).
+DEAD_LETTERS_NOW = Sql(
+    "dead_letters_now",
+    """
+    SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
+    FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
+    WHERE endpoints.owner_id = :owner
+    GROUP BY dead_letter_causes.endpoint_id
     """,
 )
 # The head of ix_scans_queued (endpoint_id, available_at, id): one probe.
@@ -97,6 +111,10 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
         for endpoint_id, state, n in await tx.rows(LIVE_COUNTS, {"owner": owner_id})
     }
     ended = await totals.of_owner(tx, owner_id)
+    dead = {
+        int(endpoint_id): int(n or 0)
+        for endpoint_id, n in await tx.rows(DEAD_LETTERS_NOW, {"owner": owner_id})
+    }
     hooked = await _hooks(tx, owner_id)
     cards = []
     for e in map(owners.EndpointRow._make, rows):
@@ -106,7 +124,7 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
             "pending": live.get((e.id, "pending"), 0),
             "finished": done["finished"],
             "failed": done["failed"],
-            "dead": done["dead_lettered"],
+            "dead": dead.get(e.id, 0),
             "quarantined": live.get((e.id, "quarantined"), 0),
         }
         oldest = await value(tx, OLDEST_DUE_OF_ENDPOINT, {"endpoint": e.id})

@@ -4,7 +4,8 @@ A scan goes back to QUEUED, due now, its attempt count restarting from zero over
 `attempt_base` (attempt history seq keeps rising, every closed attempt is kept), its dead
 letter cleared and its redrive noted. Work runs in chunks of CHUNK scans, one transaction
 each, so a redrive of tens of thousands never holds the write lock for long; the audit row
-is written by the first chunk and its count kept true by every later one."""
+is written by the first chunk, and every chunk that requeues keeps its count and the first
+ids it requeued (contract/vocabulary.py::requeued_detail) true."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
 from mainframe.lifecycle.outcomes import increments
 from mainframe.store import audit
@@ -112,6 +114,7 @@ class Redriven:
     redriven: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     audit_id: int | None = None
+    requeued_ids: list[int] = field(default_factory=list)  # the first REQUEUED_IDS_KEPT
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -144,9 +147,11 @@ async def redrive(
                     origin=origin,
                 )
             requeued = await _chunk(tx, owner_id, chunk, done.skipped)
-            done.redriven += requeued
             if requeued:
-                await audit.add_to_count(tx, done.audit_id, requeued)
+                done.redriven += len(requeued)
+                room = REQUEUED_IDS_KEPT - len(done.requeued_ids)
+                done.requeued_ids.extend(requeued[: max(room, 0)])
+                await audit.set_requeued(tx, done.audit_id, done.requeued_ids, done.redriven)
             if number == len(chunks) - 1:
                 tx.events.append(
                     ScansRedriven(owner_id, done.audit_id, done.redriven, len(done.skipped), by)
@@ -156,16 +161,17 @@ async def redrive(
     return done
 
 
-async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]) -> int:
-    """Requeue what the chunk may requeue, add the rest to `skipped`; how many were requeued."""
+async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]) -> list[int]:
+    """Requeue what the chunk may requeue, add the rest to `skipped`; the ids requeued, in
+    the chunk's order."""
     if not chunk:
-        return 0
+        return []
     params = {"ids": _ids(chunk), "owner": owner_id}
     found = {row.id: row for row in map(Candidate._make, await tx.rows(CANDIDATES, params))}
     live = {scan_id for (scan_id,) in await tx.rows(LIVE_KEYS, params)}
     ready = sort_out(chunk, found, live, skipped)
     if not ready:
-        return 0
+        return []
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
     due = {scan_id: int(available_at) for scan_id, available_at in requeued}
     events = [ScanRedriven(ref) for ref in ready]
@@ -173,7 +179,7 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     tx.events.extend(events)
     # Announced as claimable like any other ready scan, and only when its sender was verified.
     tx.events.extend(ScanReady(ref, 0, due[ref.scan_id]) for ref in ready if ref.verified)
-    return len(ready)
+    return [ref.scan_id for ref in ready]
 
 
 class Candidate(NamedTuple):
