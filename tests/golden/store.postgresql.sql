@@ -276,11 +276,16 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
   AND (CAST($3 AS text) IS NULL OR scans.status = $3)
   AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
   AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
-       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
-       OR scans.id = $7)
-  AND scans.id < $8
-ORDER BY scans.id DESC LIMIT $9
+  AND (CAST($6 AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = $6)
+  AND (CAST($7 AS text) IS NULL OR scans.name ILIKE $7 ESCAPE '\'
+       OR scans.source ILIKE $7 ESCAPE '\' OR scans.kind ILIKE $7 ESCAPE '\'
+       OR scans.id = $8)
+  AND scans.id < $9
+ORDER BY scans.id DESC LIMIT $10
 ) AS capped;
 
 -- dead_letter_ids
@@ -682,11 +687,16 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
   AND (CAST($3 AS text) IS NULL OR scans.status = $3)
   AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
   AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
-       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
-       OR scans.id = $7)
-  AND scans.id < $8
-ORDER BY scans.id DESC LIMIT $9;
+  AND (CAST($6 AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = $6)
+  AND (CAST($7 AS text) IS NULL OR scans.name ILIKE $7 ESCAPE '\'
+       OR scans.source ILIKE $7 ESCAPE '\' OR scans.kind ILIKE $7 ESCAPE '\'
+       OR scans.id = $8)
+  AND scans.id < $9
+ORDER BY scans.id DESC LIMIT $10;
 
 -- list_scans_newer
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -701,22 +711,28 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
   AND (CAST($3 AS text) IS NULL OR scans.status = $3)
   AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
   AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
-       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
-       OR scans.id = $7)
-  AND scans.id > $8
-ORDER BY scans.id LIMIT $9;
+  AND (CAST($6 AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = $6)
+  AND (CAST($7 AS text) IS NULL OR scans.name ILIKE $7 ESCAPE '\'
+       OR scans.source ILIKE $7 ESCAPE '\' OR scans.kind ILIKE $7 ESCAPE '\'
+       OR scans.id = $8)
+  AND scans.id > $9
+ORDER BY scans.id LIMIT $10;
 
 -- live_counts
-SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+SELECT scans.endpoint_id, 'queued', count(*),
+       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
 UNION ALL
-SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
 UNION ALL
-SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'QUARANTINED'
 GROUP BY scans.endpoint_id;
@@ -759,14 +775,19 @@ SELECT mf_now();
 SELECT MIN(head.available_at) FROM (
     SELECT (SELECT scans.available_at FROM scans
             WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
+              AND scans.available_at <= mf_now()
+              AND scans.queue NOT IN (
+                  SELECT paused_queues.queue FROM paused_queues
+                  WHERE paused_queues.endpoint_id = endpoints.id
+              )
             ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
     FROM endpoints
-) AS head
-WHERE head.available_at <= mf_now();
+) AS head;
 
 -- oldest_due_of_endpoint
 SELECT available_at FROM scans
 WHERE endpoint_id = $1 AND status = 'QUEUED' AND available_at <= mf_now()
+  AND queue NOT IN (SELECT queue FROM paused_queues WHERE endpoint_id = $1)
 ORDER BY available_at, id LIMIT 1;
 
 -- outcome_totals
@@ -835,6 +856,16 @@ RETURNING paused_at;
 SELECT queue, paused_at, paused_by FROM paused_queues
 WHERE endpoint_id = $1 ORDER BY queue;
 
+-- paused_states
+SELECT SUM(held.unparked), SUM(held.waiting)
+FROM paused_queues CROSS JOIN LATERAL (
+    SELECT count(*) AS unparked,
+           SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
+    FROM scans
+    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+) AS held;
+
 -- pending_states
 SELECT count(*),
        SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < $1
@@ -900,7 +931,8 @@ DELETE FROM scans WHERE id IN (
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
 
 -- queued_states
-SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END), mf_now()
+SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END),
+       SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END), mf_now()
 FROM scans WHERE status = 'QUEUED';
 
 -- record_delivery_minute
@@ -1116,6 +1148,17 @@ WHERE id IN (
 )
 RETURNING id, endpoint_id, queue, name, version, kind, verified, source, created_at,
           available_at;
+
+-- unparked_paused_of_owner
+SELECT paused_queues.endpoint_id, SUM(held.unparked)
+FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
+CROSS JOIN LATERAL (
+    SELECT count(*) AS unparked FROM scans
+    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+) AS held
+WHERE endpoints.owner_id = $1
+GROUP BY paused_queues.endpoint_id;
 
 -- wait
 WITH who AS (
