@@ -6,9 +6,9 @@ for 700 s; three more endpoints hold nothing. The rows are written DIRECTLY WITH
 through the API). Each store call the refresh loop and the board make is timed with nothing
 paused, then with `big` paused through the store (its scans parked) and RETRIES of them sent
 back to it after the pause (unparked, due, older than every `small` scan), once autovacuum
-would have passed. Beside them, the
-yardstick: one statement that reads the paused queue's rows one by one. On PostgreSQL the
-plan of the oldest due scan is printed with the rows it read. Usage:
+would have passed. Beside them, the yardstick: one statement that reads the paused queue's
+parked rows one by one. On PostgreSQL the plans of the oldest due scan and of the QUEUED
+states are printed with the rows each step read. Usage:
 
     .venv/bin/python bench/paused_backlog.py
     .venv/bin/python bench/paused_backlog.py --database-url sqlite:////tmp/paused.db
@@ -28,7 +28,7 @@ from dead_letters import _database, _series
 from mainframe.store import Budget, Store, open_database
 from mainframe.store.audit import CLI
 from mainframe.store.database import Sql, value
-from mainframe.store.fleet_snapshot import OLDEST_DUE, PAUSED_STATES
+from mainframe.store.fleet_snapshot import OLDEST_DUE, QUEUED_STATES
 from mainframe.store.migrate import upgrade
 from mainframe.store.sqlalchemy_engine import create_store_engine
 
@@ -115,7 +115,7 @@ async def measure(store: Store, engine: Engine, label: str, runs: int) -> None:
     print(f"\n{label}: {states}, oldest due age {age:.0f} s")
     cases: dict[str, Callable[[], Awaitable[object]]] = {
         "oldest due scan (OLDEST_DUE)": lambda: one(store, OLDEST_DUE),
-        "paused queues' unparked (PAUSED_STATES)": lambda: one(store, PAUSED_STATES),
+        "QUEUED scans by state (QUEUED_STATES)": lambda: one(store, QUEUED_STATES),
         "the whole snapshot (every refresh)": store.listings.snapshot,
         "the owner's overview (the board)": lambda: store.listings.overview(1),
     }
@@ -132,7 +132,7 @@ async def measure(store: Store, engine: Engine, label: str, runs: int) -> None:
 def pg_plan(engine: Engine) -> None:
     """The plans of the two statements that read a paused queue's scans, with the rows each
     step read (PostgreSQL)."""
-    for sql in (OLDEST_DUE, PAUSED_STATES):
+    for sql in (OLDEST_DUE, QUEUED_STATES):
         with engine.connect() as conn:
             found = conn.execute(text("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql.pg_text))
             print(f"  plan of {sql.name}:")

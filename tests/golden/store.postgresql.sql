@@ -735,7 +735,17 @@ UNION ALL
 SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'QUARANTINED'
-GROUP BY scans.endpoint_id;
+GROUP BY scans.endpoint_id
+UNION ALL
+SELECT paused_queues.endpoint_id, 'unparked', SUM(held.unparked), 0
+FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
+CROSS JOIN LATERAL (
+    SELECT count(*) AS unparked FROM scans
+    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+) AS held
+WHERE endpoints.owner_id = $1
+GROUP BY paused_queues.endpoint_id;
 
 -- live_scan
 SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -856,16 +866,6 @@ RETURNING paused_at;
 SELECT queue, paused_at, paused_by FROM paused_queues
 WHERE endpoint_id = $1 ORDER BY queue;
 
--- paused_states
-SELECT SUM(held.unparked), SUM(held.waiting)
-FROM paused_queues CROSS JOIN LATERAL (
-    SELECT count(*) AS unparked,
-           SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
-    FROM scans
-    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-) AS held;
-
 -- pending_states
 SELECT count(*),
        SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < $1
@@ -931,9 +931,21 @@ DELETE FROM scans WHERE id IN (
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
 
 -- queued_states
-SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END),
-       SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END), mf_now()
-FROM scans WHERE status = 'QUEUED';
+SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+FROM (
+    SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
+           AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
+    FROM scans WHERE status = 'QUEUED'
+) AS queued CROSS JOIN (
+    SELECT SUM(one.unparked) AS unparked, SUM(one.waiting) AS waiting
+    FROM paused_queues CROSS JOIN LATERAL (
+        SELECT count(*) AS unparked,
+               SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
+        FROM scans
+        WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+          AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+    ) AS one
+) AS held;
 
 -- record_delivery_minute
 INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)
@@ -1148,17 +1160,6 @@ WHERE id IN (
 )
 RETURNING id, endpoint_id, queue, name, version, kind, verified, source, created_at,
           available_at;
-
--- unparked_paused_of_owner
-SELECT paused_queues.endpoint_id, SUM(held.unparked)
-FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
-CROSS JOIN LATERAL (
-    SELECT count(*) AS unparked FROM scans
-    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-) AS held
-WHERE endpoints.owner_id = $1
-GROUP BY paused_queues.endpoint_id;
 
 -- wait
 WITH who AS (

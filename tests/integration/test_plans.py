@@ -431,8 +431,12 @@ CASES = {
     "dead_letter_revoked": Case(revoke.DEAD_LETTER_LIVE, {"endpoint": 1, "cause": CAUSE},
                                 LIVE_OF_ENDPOINT, PG_LIVE_OF_ENDPOINT),
     # The metrics' snapshot: each live status through its partial index.
-    "queued_states": Case(fleet_snapshot.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
-                          r"ix_scans_queued$", pg_index("ix_scans_queued")),
+    # Every QUEUED scan through its index, and the paused queues' unparked ones: per paused
+    # queue, its endpoint's unparked rows, never the parked ones (NULL) nor another endpoint's.
+    "queued_states": Case(fleet_snapshot.QUEUED_STATES, {},
+                          (r"^SCAN scans USING (COVERING )?INDEX ix_scans_queued$",
+                           r"^SCAN paused_queues", UNPARKED),
+                          (pg_index("ix_scans_queued"), r"Nested Loop", PG_UNPARKED)),
     "pending_states": Case(fleet_snapshot.PENDING_STATES, {"max_attempts": MAX_ATTEMPTS},
                            r"^SCAN scans USING (COVERING )?INDEX "
                            r"ix_scans_(pending_lease|lease_due)$",
@@ -440,10 +444,6 @@ CASES = {
     "quarantined_count": Case(fleet_snapshot.QUARANTINED_COUNT, {},
                               r"^SCAN scans USING (COVERING )?INDEX ix_scans_quarantined$",
                               pg_index("ix_scans_quarantined")),
-    # A paused queue's unparked scans: per paused queue, the endpoint's unparked rows, never
-    # the parked ones (NULL) nor another endpoint's.
-    "paused_states": Case(fleet_snapshot.PAUSED_STATES, {}, (r"^SCAN paused_queues", UNPARKED),
-                          (r"Nested Loop", pg_index("ix_scans_queued"), PG_UNPARKED)),
     # The oldest scan a poll could lease: per endpoint, a walk of the due rows from the oldest
     # that steps over the paused queues' unparked ones, never over the parked ones.
     "oldest_due": Case(fleet_snapshot.OLDEST_DUE, {},
@@ -451,17 +451,15 @@ CASES = {
                        (pg_index("ix_scans_queued"),
                         r"Index Cond: \(\(endpoint_id = endpoints\.id\) AND \(available_at <= ")),
     # The owner's overview.
+    # Each live status per endpoint, and per paused queue its endpoint's unparked rows (a few
+    # paused queues, grouped by endpoint: a small sort on PostgreSQL too).
     "live_counts": Case(overview.LIVE_COUNTS, {"owner": 1},
-                        sqlite_index("(ix_scans_queued|ix_scans_pending_lease|"
-                                     r"ix_scans_quarantined)") + r"endpoint_id=\?",
+                        (sqlite_index("(ix_scans_queued|ix_scans_pending_lease|"
+                                      r"ix_scans_quarantined)") + r"endpoint_id=\?",
+                         sqlite_index("sqlite_autoindex_paused_queues_1", "paused_queues")
+                         + r"endpoint_id=\?\)", UNPARKED),
                         (pg_index("ix_scans_queued"), PG_PENDING,
-                         pg_index("ix_scans_quarantined")), sorts=SORTS_ON_SQLITE),
-    "unparked_paused_of_owner": Case(overview.UNPARKED_PAUSED, {"owner": 1},
-                                     (sqlite_index("sqlite_autoindex_paused_queues_1",
-                                                   "paused_queues") + r"endpoint_id=\?\)",
-                                      UNPARKED),
-                                     (pg_index("ix_scans_queued"), PG_UNPARKED),
-                                     sorts=SORTS),  # a few paused queues, by endpoint
+                         pg_index("ix_scans_quarantined"), PG_UNPARKED), sorts=SORTS),
     "oldest_due_of_endpoint": Case(overview.OLDEST_DUE_OF_ENDPOINT, {"endpoint": 2}, QUEUED_DUE,
                                    pg_index("ix_scans_queued")),
     "hook_health": Case(overview.HOOK_HEALTH, {"owner": 1},

@@ -62,13 +62,12 @@ def stats_lines(figures: dict[str, Any]) -> list[str]:
         lines.append(f"the oldest scan a poll could lease has waited {age:g} s since it was due")
     else:
         lines.append("no scan a poll could lease is due")
-    if paused:
-        held = (
-            "1 scan held by a paused queue is"
-            if paused == 1
-            else (f"{paused} scans held by paused queues are")
+    if paused == 1:
+        lines.append("1 scan held by a paused queue is not counted there: see paused above")
+    elif paused:
+        lines.append(
+            f"{paused} scans held by paused queues are not counted there: see paused above"
         )
-        lines.append(f"{held} not counted there: see paused above")
     return lines
 
 

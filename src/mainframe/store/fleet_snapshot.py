@@ -13,39 +13,46 @@ from mainframe.lifecycle.rules import QueueState
 from mainframe.store import totals
 from mainframe.store.database import Sql, Tx, first, value
 
-# The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal), with
-# PAUSED_STATES: every QUEUED scan by due time, and the parked ones (available_at NULL), read
-# from ix_scans_queued alone.
+# The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal), in one
+# statement so that its counts are of one moment: every QUEUED scan by due time, and the
+# parked ones (available_at NULL), through ix_scans_queued; then the paused queues' unparked
+# ones (a retry, a lapse or a redrive sent them back after the pause, or the pause has not
+# parked them yet) by due time, per paused queue from its endpoint's unparked part of
+# ix_scans_queued (the parked rows sort apart, NULL), each row's queue read from the table.
+# Nothing more when no queue is paused; never a paused queue's parked backlog. On PostgreSQL
+# the LATERAL keeps that walk per paused queue: a generic plan would rather hash every
+# endpoint's unparked backlog.
 QUEUED_STATES = Sql(
     "queued_states",
     """
-    SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END),
-           SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END), mf_now()
-    FROM scans WHERE status = 'QUEUED'
-    """,
-)
-# The QUEUED scans of paused queues that are not parked (a retry, a lapse or a redrive sent
-# them back after the pause), by due time. Per paused queue, the endpoint's unparked part of
-# ix_scans_queued (the parked rows sort apart, NULL), each row's queue read from the table:
-# nothing when no queue is paused, never a paused queue's parked backlog. On PostgreSQL the
-# LATERAL keeps that walk per paused queue: a generic plan would rather hash every endpoint's
-# unparked backlog.
-PAUSED_STATES = Sql(
-    "paused_states",
-    """
-    SELECT count(*), SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END)
-    FROM paused_queues CROSS JOIN scans
-    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-    """,
-    """
-    SELECT SUM(held.unparked), SUM(held.waiting)
-    FROM paused_queues CROSS JOIN LATERAL (
+    SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+    FROM (
+        SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
+               AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
+        FROM scans WHERE status = 'QUEUED'
+    ) AS queued CROSS JOIN (
         SELECT count(*) AS unparked,
                SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
-        FROM scans
+        FROM paused_queues CROSS JOIN scans
         WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
           AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+    ) AS held
+    """,
+    """
+    SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+    FROM (
+        SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
+               AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
+        FROM scans WHERE status = 'QUEUED'
+    ) AS queued CROSS JOIN (
+        SELECT SUM(one.unparked) AS unparked, SUM(one.waiting) AS waiting
+        FROM paused_queues CROSS JOIN LATERAL (
+            SELECT count(*) AS unparked,
+                   SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
+            FROM scans
+            WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+              AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+        ) AS one
     ) AS held
     """,
 )
@@ -98,15 +105,12 @@ class Snapshot:
 
 async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
     queued = await first(tx, QUEUED_STATES)
-    held = await first(tx, PAUSED_STATES)
     pending = await first(tx, PENDING_STATES, {"max_attempts": max_attempts})
-    assert queued is not None and held is not None and pending is not None
-    total, waiting, parked = (int(n or 0) for n in queued[:3])
-    unparked, held_waiting = int(held[0] or 0), int(held[1] or 0)
+    assert queued is not None and pending is not None
+    total, waiting, parked, unparked, held_waiting = (int(n or 0) for n in queued[:5])
     lapsed, spent = int(pending[1] or 0), int(pending[2] or 0)
     # A paused queue's unparked scans are counted once, as paused, whether due or waiting.
-    scheduled = waiting - held_waiting
-    paused = parked + unparked
+    paused, scheduled = parked + unparked, waiting - held_waiting
     queue = {
         QueueState.QUEUED: total - paused - scheduled,
         QueueState.PAUSED: paused,
@@ -117,4 +121,4 @@ async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
         QueueState.EXHAUSTED: spent,
     }
     oldest = await value(tx, OLDEST_DUE)
-    return Snapshot(int(queued[3]), await totals.read(tx), queue, oldest)
+    return Snapshot(int(queued[5]), await totals.read(tx), queue, oldest)

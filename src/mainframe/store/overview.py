@@ -12,8 +12,11 @@ from mainframe.store.database import Sql, Tx, value
 
 STATUSES = ("queued", "paused", "pending", "finished", "failed", "dead")
 
-# Each live status counted per endpoint with its partial index's literal predicate; the
-# QUEUED ones with how many of them are parked (available_at NULL), in the same walk.
+# Each live status counted per endpoint with its partial index's literal predicate, the
+# QUEUED ones with how many are parked (available_at NULL) in the same walk; then, per
+# endpoint, its paused queues' unparked QUEUED scans (as fleet_snapshot.QUEUED_STATES counts
+# them: the endpoint's unparked part of ix_scans_queued per paused queue). One statement, so
+# the queued and paused depths it yields are of one moment.
 LIVE_COUNTS = Sql(
     "live_counts",
     """
@@ -30,14 +33,8 @@ LIVE_COUNTS = Sql(
     JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
     GROUP BY scans.endpoint_id
-    """,
-)
-# Per endpoint, its paused queues' unparked QUEUED scans (fleet_snapshot.PAUSED_STATES for
-# one owner): the endpoint's unparked part of ix_scans_queued per paused queue.
-UNPARKED_PAUSED = Sql(
-    "unparked_paused_of_owner",
-    """
-    SELECT paused_queues.endpoint_id, count(*)
+    UNION ALL
+    SELECT paused_queues.endpoint_id, 'unparked', count(*), 0
     FROM endpoints CROSS JOIN paused_queues CROSS JOIN scans
     WHERE endpoints.owner_id = :owner AND paused_queues.endpoint_id = endpoints.id
       AND scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
@@ -45,7 +42,21 @@ UNPARKED_PAUSED = Sql(
     GROUP BY paused_queues.endpoint_id
     """,
     """
-    SELECT paused_queues.endpoint_id, SUM(held.unparked)
+    SELECT scans.endpoint_id, 'queued', count(*),
+           SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
+    GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT paused_queues.endpoint_id, 'unparked', SUM(held.unparked), 0
     FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
     CROSS JOIN LATERAL (
         SELECT count(*) AS unparked FROM scans
@@ -127,10 +138,6 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
     for endpoint_id, state, n, unleasable in await tx.rows(LIVE_COUNTS, {"owner": owner_id}):
         live[endpoint_id, state] = int(n)
         parked[endpoint_id] = parked.get(endpoint_id, 0) + int(unleasable or 0)
-    held = {
-        int(endpoint_id): int(n)
-        for endpoint_id, n in await tx.rows(UNPARKED_PAUSED, {"owner": owner_id})
-    }
     ended = await totals.of_owner(tx, owner_id)
     hooked = await _hooks(tx, owner_id)
     cards = []
@@ -138,7 +145,7 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
         done = ended.get(e.id, dict.fromkeys(totals.OUTCOMES, 0))
         # QUEUED in a paused queue, or still parked (lifecycle.rules.queue_state): no poll
         # leases it, so it is not counted as queued.
-        paused = parked.get(e.id, 0) + held.get(e.id, 0)
+        paused = parked.get(e.id, 0) + live.get((e.id, "unparked"), 0)
         counts = {
             "queued": live.get((e.id, "queued"), 0) - paused,
             "paused": paused,
