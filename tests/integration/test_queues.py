@@ -167,12 +167,13 @@ def test_a_paused_queue_is_its_own_state_and_hides_no_other_backlog(world: World
     due_at = world.clock.now_us()
     for name in ("fast-0", "fast-1", "fast-2"):
         world.submit(name, queue="fast")
+    world.clock.advance(1)
     add_endpoint(world.store, "bob", "crates", open_intake=False)
     world.store.intake.submit(world.owner, endpoint="crates", spec=ScanSpec("crate", "1"))
     [retried] = world.store.leasing.lease(world.worker, 1)
     assert retried.name == "fast-0", "the paused queue's due retry is not leased"
     fail(world, retried, retry_after=3600)
-    world.clock.advance(700)
+    world.clock.advance(699)
 
     snap = world.store.listings.snapshot()
     assert states(world) == {
@@ -193,11 +194,16 @@ def test_a_paused_queue_is_its_own_state_and_hides_no_other_backlog(world: World
              if c.name == "npm"]  # fmt: skip
     assert (npm.counts["queued"], npm.counts["paused"]) == (3, 5)  # fast-0 waits, still queued
     assert npm.oldest_queued_at == due_at
+    # With this endpoint's leasable scans out, another endpoint's due scan still counts.
+    assert leased(world) == ["fast-1", "fast-2"]
+    assert world.store.listings.snapshot().oldest_due_at == due_at + 1_000_000, "crates' scan"
 
     assert resume(world).scans == 3
-    assert states(world) == {QueueState.QUEUED: 7, QueueState.SCHEDULED: 2}
+    assert states(world) == {
+        QueueState.QUEUED: 5, QueueState.SCHEDULED: 2, QueueState.PENDING: 2,
+    }  # fmt: skip
     assert world.store.listings.snapshot().oldest_due_at == started, "slow-c's own due time"
-    assert leased(world) == ["slow-a", "slow-c", "slow-d", "slow-e", "fast-1", "fast-2"]
+    assert leased(world) == ["slow-a", "slow-c", "slow-d", "slow-e"], "no redrive needed"
     assert world.published.of(ScanDeadLettered) == []
 
 
