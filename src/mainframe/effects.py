@@ -91,6 +91,7 @@ def _apply_operator(event: Event, metrics: Metrics, log: Any) -> None:
                 "endpoint_revoked", endpoint=event.endpoint, dead_lettered=event.dead_lettered
             )
         case QueuePaused() | QueueResumed():
+            metrics.set_paused(event.endpoint, event.queue, paused=isinstance(event, QueuePaused))
             log.warning(
                 "queue_paused" if isinstance(event, QueuePaused) else "queue_resumed",
                 endpoint=event.endpoint,

@@ -2,7 +2,9 @@
 paused through one of them, workers polling both with complete-and-fetch: no scan of the
 paused queue is leased by either process, the other queue drains, a lease taken before the
 pause completes, and the resume (through the other process) hands the held scans out in the
-order they were submitted; nothing is dead-lettered."""
+order they were submitted; nothing is dead-lettered. The process that pauses or resumes shows
+`mainframe_queue_paused` at once; the other sees it, and the held scans as `paused`, at its
+next reconciliation."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import drop_pg_database, fresh_pg_database
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli
 
 
@@ -87,3 +90,52 @@ def test_no_process_leases_a_paused_queue_and_the_resume_keeps_its_order(
         assert drain([b, a], worker) == [f"held-{i:02}" for i in range(25)]
     for server in (a, b):
         assert not [e for e in server.log_events() if e["event"] == "scan_dead_lettered"]
+
+
+HELD = 'mainframe_queue_paused{endpoint="pypi",queue="held"}'
+
+
+def metrics_of(server: ServerProcess) -> str:
+    return httpx.get(server.url + "/metrics", timeout=10, trust_env=False).text
+
+
+def shows(server: ServerProcess, *lines: str) -> str | None:
+    """The server's /metrics when it holds every line, else None."""
+    text = metrics_of(server)
+    return text if all(line in text.splitlines() for line in lines) else None
+
+
+def test_the_pausing_process_shows_the_gauge_at_once_and_the_other_reconciles_it(
+    pg_url: str, tmp_path: Path
+) -> None:
+    owner = cli(pg_url, "owner", "create", "ops")
+    cli(pg_url, "endpoint", "create", "pypi", "--owner", "ops")
+    source = cli(pg_url, "token", "create", "--endpoint", "pypi", "--source", "feed")
+    # `a` never reconciles during the test: what it shows, it set itself.
+    never, often = (
+        {"MAINFRAME_METRICS_REFRESH_SECONDS": "600"},
+        {"MAINFRAME_METRICS_REFRESH_SECONDS": "0.5"},
+    )
+    with (
+        ServerProcess(pg_url, tmp_path, **never) as a,
+        ServerProcess(pg_url, tmp_path, **often) as b,
+        httpx.Client(base_url=a.url, headers=auth(owner), timeout=10) as http,
+    ):
+        for name, queue in (("h1", "held"), ("h2", "held"), ("h3", "held"), ("f1", "free")):
+            body = {"name": name, "version": "1", "queue": queue}
+            submitted = http.post("/api/v1/scans", json=body, headers=auth(source))
+            assert submitted.status_code == 201
+        assert http.post("/api/v1/endpoints/pypi/queues/held/pause").status_code == 200
+        assert shows(a, f"{HELD} 1.0", 'packages_queue{state="paused"} 0.0'), metrics_of(a)
+        wait_for(
+            lambda: shows(b, f"{HELD} 1.0", 'packages_queue{state="paused"} 3.0',
+                          'packages_queue{state="queued"} 1.0'),
+            timeout=15, what="the other process reconciled the pause",
+        )  # fmt: skip
+        assert http.post("/api/v1/endpoints/pypi/queues/held/resume").status_code == 200
+        assert shows(a, f"{HELD} 0.0"), metrics_of(a)
+        wait_for(
+            lambda: shows(b, f"{HELD} 0.0", 'packages_queue{state="paused"} 0.0',
+                          'packages_queue{state="queued"} 4.0'),
+            timeout=15, what="the other process reconciled the resume",
+        )  # fmt: skip

@@ -273,11 +273,16 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
   AND (CAST($3 AS text) IS NULL OR scans.status = $3)
   AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
   AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
-       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
-       OR scans.id = $7)
-  AND scans.id < $8
-ORDER BY scans.id DESC LIMIT $9
+  AND (CAST($6 AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = $6)
+  AND (CAST($7 AS text) IS NULL OR scans.name ILIKE $7 ESCAPE '\'
+       OR scans.source ILIKE $7 ESCAPE '\' OR scans.kind ILIKE $7 ESCAPE '\'
+       OR scans.id = $8)
+  AND scans.id < $9
+ORDER BY scans.id DESC LIMIT $10
 ) AS capped;
 
 -- dead_letter_ids
@@ -688,11 +693,16 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
   AND (CAST($3 AS text) IS NULL OR scans.status = $3)
   AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
   AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
-       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
-       OR scans.id = $7)
-  AND scans.id < $8
-ORDER BY scans.id DESC LIMIT $9;
+  AND (CAST($6 AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = $6)
+  AND (CAST($7 AS text) IS NULL OR scans.name ILIKE $7 ESCAPE '\'
+       OR scans.source ILIKE $7 ESCAPE '\' OR scans.kind ILIKE $7 ESCAPE '\'
+       OR scans.id = $8)
+  AND scans.id < $9
+ORDER BY scans.id DESC LIMIT $10;
 
 -- list_scans_newer
 SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
@@ -707,25 +717,41 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = $1
   AND (CAST($3 AS text) IS NULL OR scans.status = $3)
   AND (CAST($4 AS text) IS NULL OR scans.queue = $4)
   AND (CAST($5 AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = $5)
-  AND (CAST($6 AS text) IS NULL OR scans.name ILIKE $6 ESCAPE '\'
-       OR scans.source ILIKE $6 ESCAPE '\' OR scans.kind ILIKE $6 ESCAPE '\'
-       OR scans.id = $7)
-  AND scans.id > $8
-ORDER BY scans.id LIMIT $9;
+  AND (CAST($6 AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = $6)
+  AND (CAST($7 AS text) IS NULL OR scans.name ILIKE $7 ESCAPE '\'
+       OR scans.source ILIKE $7 ESCAPE '\' OR scans.kind ILIKE $7 ESCAPE '\'
+       OR scans.id = $8)
+  AND scans.id > $9
+ORDER BY scans.id LIMIT $10;
 
 -- live_counts
-SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+SELECT scans.endpoint_id, 'queued', count(*),
+       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
 UNION ALL
-SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
 UNION ALL
-SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = $1 AND scans.status = 'QUARANTINED'
-GROUP BY scans.endpoint_id;
+GROUP BY scans.endpoint_id
+UNION ALL
+SELECT paused_queues.endpoint_id, 'unparked', SUM(held.unparked), 0
+FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
+CROSS JOIN LATERAL (
+    SELECT count(*) AS unparked FROM scans
+    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+) AS held
+WHERE endpoints.owner_id = $1
+GROUP BY paused_queues.endpoint_id;
 
 -- live_scan
 SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -765,14 +791,19 @@ SELECT mf_now();
 SELECT MIN(head.available_at) FROM (
     SELECT (SELECT scans.available_at FROM scans
             WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
+              AND scans.available_at <= mf_now()
+              AND scans.queue NOT IN (
+                  SELECT paused_queues.queue FROM paused_queues
+                  WHERE paused_queues.endpoint_id = endpoints.id
+              )
             ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
     FROM endpoints
-) AS head
-WHERE head.available_at <= mf_now();
+) AS head;
 
 -- oldest_due_of_endpoint
 SELECT available_at FROM scans
 WHERE endpoint_id = $1 AND status = 'QUEUED' AND available_at <= mf_now()
+  AND queue NOT IN (SELECT queue FROM paused_queues WHERE endpoint_id = $1)
 ORDER BY available_at, id LIMIT 1;
 
 -- outcome_totals
@@ -906,8 +937,21 @@ DELETE FROM scans WHERE id IN (
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
 
 -- queued_states
-SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END), mf_now()
-FROM scans WHERE status = 'QUEUED';
+SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+FROM (
+    SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
+           AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
+    FROM scans WHERE status = 'QUEUED'
+) AS queued CROSS JOIN (
+    SELECT SUM(one.unparked) AS unparked, SUM(one.waiting) AS waiting
+    FROM paused_queues CROSS JOIN LATERAL (
+        SELECT count(*) AS unparked,
+               SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
+        FROM scans
+        WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+          AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+    ) AS one
+) AS held;
 
 -- record_delivery_minute
 INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)

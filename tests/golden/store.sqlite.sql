@@ -191,6 +191,11 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:status IS NULL OR scans.status = :status)
   AND (:queue IS NULL OR scans.queue = :queue)
   AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+  AND (:paused IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = :paused)
   AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
        OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
        OR scans.id = :term_id)
@@ -598,6 +603,11 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:status IS NULL OR scans.status = :status)
   AND (:queue IS NULL OR scans.queue = :queue)
   AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+  AND (:paused IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = :paused)
   AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
        OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
        OR scans.id = :term_id)
@@ -617,6 +627,11 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:status IS NULL OR scans.status = :status)
   AND (:queue IS NULL OR scans.queue = :queue)
   AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+  AND (:paused IS NULL OR (scans.status = 'QUEUED' AND (
+      scans.available_at IS NULL OR EXISTS (
+          SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+            AND paused_queues.queue = scans.queue
+      ))) = :paused)
   AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\'
        OR scans.source LIKE :pattern ESCAPE '\' OR scans.kind LIKE :pattern ESCAPE '\'
        OR scans.id = :term_id)
@@ -624,18 +639,26 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
 ORDER BY scans.id LIMIT :limit;
 
 -- live_counts
-SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+SELECT scans.endpoint_id, 'queued', count(*),
+       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
 UNION ALL
-SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
 UNION ALL
-SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
-GROUP BY scans.endpoint_id;
+GROUP BY scans.endpoint_id
+UNION ALL
+SELECT paused_queues.endpoint_id, 'unparked', count(*), 0
+FROM endpoints CROSS JOIN paused_queues CROSS JOIN scans
+WHERE endpoints.owner_id = :owner AND paused_queues.endpoint_id = endpoints.id
+  AND scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+  AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+GROUP BY paused_queues.endpoint_id;
 
 -- live_scan
 SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -674,14 +697,19 @@ SELECT mf_now();
 SELECT MIN(head.available_at) FROM (
     SELECT (SELECT scans.available_at FROM scans
             WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
+              AND scans.available_at <= mf_now()
+              AND scans.queue NOT IN (
+                  SELECT paused_queues.queue FROM paused_queues
+                  WHERE paused_queues.endpoint_id = endpoints.id
+              )
             ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
     FROM endpoints
-) AS head
-WHERE head.available_at <= mf_now();
+) AS head;
 
 -- oldest_due_of_endpoint
 SELECT available_at FROM scans
 WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at <= mf_now()
+  AND queue NOT IN (SELECT queue FROM paused_queues WHERE endpoint_id = :endpoint)
 ORDER BY available_at, id LIMIT 1;
 
 -- outcome_totals
@@ -811,8 +839,18 @@ DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids));
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
 
 -- queued_states
-SELECT count(*), SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END), mf_now()
-FROM scans WHERE status = 'QUEUED';
+SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+FROM (
+    SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
+           AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
+    FROM scans WHERE status = 'QUEUED'
+) AS queued CROSS JOIN (
+    SELECT count(*) AS unparked,
+           SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
+    FROM paused_queues CROSS JOIN scans
+    WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+) AS held;
 
 -- record_delivery_minute
 INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)

@@ -353,8 +353,39 @@ def test_pill_counts_follow_the_filter(board: Desk) -> None:
             rows = listed.split('aria-label="Scans"')[1].count("<tr>") - 1  # the listing's
             assert int(count) == max(rows, 0), (query, pill)
     counts = dict(re.findall(r'data-pill="(\w+)">(\d+)<', board.client.get("/board?q=left").text))
-    assert counts == {"all": "3", "queued": "1", "pending": "0", "finished": "0", "failed": "0",
-                      "dead": "2"}  # fmt: skip
+    assert counts == {"all": "3", "queued": "1", "paused": "0", "pending": "0", "finished": "0",
+                      "failed": "0", "dead": "2"}  # fmt: skip
+
+
+def test_a_paused_queues_scans_have_their_own_pill_and_depth(board: Desk) -> None:
+    """Parked scans and one redriven into the paused queue are Paused, not Queued: each pill
+    counts what it lists, and the endpoint's card shows the same depths."""
+    gone = board.dead("gone", queue="held")
+    for name in ("held-1", "held-2"):
+        board.ok("POST", "/api/v1/scans", board.source, {"name": name, "version": "1",
+                                                         "queue": "held"})  # fmt: skip
+    board.ok("POST", "/api/v1/scans", board.source, {"name": "free", "version": "1"})
+    board.ok("POST", "/api/v1/endpoints/pypi/queues/held/pause", board.alice)
+    board.ok("POST", "/api/v1/dead-letters/redrive", board.alice, {"scan_ids": [gone]})
+    sign_in(board, board.alice)
+    expected = {"": "130", "queue=held": "030", "q=held": "020", "endpoint=pypi": "130"}
+    for query, (queued, paused, dead) in expected.items():
+        html = board.client.get(f"/board?{query}").text
+        counts = dict(re.findall(r'data-pill="(\w+)">(\d+)<', html))
+        assert (counts["queued"], counts["paused"], counts["dead"]) == (queued, paused, dead)
+        for pill, count in counts.items():
+            listed = board.client.get(f"/board?{query}&status={pill}").text
+            rows = listed.split('aria-label="Scans"')[1].count("<tr>") - 1
+            assert int(count) == max(rows, 0), (query, pill)
+    paused = board.client.get("/board?status=paused").text
+    assert sorted(re.findall(r"<bdi>(held-\d|gone)</bdi>", paused)) == ["gone", "held-1", "held-2"]
+    card = board.client.get("/board/endpoints/pypi").text
+    depths = dict(re.findall(r"<dt>(\w+)</dt><dd>(\d+)</dd>", card))
+    assert (depths["queued"], depths["paused"]) == ("1", "3")
+    overview = board.ok("GET", "/api/v1/overview", board.alice)
+    [pypi] = [c for c in overview["endpoints"] if c["endpoint"] == "pypi"]
+    assert (pypi["counts"]["queued"], pypi["counts"]["paused"]) == (1, 3)
+    assert overview["totals"]["paused"] == 3
 
 
 def test_pages_go_both_ways_and_keep_the_filter(

@@ -68,6 +68,7 @@ from mainframe.store.schema import (
     delivery_counts,
     endpoints,
     owners,
+    paused_queues,
     scan_totals,
     tokens,
 )
@@ -134,6 +135,14 @@ _SEGMENTS = (
                       "lease_expires_at": "CASE WHEN i % 10 = 0 THEN :now - (501 - i) * 1000 "
                                           "ELSE :now + 30000000 - (501 - i) END"}),
     ("QUARANTINED", 200, {"verified": "FALSE", "source": "NULL", "worker": "NULL"}),
+    # Endpoint 2's paused queue: parked (no available_at, the due time kept), but for one in
+    # twenty that a retry sent back after the pause, due or waiting out a backoff.
+    ("QUEUED", 2_000, {"endpoint_id": "2", "queue": "'held'", "name": "'held' || CAST(i AS TEXT)",
+                       "worker": "NULL",
+                       "attempt_count": "CASE WHEN i % 20 = 0 THEN 1 ELSE 0 END",
+                       "available_at": "CASE WHEN i % 20 = 0 THEN :now + (i % 40 - 10) * 1000000 "
+                                       "END",
+                       "paused_due_at": "CASE WHEN i % 20 = 0 THEN NULL ELSE t END"}),
 )
 # fmt: on
 PENDING_ID = 300_010  # the tenth PENDING row: endpoint 1, attempt 2, assignment a-10, lapsed
@@ -252,11 +261,25 @@ def _fill_operations(conn: Connection) -> None:
     )  # fmt: skip
 
 
+def _fill_paused(conn: Connection) -> None:
+    """Paused queues: endpoint 2's `held` (its scans are the last segment) and one queue of a
+    few other endpoints."""
+    conn.execute(
+        insert(paused_queues),
+        [
+            {"endpoint_id": e, "queue": "held" if e == 2 else "default", "paused_at": NOW,
+             "paused_by": "ops"}
+            for e in (2, *range(10, ENDPOINTS + 1, 10))
+        ],
+    )  # fmt: skip
+
+
 def _fill(conn: Connection) -> None:
     """Every table written directly: this measures plans, not intake."""
     _fill_accounts(conn)
     _fill_scans(conn)
     _fill_operations(conn)
+    _fill_paused(conn)
 
 
 @pytest.fixture(scope="module", params=DATABASES)
@@ -274,6 +297,13 @@ PG_WHO = pg_index("tokens_token_hash_key", "tokens")
 PK = sqlite_pk()
 PG_PK = pg_index("scans_pkey")
 QUEUED_DUE = sqlite_index("ix_scans_queued") + r"endpoint_id=\? AND available_at<\?\)"
+# A paused queue's unparked scans: its endpoint's QUEUED rows that have a due time, never the
+# parked ones (NULL).
+UNPARKED = sqlite_index("ix_scans_queued") + r"endpoint_id=\? AND available_at>\?\)"
+PG_UNPARKED = (
+    r"Index Cond: \(\(endpoint_id = paused_queues\.endpoint_id\) AND "
+    r"\(available_at IS NOT NULL\)\)"
+)
 # A generic plan may take either PENDING-only index for one endpoint's leases: both read
 # leases in flight, never the queue or the history.
 PG_PENDING = pg_index("ix_scans_(pending_lease|lease_due)")
@@ -309,7 +339,7 @@ TOUCH = {"digest": WORKER, "timeout": JOB_TIMEOUT_US, "scan": PENDING_ID, "attem
          "assignment": "a-10"}  # fmt: skip
 ITEM = {"queue": "default", "name": "QUEUED4", "version": "1.0", "kind": "scan", "payload": None}
 LIST = {"owner": 1, "endpoint": None, "status": None, "queue": None, "dead": None,
-        "before": queries.NEWEST, "limit": 50} | terms(None)  # fmt: skip
+        "paused": None, "before": queries.NEWEST, "limit": 50} | terms(None)  # fmt: skip
 HOOK = {"hook": 5, "endpoint": 2}
 HOOK_BY_KEY = (sqlite_pk("hooks"), pg_index("hooks_pkey", "hooks"))
 SESSION = {"session": _digest("session1")}
@@ -401,8 +431,12 @@ CASES = {
     "dead_letter_revoked": Case(revoke.DEAD_LETTER_LIVE, {"endpoint": 1, "cause": CAUSE},
                                 LIVE_OF_ENDPOINT, PG_LIVE_OF_ENDPOINT),
     # The metrics' snapshot: each live status through its partial index.
-    "queued_states": Case(fleet_snapshot.QUEUED_STATES, {}, r"^SCAN scans USING (COVERING )?INDEX "
-                          r"ix_scans_queued$", pg_index("ix_scans_queued")),
+    # Every QUEUED scan through its index, and the paused queues' unparked ones: per paused
+    # queue, its endpoint's unparked rows, never the parked ones (NULL) nor another endpoint's.
+    "queued_states": Case(fleet_snapshot.QUEUED_STATES, {},
+                          (r"^SCAN scans USING (COVERING )?INDEX ix_scans_queued$",
+                           r"^SCAN paused_queues", UNPARKED),
+                          (pg_index("ix_scans_queued"), r"Nested Loop", PG_UNPARKED)),
     "pending_states": Case(fleet_snapshot.PENDING_STATES, {"max_attempts": MAX_ATTEMPTS},
                            r"^SCAN scans USING (COVERING )?INDEX "
                            r"ix_scans_(pending_lease|lease_due)$",
@@ -410,16 +444,23 @@ CASES = {
     "quarantined_count": Case(fleet_snapshot.QUARANTINED_COUNT, {},
                               r"^SCAN scans USING (COVERING )?INDEX ix_scans_quarantined$",
                               pg_index("ix_scans_quarantined")),
+    # The oldest scan a poll could lease: per endpoint, a walk of the due rows from the oldest
+    # that steps over the paused queues' unparked ones, never over the parked ones.
     "oldest_due": Case(fleet_snapshot.OLDEST_DUE, {},
-                       sqlite_index("ix_scans_queued") + r"endpoint_id=\?\)",
-                       pg_index("ix_scans_queued")),
+                       sqlite_index("ix_scans_queued") + r"endpoint_id=\? AND available_at<\?\)",
+                       (pg_index("ix_scans_queued"),
+                        r"Index Cond: \(\(endpoint_id = endpoints\.id\) AND \(available_at <= ")),
     # The owner's overview.
+    # Each live status per endpoint, and per paused queue its endpoint's unparked rows (a few
+    # paused queues, grouped by endpoint: a small sort on PostgreSQL too).
     "live_counts": Case(overview.LIVE_COUNTS, {"owner": 1},
-                        sqlite_index("(ix_scans_queued|ix_scans_pending_lease|"
-                                     r"ix_scans_quarantined)") + r"endpoint_id=\?",
+                        (sqlite_index("(ix_scans_queued|ix_scans_pending_lease|"
+                                      r"ix_scans_quarantined)") + r"endpoint_id=\?",
+                         sqlite_index("sqlite_autoindex_paused_queues_1", "paused_queues")
+                         + r"endpoint_id=\?\)", UNPARKED),
                         (pg_index("ix_scans_queued"), PG_PENDING,
-                         pg_index("ix_scans_quarantined")), sorts=SORTS_ON_SQLITE),
-    "oldest_due_of_endpoint": Case(overview.OLDEST_DUE_OF_ENDPOINT, {"endpoint": 1}, QUEUED_DUE,
+                         pg_index("ix_scans_quarantined"), PG_UNPARKED), sorts=SORTS),
+    "oldest_due_of_endpoint": Case(overview.OLDEST_DUE_OF_ENDPOINT, {"endpoint": 2}, QUEUED_DUE,
                                    pg_index("ix_scans_queued")),
     "hook_health": Case(overview.HOOK_HEALTH, {"owner": 1},
                         (sqlite_index("ix_endpoints_owner_id", "endpoints"),
@@ -437,6 +478,7 @@ CASES = {
                                   r"Index Scan Backward using scans_pkey on scans\b")
        for label, extra in (("", {}), ("_page", {"before": 40_000}),
                             ("_filtered", {"status": "QUARANTINED", "endpoint": "npm"}),
+                            ("_paused", {"status": "QUEUED", "paused": True}),
                             ("_search", terms("QUEUED4")))},
     # The way back from a later page walks the primary key forwards from its cursor.
     "list_scans_newer": Case(queries.LIST_SCANS_NEWER, LIST | {"newer_than": 40_000},
@@ -449,7 +491,9 @@ CASES = {
                                     sqlite_pk("endpoints")),
                                    r"Index Scan Backward using scans_pkey on scans\b")
        for label, extra in (("", {"queue": "default"}), ("_search", terms("QUEUED4")),
-                            ("_of_a_status", {"status": "QUEUED"} | terms("QUEUED4")))},
+                            ("_of_a_status", {"status": "QUEUED"} | terms("QUEUED4")),
+                            ("_not_paused", {"status": "QUEUED", "paused": False,
+                                             "queue": "held"}))},
     # Accounts.
     "authenticate": Case(authentication.AUTHENTICATE, {"digest": WORKER}, WHO, PG_WHO),
     "owner_id": Case(store_owners.OWNER_ID, {"name": "owner1"},

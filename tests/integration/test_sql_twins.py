@@ -1,7 +1,9 @@
 """The pure lifecycle rules and their SQL twins agree on every database.
 
-`lifecycle.rules.queue_state` names the state a live scan counts under, and
-`fleet_snapshot.snapshot` counts the same states in SQL, judged by `mf_now()`;
+`lifecycle.rules.queue_state` names the state a live scan counts under (a paused queue's
+scans, parked or sent back after the pause, are `paused`), and `fleet_snapshot.snapshot`
+counts the same states in SQL, judged by `mf_now()`, with the oldest due time over the scans
+the rule calls `queued`;
 `lifecycle.rules.diagnose_stale` says why a report misses the current assignment, and the
 compare-and-set the server runs to close a result (COMPLETE on PostgreSQL, CLOSE_RESULTS on
 SQLite) or to touch a lease (HEARTBEAT, WAIT, RESUME) must miss exactly then, refusing with
@@ -38,7 +40,7 @@ from mainframe.store import Presented, Report, Stale, fleet_snapshot
 from mainframe.store.authentication import digest
 from mainframe.store.database import Database
 from mainframe.store.owners import OPERATOR
-from mainframe.store.schema import delivery_counts, scans
+from mainframe.store.schema import delivery_counts, paused_queues, scans
 from mainframe.store.sqlalchemy_engine import create_store_engine
 from tests.integration.conftest import MAX_ATTEMPTS, blocking_store
 
@@ -60,6 +62,8 @@ class Row:
     attempt_count: int
     worker: str | None = "w1"
     assignment_id: str | None = None
+    endpoint: int = 0  # which of the two endpoints holds it
+    queue: str = "default"
 
 
 @dataclass
@@ -70,10 +74,21 @@ class Twins:
     engine: Engine
     endpoint_id: int
     tokens: dict[str, Presented]  # by worker name
+    other_endpoint_id: int
 
-    def insert(self, rows: list[Row]) -> list[int]:
-        """Write the rows as scans of the endpoint, committed; their ids."""
+    def insert(
+        self, rows: list[Row], paused: frozenset[tuple[int, str]] = frozenset()
+    ) -> list[int]:
+        """Write the rows as scans (of the endpoint, or the other), and the paused queues
+        named by (endpoint, queue), committed; the scans' ids."""
         with self.engine.begin() as conn:
+            for endpoint, queue in sorted(paused):
+                conn.execute(
+                    insert(paused_queues).values(
+                        endpoint_id=self._endpoint(endpoint), queue=queue, paused_at=NOW - 1_000,
+                        paused_by="ops",
+                    )
+                )  # fmt: skip
             return [
                 conn.execute(
                     insert(scans).values(**self._values(number, row)).returning(scans.c.id)
@@ -81,10 +96,13 @@ class Twins:
                 for number, row in enumerate(rows, start=1)
             ]
 
+    def _endpoint(self, index: int) -> int:
+        return self.other_endpoint_id if index else self.endpoint_id
+
     def _values(self, number: int, row: Row) -> dict[str, object]:
         return {
-            "endpoint_id": self.endpoint_id,
-            "queue": "default",
+            "endpoint_id": self._endpoint(row.endpoint),
+            "queue": row.queue,
             "name": f"pkg{number}",
             "version": "1.0",
             "kind": "scan",
@@ -104,6 +122,7 @@ class Twins:
         with self.engine.begin() as conn:
             conn.execute(text("DELETE FROM attempts"))
             conn.execute(text("DELETE FROM scans"))
+            conn.execute(text("DELETE FROM paused_queues"))
 
 
 @pytest.fixture
@@ -121,8 +140,11 @@ def twins(database_url: str, loop: BlockingPortal) -> Iterator[Twins]:
         for worker in ("w1", "w2")
     }
     tokens = {worker: Presented(digest(secret)) for worker, secret in secrets.items()}
+    other = store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "npm", open_intake=False, origin="cli"
+    )
     engine = create_store_engine(database_url)
-    yield Twins(store, engine, endpoint.id, tokens)
+    yield Twins(store, engine, endpoint.id, tokens, other.id)
     engine.dispose()
     store.close()
 
@@ -131,23 +153,33 @@ def twins(database_url: str, loop: BlockingPortal) -> Iterator[Twins]:
 _near = st.integers(min_value=-2, max_value=2).map(lambda d: NOW + d)
 
 
+QUEUES = ("default", "held")
+
+
 @st.composite
 def live_rows(draw: st.DrawFn) -> Row:
     """A scan in any status, most often one of the two whose state turns on a boundary
     (a due time, a lapse, the attempt cap), its timestamps as the store keeps them: a QUEUED
-    scan always has `available_at`, a PENDING one always has a lease expiry."""
+    scan has `available_at` unless a pause parked it, a PENDING one always has a lease
+    expiry; in either endpoint and queue, so some stand in a paused queue."""
     status = draw(st.sampled_from([Status.QUEUED, Status.PENDING]) | st.sampled_from(list(Status)))
     lease = draw(_near) if status is Status.PENDING else draw(st.none() | _near)
-    available = draw(_near) if status is Status.QUEUED else draw(st.none() | _near)
+    available = draw(_near | st.none()) if status is Status.QUEUED else draw(st.none() | _near)
     cap = st.sampled_from([MAX_ATTEMPTS - 1, MAX_ATTEMPTS])
     attempts = draw(cap | st.integers(min_value=0, max_value=MAX_ATTEMPTS + 1))
-    return Row(status, lease, available, attempts)
+    where = {"endpoint": draw(st.sampled_from([0, 1])), "queue": draw(st.sampled_from(QUEUES))}
+    return Row(status, lease, available, attempts, **where)
 
 
-def _expected_queue(rows: list[Row]) -> dict[QueueState, int]:
-    states = [
+# Which (endpoint, queue) pairs are paused: none, some or all.
+paused_sets = st.frozensets(st.tuples(st.sampled_from([0, 1]), st.sampled_from(QUEUES)))
+
+
+def _states(rows: list[Row], paused: frozenset[tuple[int, str]]) -> list[QueueState | None]:
+    return [
         queue_state(
             status=row.status,
+            queue_paused=(row.endpoint, row.queue) in paused,
             lease_expires_at=row.lease_expires_at,
             available_at=row.available_at,
             attempt_count=row.attempt_count,
@@ -156,6 +188,9 @@ def _expected_queue(rows: list[Row]) -> dict[QueueState, int]:
         )
         for row in rows
     ]
+
+
+def _expected_queue(states: list[QueueState | None]) -> dict[QueueState, int]:
     counted = Counter(state for state in states if state is not None)
     return {state: counted.get(state, 0) for state in QueueState}
 
@@ -166,20 +201,23 @@ async def _snapshot(db: Database) -> fleet_snapshot.Snapshot:
 
 
 @EXAMPLES
-@given(rows=st.lists(live_rows(), max_size=12))
-def test_the_metrics_count_each_scan_where_the_rule_puts_it(twins: Twins, rows: list[Row]) -> None:
-    twins.insert(rows)
+@given(rows=st.lists(live_rows(), max_size=12), paused=paused_sets)
+def test_the_metrics_count_each_scan_where_the_rule_puts_it(
+    twins: Twins, rows: list[Row], paused: frozenset[tuple[int, str]]
+) -> None:
+    twins.insert(rows, paused)
     try:
         found = twins.store.run(_snapshot, twins.store.target.db)
     finally:
         twins.clear()
     assert found.taken_at == NOW
-    assert found.queue == _expected_queue(rows)
+    states = _states(rows, paused)
+    assert found.queue == _expected_queue(states)
+    # The oldest due time is over the scans a poll could lease: those the rule calls queued.
     due = [
         row.available_at
-        for row in rows
-        if row.status is Status.QUEUED and row.available_at is not None
-        if row.available_at <= NOW
+        for row, state in zip(rows, states, strict=True)
+        if state is QueueState.QUEUED and row.available_at is not None
     ]
     assert found.oldest_due_at == (min(due) if due else None)
 

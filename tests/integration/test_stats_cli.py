@@ -46,3 +46,28 @@ def test_stats_in_words_and_as_nested_json(tmp_path: Path) -> None:
     assert figures["queue"] == dict.fromkeys(QUEUE_MEANINGS, 0) | {"queued": 1, "pending": 1}
     assert figures["outcomes"] == dict.fromkeys(OUTCOME_MEANINGS, 0) | {"finished": 1}
     assert figures["oldest_queued_age_seconds"] >= 0
+
+
+def test_stats_show_a_paused_queues_scans_apart_from_the_due_backlog(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    assert cli_run(url, "db", "upgrade").exit_code == 0
+    cli(url, "owner", "create", "alice")
+    cli(url, "endpoint", "create", "pypi")
+    source_secret = cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed")
+    with portal() as loop:
+        store = Blocking(
+            Store.build(open_database(url), Budget.of(job_timeout=30, max_attempts=3)), loop
+        )
+        source = store.authentication.authenticate(source_secret)
+        for name, queue in (("a", "slow"), ("b", "slow"), ("c", "fast")):
+            store.intake.submit(source, endpoint=None, spec=ScanSpec(name, "1", queue))
+        store.close()
+    assert "paused; 2 scans held back" in cli(url, "queue", "pause", "pypi", "slow")
+
+    figures = json.loads(cli_run(url, "stats", "--json").stdout)
+    assert figures["queue"] == dict.fromkeys(QUEUE_MEANINGS, 0) | {"queued": 1, "paused": 2}
+    assert figures["oldest_queued_age_seconds"] > 0, "the fast queue's scan is due and waits"
+    lines = cli_run(url, "stats").stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines if line and not line.isupper()}
+    assert rows["paused"].split()[1] == "2" and QUEUE_MEANINGS["paused"] in rows["paused"]
+    assert "2 scans held by paused queues are not counted there: see paused above" in lines

@@ -85,20 +85,27 @@ def test_lapse_reasons_name_the_kind_of_lease() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "expires", "available", "count", "expected"),
+    ("status", "paused", "expires", "available", "count", "expected"),
     [
-        (Status.QUEUED, None, 100, 0, QueueState.QUEUED),
-        (Status.QUEUED, None, 101, 1, QueueState.SCHEDULED),
-        (Status.QUARANTINED, None, None, 0, QueueState.QUARANTINED),
-        (Status.PENDING, 101, None, 3, QueueState.PENDING),
-        (Status.PENDING, 100, None, 2, QueueState.PENDING),
-        (Status.PENDING, 99, None, 2, QueueState.RETRYABLE),
-        (Status.PENDING, 99, None, 3, QueueState.EXHAUSTED),
-        (Status.FINISHED, None, None, 1, None),
+        (Status.QUEUED, False, None, 100, 0, QueueState.QUEUED),
+        (Status.QUEUED, False, None, 101, 1, QueueState.SCHEDULED),
+        # A paused queue's scans are paused, parked or not, due or waiting a backoff.
+        (Status.QUEUED, True, None, None, 0, QueueState.PAUSED),
+        (Status.QUEUED, True, None, 100, 1, QueueState.PAUSED),
+        (Status.QUEUED, True, None, 101, 1, QueueState.PAUSED),
+        # Still parked after its queue was resumed (a resume cut short): no poll reaches it.
+        (Status.QUEUED, False, None, None, 0, QueueState.PAUSED),
+        (Status.QUARANTINED, True, None, None, 0, QueueState.QUARANTINED),
+        (Status.PENDING, True, 101, None, 3, QueueState.PENDING),
+        (Status.PENDING, False, 100, None, 2, QueueState.PENDING),
+        (Status.PENDING, True, 99, None, 2, QueueState.RETRYABLE),
+        (Status.PENDING, False, 99, None, 3, QueueState.EXHAUSTED),
+        (Status.FINISHED, True, None, None, 1, None),
     ],
 )
 def test_queue_state(
     status: Status,
+    paused: bool,
     expires: int | None,
     available: int | None,
     count: int,
@@ -106,6 +113,7 @@ def test_queue_state(
 ) -> None:
     state = queue_state(
         status=status,
+        queue_paused=paused,
         lease_expires_at=expires,
         available_at=available,
         attempt_count=count,

@@ -17,10 +17,12 @@ from mainframe.lifecycle.rules import DeadLetterReason, Status
 from mainframe.store.dead_letters import DeadLetterFilter
 from mainframe.store.queries import ListingFilter
 
-# The pills, in the order shown, and the status each lists (None: every status).
+# The pills, in the order shown, and the status each lists (None: every status). Queued and
+# Paused part the QUEUED scans: Paused lists those a paused queue holds, which no poll leases.
 PILLS: dict[str, Status | None] = {
     "all": None,
     "queued": Status.QUEUED,
+    "paused": Status.QUEUED,
     "pending": Status.PENDING,
     "finished": Status.FINISHED,
     "failed": Status.FAILED,
@@ -30,6 +32,7 @@ PILLS: dict[str, Status | None] = {
 TITLES = {
     "all": "All scans",
     "queued": "Queued scans",
+    "paused": "Scans held by a paused queue",
     "pending": "Pending scans",
     "finished": "Finished scans",
     "failed": "Failed scans",
@@ -69,8 +72,9 @@ class BoardFilter:
         key = pill or self.pill
         status = PILLS[key]
         dead = True if key == "dead" else False if key == "failed" else None
+        paused = True if key == "paused" else False if key == "queued" else None
         return ListingFilter(
-            self.endpoint, status.value if status else None, self.queue, dead, self.q
+            self.endpoint, status.value if status else None, self.queue, dead, self.q, paused
         )
 
     @property

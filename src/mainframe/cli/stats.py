@@ -17,6 +17,7 @@ stats_command = typer.Typer(add_completion=False, rich_markup_mode=None)
 # "Reading `mainframe stats`"; the states are DESIGN's queue states of packages_queue).
 QUEUE_MEANINGS = {
     "queued": "due now: the next poll leases it",
+    "paused": "in a paused queue: no poll leases it until the queue is resumed",
     "scheduled": "waiting out a retry's backoff; due at its available_at",
     "pending": "leased to a worker (or parked in a wait), lease still live",
     "retryable": "lease lapsed with attempts left: the next poll hands it on",
@@ -33,8 +34,8 @@ OUTCOME_WORDS = {"dead_lettered": "dead letters"}
 
 
 def stats_figures(snapshot: Snapshot) -> dict[str, Any]:
-    """The snapshot as nested plain keys: live scans by state, scans by outcome, and the age
-    of the oldest due scan."""
+    """The snapshot as nested plain keys: live scans by state, scans by outcome, and how long
+    the oldest scan a poll could lease has waited since it became due."""
     oldest = snapshot.oldest_due_at
     age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
     live = {state.value: count for state, count in snapshot.queue.items()}
@@ -46,7 +47,8 @@ def stats_figures(snapshot: Snapshot) -> dict[str, Any]:
 
 
 def stats_lines(figures: dict[str, Any]) -> list[str]:
-    """The figures as two small tables with a header each, then the oldest due scan's age."""
+    """The figures as two small tables with a header each, then the oldest due scan's age:
+    over the scans a poll could lease, so a paused queue neither hides nor inflates it."""
     lines = [f"{'LIVE SCANS':<14}{'COUNT':>8}  MEANING"]
     for state, meaning in QUEUE_MEANINGS.items():
         lines.append(f"{state:<14}{figures['queue'][state]:>8}  {meaning}")
@@ -54,8 +56,18 @@ def stats_lines(figures: dict[str, Any]) -> list[str]:
     for outcome, meaning in OUTCOME_MEANINGS.items():
         word = OUTCOME_WORDS.get(outcome, outcome)
         lines.append(f"{word:<14}{figures['outcomes'][outcome]:>8}  {meaning}")
-    age = figures["oldest_queued_age_seconds"]
-    lines += ["", f"the oldest due scan has waited {age:g} s" if age else "no scan is due"]
+    age, paused = figures["oldest_queued_age_seconds"], figures["queue"]["paused"]
+    lines += [""]
+    if age:
+        lines.append(f"the oldest scan a poll could lease has waited {age:g} s since it was due")
+    else:
+        lines.append("no scan a poll could lease is due")
+    if paused == 1:
+        lines.append("1 scan held by a paused queue is not counted there: see paused above")
+    elif paused:
+        lines.append(
+            f"{paused} scans held by paused queues are not counted there: see paused above"
+        )
     return lines
 
 

@@ -139,6 +139,7 @@ STALE_DETAIL = {
 
 class QueueState(StrEnum):
     QUEUED = "queued"
+    PAUSED = "paused"
     SCHEDULED = "scheduled"
     PENDING = "pending"
     RETRYABLE = "retryable"
@@ -149,6 +150,7 @@ class QueueState(StrEnum):
 def queue_state(
     *,
     status: Status,
+    queue_paused: bool,
     lease_expires_at: int | None,
     available_at: int | None,
     attempt_count: int,
@@ -157,11 +159,14 @@ def queue_state(
 ) -> QueueState | None:
     """The `packages_queue{state}` a live scan counts under; None for a terminal scan.
 
-    The store counts the same states in SQL (`store/fleet_snapshot.py`); a test holds the two
-    equal."""
+    A QUEUED scan is `paused` while its queue is paused, due or not, and while it is still
+    parked (no `available_at`: a resume gives due times back chunk by chunk, and one cut short
+    leaves the rest parked until the queue is resumed again); no poll leases it. The store
+    counts the same states in SQL (`store/fleet_snapshot.py`); a test holds the two equal."""
     if status is Status.QUEUED:
-        due = available_at is None or available_at <= now
-        return QueueState.QUEUED if due else QueueState.SCHEDULED
+        if queue_paused or available_at is None:
+            return QueueState.PAUSED
+        return QueueState.QUEUED if available_at <= now else QueueState.SCHEDULED
     if status is Status.QUARANTINED:
         return QueueState.QUARANTINED
     if status is not Status.PENDING:

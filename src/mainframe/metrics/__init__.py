@@ -38,6 +38,10 @@ class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     # Every (endpoint, queue) ever reported paused, so a resumed one reads 0, not absent.
     paused_seen: set[tuple[str, str]] = field(default_factory=set)
+    # Pauses and resumes this process committed, numbered: each queue's latest, and the count.
+    # A reconciliation leaves alone a queue set after it began reading (metrics/reconcile.py).
+    paused_set_at: dict[tuple[str, str], int] = field(default_factory=dict)
+    paused_sets: int = 0
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -155,6 +159,14 @@ class Metrics:
         )
         self.hooks = HookMetrics(r)
         self._prime()
+
+    def set_paused(self, endpoint: str, queue: str, *, paused: bool) -> None:
+        """`mainframe_queue_paused` at once, in the process that paused or resumed the queue
+        (after commit); the others see it at their next reconciliation."""
+        self.paused_sets += 1
+        self.paused_set_at[endpoint, queue] = self.paused_sets
+        self.paused_seen.add((endpoint, queue))
+        self.queue_paused.labels(endpoint, queue).set(1 if paused else 0)
 
     def watch_pool(self, counts: Callable[[], tuple[int, int, int]]) -> None:
         """Read the connection gauges from the pool at every scrape (nothing on the hot path)."""

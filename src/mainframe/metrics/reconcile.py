@@ -27,19 +27,21 @@ def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:
     metrics.snapshot_timestamp.set(snapshot.taken_at / MICROS)
 
 
-def apply_paused(
-    metrics: Metrics, paused: set[tuple[str, str]], seen: set[tuple[str, str]]
-) -> None:
+def apply_paused(metrics: Metrics, paused: set[tuple[str, str]], *, read_after: int) -> None:
     """1 for every paused queue, 0 for one that was and is no longer (bounded: queues an
-    operator named); `seen` keeps what was ever reported."""
-    seen |= paused
-    for endpoint, queue in seen:
+    operator named). A queue this process paused or resumed after the `read_after`th set, that
+    is while the database was being read, keeps what that set said: it is newer."""
+    metrics.paused_seen |= paused
+    for endpoint, queue in metrics.paused_seen:
+        if metrics.paused_set_at.get((endpoint, queue), 0) > read_after:
+            continue
         metrics.queue_paused.labels(endpoint, queue).set(1 if (endpoint, queue) in paused else 0)
 
 
 async def reconcile_once(store: Store, metrics: Metrics) -> bool:
     """One reconciliation; a failure is counted and logged, and leaves the gauges alone."""
     started = time.perf_counter()
+    read_after = metrics.paused_sets
     try:
         snapshot = await store.listings.snapshot()
         paused = await store.queues.all_paused()
@@ -48,7 +50,7 @@ async def reconcile_once(store: Store, metrics: Metrics) -> bool:
         get_logger().error("reconciliation_failed", error=f"{type(exc).__name__}: {exc}")
         return False
     apply(metrics, snapshot, took=time.perf_counter() - started)
-    apply_paused(metrics, paused, metrics.paused_seen)
+    apply_paused(metrics, paused, read_after=read_after)
     return True
 
 

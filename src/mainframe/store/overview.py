@@ -1,8 +1,9 @@
-"""The owner's fleet at a glance: per endpoint, scans by status, the oldest due scan, and the
-health of its hooks. Live statuses are counted through their partial indexes, finished and
-failed scans read from the outcome totals and dead letters from the counts kept per endpoint
-and cause (those that exist now, as the listing counts them), so the cost follows the
-backlog, not the history."""
+"""The owner's fleet at a glance: per endpoint, scans by status (the QUEUED ones held by a
+paused queue apart, as `paused`), the oldest scan a poll could lease, and the health of its
+hooks. Live statuses are counted through their partial indexes, finished and failed scans
+read from the outcome totals and dead letters from the counts kept per endpoint and cause
+(those that exist now, as the listing counts them), so the cost follows the backlog, not the
+history."""
 
 from __future__ import annotations
 
@@ -11,24 +12,61 @@ from dataclasses import dataclass, field
 from mainframe.store import owners, totals
 from mainframe.store.database import Sql, Tx, value
 
-STATUSES = ("queued", "pending", "finished", "failed", "dead")
+STATUSES = ("queued", "paused", "pending", "finished", "failed", "dead")
 
-# Each live status counted per endpoint with its partial index's literal predicate.
+# Each live status counted per endpoint with its partial index's literal predicate, the
+# QUEUED ones with how many are parked (available_at NULL) in the same walk; then, per
+# endpoint, its paused queues' unparked QUEUED scans (as fleet_snapshot.QUEUED_STATES counts
+# them: the endpoint's unparked part of ix_scans_queued per paused queue). One statement, so
+# the queued and paused depths it yields are of one moment.
 LIVE_COUNTS = Sql(
     "live_counts",
     """
-    SELECT scans.endpoint_id, 'queued', count(*) FROM scans
+    SELECT scans.endpoint_id, 'queued', count(*),
+           SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
     JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
     UNION ALL
-    SELECT scans.endpoint_id, 'pending', count(*) FROM scans
+    SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
     JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
     UNION ALL
-    SELECT scans.endpoint_id, 'quarantined', count(*) FROM scans
+    SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
     JOIN endpoints ON endpoints.id = scans.endpoint_id
     WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
     GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT paused_queues.endpoint_id, 'unparked', count(*), 0
+    FROM endpoints CROSS JOIN paused_queues CROSS JOIN scans
+    WHERE endpoints.owner_id = :owner AND paused_queues.endpoint_id = endpoints.id
+      AND scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+    GROUP BY paused_queues.endpoint_id
+    """,
+    """
+    SELECT scans.endpoint_id, 'queued', count(*),
+           SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
+    GROUP BY scans.endpoint_id
+    UNION ALL
+    SELECT paused_queues.endpoint_id, 'unparked', SUM(held.unparked), 0
+    FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS unparked FROM scans
+        WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
+          AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
+    ) AS held
+    WHERE endpoints.owner_id = :owner
+    GROUP BY paused_queues.endpoint_id
     """,
 )
 # Each endpoint's dead letters now: the counts kept per endpoint and cause (migration 0017),
@@ -43,12 +81,15 @@ DEAD_LETTERS_NOW = Sql(
     GROUP BY dead_letter_causes.endpoint_id
     """,
 )
-# The head of ix_scans_queued (endpoint_id, available_at, id): one probe.
+# The oldest scan of the endpoint a poll could lease: ix_scans_queued (endpoint_id,
+# available_at, id) walked from its oldest due row, stepping over a paused queue's unparked
+# ones (fleet_snapshot.OLDEST_DUE for one endpoint).
 OLDEST_DUE_OF_ENDPOINT = Sql(
     "oldest_due_of_endpoint",
     """
     SELECT available_at FROM scans
     WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at <= mf_now()
+      AND queue NOT IN (SELECT queue FROM paused_queues WHERE endpoint_id = :endpoint)
     ORDER BY available_at, id LIMIT 1
     """,
 )
@@ -83,7 +124,7 @@ class EndpointCard:
     revoked_at: int | None
     created_at: int
     counts: dict[str, int]  # STATUSES plus "quarantined"
-    oldest_queued_at: int | None  # when the longest-waiting due scan became due
+    oldest_queued_at: int | None  # when the longest-waiting scan a poll could lease became due
     hooks: list[HookHealth] = field(default_factory=list)
 
 
@@ -106,10 +147,11 @@ async def _hooks(tx: Tx, owner_id: int) -> dict[int, list[HookHealth]]:
 
 async def overview(tx: Tx, owner_id: int) -> Overview:
     rows = await tx.rows(owners.OWNED_ENDPOINTS, {"owner": owner_id})
-    live = {
-        (endpoint_id, state): int(n)
-        for endpoint_id, state, n in await tx.rows(LIVE_COUNTS, {"owner": owner_id})
-    }
+    live: dict[tuple[int, str], int] = {}
+    parked: dict[int, int] = {}  # per endpoint, its QUEUED scans with no due time
+    for endpoint_id, state, n, unleasable in await tx.rows(LIVE_COUNTS, {"owner": owner_id}):
+        live[endpoint_id, state] = int(n)
+        parked[endpoint_id] = parked.get(endpoint_id, 0) + int(unleasable or 0)
     ended = await totals.of_owner(tx, owner_id)
     dead = {
         int(endpoint_id): int(n or 0)
@@ -119,8 +161,12 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
     cards = []
     for e in map(owners.EndpointRow._make, rows):
         done = ended.get(e.id, dict.fromkeys(totals.OUTCOMES, 0))
+        # QUEUED in a paused queue, or still parked (lifecycle.rules.queue_state): no poll
+        # leases it, so it is not counted as queued.
+        paused = parked.get(e.id, 0) + live.get((e.id, "unparked"), 0)
         counts = {
-            "queued": live.get((e.id, "queued"), 0),
+            "queued": live.get((e.id, "queued"), 0) - paused,
+            "paused": paused,
             "pending": live.get((e.id, "pending"), 0),
             "finished": done["finished"],
             "failed": done["failed"],

@@ -45,10 +45,13 @@ NEWEST = 2**63 - 1
 # Newest first over the owner's endpoints (or the one named), each filter optional (NULL: any),
 # strictly older than the keyset :before (always bound: an optional keyset is an OR no
 # planner can seek through, and PostgreSQL would read every scan and sort them). :dead TRUE
-# keeps dead letters only, FALSE everything else; :pattern is a search (store/search.py) over
-# name, source and kind, or :term_id the scan's id. Walks the primary key backwards from
-# :before and stops after :limit rows; CROSS JOIN keeps scans the outer loop on SQLite, which
-# would otherwise start from the owner's endpoints and sort every scan they hold.
+# keeps dead letters only, FALSE everything else; :paused TRUE keeps the QUEUED scans a pause
+# holds (lifecycle.rules.queue_state: in a paused queue, or still parked), FALSE everything
+# else, each one's queue looked up by paused_queues' key; :pattern is a search
+# (store/search.py) over name, source and kind, or :term_id the scan's id. Walks the primary
+# key backwards from :before and stops after :limit rows; CROSS JOIN keeps scans the outer
+# loop on SQLite, which would otherwise start from the owner's endpoints and sort every scan
+# they hold.
 LIST_SCANS = Sql(
     "list_scans",
     """
@@ -64,6 +67,11 @@ LIST_SCANS = Sql(
       AND (:status IS NULL OR scans.status = :status)
       AND (:queue IS NULL OR scans.queue = :queue)
       AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (:paused IS NULL OR (scans.status = 'QUEUED' AND (
+          scans.available_at IS NULL OR EXISTS (
+              SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+                AND paused_queues.queue = scans.queue
+          ))) = :paused)
       AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
            OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
            OR scans.id = :term_id)
@@ -83,6 +91,11 @@ LIST_SCANS = Sql(
       AND (CAST(:status AS text) IS NULL OR scans.status = :status)
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
       AND (CAST(:dead AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (CAST(:paused AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+          scans.available_at IS NULL OR EXISTS (
+              SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+                AND paused_queues.queue = scans.queue
+          ))) = :paused)
       AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
            OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
            OR scans.id = :term_id)
@@ -107,6 +120,11 @@ LIST_SCANS_NEWER = Sql(
       AND (:status IS NULL OR scans.status = :status)
       AND (:queue IS NULL OR scans.queue = :queue)
       AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (:paused IS NULL OR (scans.status = 'QUEUED' AND (
+          scans.available_at IS NULL OR EXISTS (
+              SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+                AND paused_queues.queue = scans.queue
+          ))) = :paused)
       AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
            OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
            OR scans.id = :term_id)
@@ -126,6 +144,11 @@ LIST_SCANS_NEWER = Sql(
       AND (CAST(:status AS text) IS NULL OR scans.status = :status)
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
       AND (CAST(:dead AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (CAST(:paused AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+          scans.available_at IS NULL OR EXISTS (
+              SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+                AND paused_queues.queue = scans.queue
+          ))) = :paused)
       AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
            OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
            OR scans.id = :term_id)
@@ -146,6 +169,11 @@ COUNT_SCANS = Sql(
       AND (:status IS NULL OR scans.status = :status)
       AND (:queue IS NULL OR scans.queue = :queue)
       AND (:dead IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (:paused IS NULL OR (scans.status = 'QUEUED' AND (
+          scans.available_at IS NULL OR EXISTS (
+              SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+                AND paused_queues.queue = scans.queue
+          ))) = :paused)
       AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
            OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
            OR scans.id = :term_id)
@@ -162,6 +190,11 @@ COUNT_SCANS = Sql(
       AND (CAST(:status AS text) IS NULL OR scans.status = :status)
       AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
       AND (CAST(:dead AS boolean) IS NULL OR (scans.dead_lettered_at IS NOT NULL) = :dead)
+      AND (CAST(:paused AS boolean) IS NULL OR (scans.status = 'QUEUED' AND (
+          scans.available_at IS NULL OR EXISTS (
+              SELECT 1 FROM paused_queues WHERE paused_queues.endpoint_id = scans.endpoint_id
+                AND paused_queues.queue = scans.queue
+          ))) = :paused)
       AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
            OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
            OR scans.id = :term_id)
@@ -206,13 +239,15 @@ def _open_attempt(scan: ScanRecord) -> AttemptRecord:
 @dataclass(frozen=True, slots=True)
 class ListingFilter:
     """What narrows a listing of scans; every field optional. `dead` True keeps dead letters
-    only, False everything else; `q` is a search (store/search.py)."""
+    only, False everything else; `q` is a search (store/search.py); `paused` True keeps the
+    QUEUED scans a paused queue holds, False everything else."""
 
     endpoint: str | None = None
     status: str | None = None
     queue: str | None = None
     dead: bool | None = None
     q: str | None = None
+    paused: bool | None = None
 
     def params(self, owner_id: int) -> dict[str, Any]:
         return {
@@ -221,6 +256,7 @@ class ListingFilter:
             "status": self.status,
             "queue": self.queue,
             "dead": self.dead,
+            "paused": self.paused,
         } | search.terms(self.q)
 
 
