@@ -18,7 +18,11 @@ redriven scan), looked up in the new partial index `ix_scans_dead_endpoint_cause
 dead letter taken out was one of them. A facet's last-seen time, which nothing read and no
 index could keep true, is gone. The triggers still fire only when `dead_lettered_at` or
 `cause` is written and the WHEN clause sees a dead letter come, go or move: a lease writes
-neither column, and an ordinary close's row passes the WHEN clause without a call.
+neither column, and an ordinary close's row passes the WHEN clause without a call. Taking a
+dead letter out now writes five rows (count, hour, queue, kind, worker) where 0017 wrote
+one: a redrive of 5,000 dead letters of one cause (ten statements of 500) took 0.5 to 0.7 s
+of PostgreSQL under 0017's triggers and 3.0 to 3.4 s under these, SQLite 0.12 to 0.19 s and
+0.24 to 0.42 s (the same loaded machine as below).
 
 Cost: one read of every attempt that has a cause and of every dead letter, the new rules run
 over each attempt's summary once (a dead letter takes its final attempt's new cause), the
@@ -334,46 +338,62 @@ def _live(row: str, pick: str, order: str) -> str:
                ORDER BY {order} LIMIT 1)"""
 
 
-def _removed(row: str) -> str:
+def _removed(row: str, *, postgresql: bool) -> str:
     """A dead letter unmade or deleted: one fewer everywhere it counted, and the rows that
-    reach 0 deleted. The cause's oldest, newest and example are looked up again only when
-    the row was one of them; the COALESCE keeps them while PostgreSQL's later triggers of the
-    same statement have yet to take the count to 0."""
+    reach 0 deleted. The cause's oldest and newest (with its example) are looked up again
+    only when no live dead letter holds them any more: PostgreSQL fires a statement's row
+    triggers after the whole statement, so the first of them to look finds the ends as the
+    statement leaves them, and the rest find them live (each looking again would walk every
+    row the statement took out of the index before it). The COALESCE keeps them while later
+    triggers of the same statement have yet to take the count to 0."""
     newest, oldest = "live.dead_lettered_at DESC, live.id DESC", "live.dead_lettered_at, live.id"
-    was_newest = (
-        f"({row}.dead_lettered_at, {row}.id) >= "
-        "(dead_letter_causes.last_seen_at, dead_letter_causes.example_scan_id)"
-    )
-    its_facets = f"""endpoint_id = {row}.endpoint_id AND cause = {row}.cause
-          AND ((facet = 'queue' AND value = {row}.queue) OR (facet = 'kind' AND value = {row}.kind)
-               OR (facet = 'worker' AND value = {row}.worker))"""
-    facets = f"""
-        DELETE FROM cause_facets WHERE {its_facets} AND hits <= 1;
-        UPDATE cause_facets SET hits = hits - 1 WHERE {its_facets};
-    """
-    hour = f"{row}.dead_lettered_at - {row}.dead_lettered_at % {HOUR_US}"
-    return f"""
-        DELETE FROM dead_letter_causes
-        WHERE endpoint_id = {row}.endpoint_id AND cause = {row}.cause AND dead_letters <= 1;
-        UPDATE dead_letter_causes SET
-            dead_letters = dead_letters - 1,
-            first_seen_at = CASE WHEN {row}.dead_lettered_at <= first_seen_at
+    its = f"endpoint_id = {row}.endpoint_id AND cause = {row}.cause"
+    lost_oldest = f"""NOT EXISTS (SELECT 1 FROM scans AS live
+                WHERE live.endpoint_id = {row}.endpoint_id AND live.cause = {row}.cause
+                  AND live.dead_lettered_at IS NOT NULL
+                  AND live.dead_lettered_at = dead_letter_causes.first_seen_at)"""
+    lost_example = f"""NOT EXISTS (SELECT 1 FROM scans AS live
+                WHERE live.id = dead_letter_causes.example_scan_id
+                  AND live.endpoint_id = {row}.endpoint_id AND live.cause = {row}.cause
+                  AND live.dead_lettered_at IS NOT NULL)"""
+    count = f"""UPDATE dead_letter_causes SET dead_letters = dead_letters - 1,
+            first_seen_at = CASE WHEN {lost_oldest}
                 THEN COALESCE({_live(row, "live.dead_lettered_at", oldest)}, first_seen_at)
                 ELSE first_seen_at END,
-            last_seen_at = CASE WHEN {was_newest}
+            last_seen_at = CASE WHEN {lost_example}
                 THEN COALESCE({_live(row, "live.dead_lettered_at", newest)}, last_seen_at)
                 ELSE last_seen_at END,
-            example_scan_id = CASE WHEN {was_newest}
+            example_scan_id = CASE WHEN {lost_example}
                 THEN COALESCE({_live(row, "live.id", newest)}, example_scan_id)
                 ELSE example_scan_id END
-        WHERE endpoint_id = {row}.endpoint_id AND cause = {row}.cause;
-        DELETE FROM cause_hours
-        WHERE endpoint_id = {row}.endpoint_id AND cause = {row}.cause AND hour_us = {hour}
-          AND dead_letters <= 1;
-        UPDATE cause_hours SET dead_letters = dead_letters - 1
-        WHERE endpoint_id = {row}.endpoint_id AND cause = {row}.cause AND hour_us = {hour};
-        {facets}
-    """  # fmt: skip
+        WHERE {its}"""
+    hour = f"{its} AND hour_us = {row}.dead_lettered_at - {row}.dead_lettered_at % {HOUR_US}"
+    facets = f"""{its} AND ((facet = 'queue' AND value = {row}.queue)
+            OR (facet = 'kind' AND value = {row}.kind)
+            OR (facet = 'worker' AND value = {row}.worker))"""
+    if not postgresql:
+        return f"""
+        {count};
+        DELETE FROM dead_letter_causes WHERE {its} AND dead_letters <= 0;
+        UPDATE cause_hours SET dead_letters = dead_letters - 1 WHERE {hour};
+        DELETE FROM cause_hours WHERE {hour} AND dead_letters <= 0;
+        UPDATE cause_facets SET hits = hits - 1 WHERE {facets};
+        DELETE FROM cause_facets WHERE {facets} AND hits <= 0;
+        """
+    # Each row is found once: a row one transaction writes again and again (a redrive of
+    # hundreds of one cause) grows a chain of versions that every later look walks, so the
+    # rows reaching 0 are looked for again only when the update says some did.
+    return f"""
+        {count} RETURNING dead_letters INTO remaining;
+        IF remaining <= 0 THEN DELETE FROM dead_letter_causes WHERE {its}; END IF;
+        UPDATE cause_hours SET dead_letters = dead_letters - 1 WHERE {hour}
+        RETURNING dead_letters INTO remaining;
+        IF remaining <= 0 THEN DELETE FROM cause_hours WHERE {hour}; END IF;
+        WITH shrunk AS (
+            UPDATE cause_facets SET hits = hits - 1 WHERE {facets} RETURNING hits
+        ) SELECT count(*) FILTER (WHERE hits <= 0) INTO remaining FROM shrunk;
+        IF remaining > 0 THEN DELETE FROM cause_facets WHERE {facets} AND hits <= 0; END IF;
+    """
 
 
 # When each trigger fires: a dead letter made or moved to another cause (in), unmade or moved
@@ -396,8 +416,8 @@ WRITES = "UPDATE OF dead_lettered_at, cause"
 def _sqlite_triggers() -> None:
     for name, event, when, body in (
         ("tr_scans_dead_letter_in", WRITES, CAME, _added("NEW", "max", "min")),
-        ("tr_scans_dead_letter_out", WRITES, WENT, _removed("OLD")),
-        ("tr_scans_dead_letter_gone", "DELETE", WAS_DEAD, _removed("OLD")),
+        ("tr_scans_dead_letter_out", WRITES, WENT, _removed("OLD", postgresql=False)),
+        ("tr_scans_dead_letter_gone", "DELETE", WAS_DEAD, _removed("OLD", postgresql=False)),
     ):
         op.execute(f"CREATE TRIGGER {name} AFTER {event} ON scans WHEN {when} BEGIN {body} END")
 
@@ -406,11 +426,12 @@ def _postgresql_triggers() -> None:
     op.execute(
         f"""
         CREATE FUNCTION mf_count_dead_letters() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE remaining bigint;
         BEGIN
             IF TG_ARGV[0] = 'in' THEN
                 {_added("NEW", "GREATEST", "LEAST")}
             ELSE
-                {_removed("OLD")}
+                {_removed("OLD", postgresql=True)}
             END IF;
             RETURN NULL;
         END $$
