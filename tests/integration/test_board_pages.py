@@ -535,6 +535,8 @@ def test_the_causes_view_names_each_endpoints_queues_and_narrows_to_one(board: D
     assert f'href="/board/redrive?status=dead&amp;endpoint=npm&amp;cause={key.group(1)}"' in row
     confirm = board.client.get(f"/board/redrive?status=dead&endpoint=npm&cause={key.group(1)}")
     assert "Redrive 1 dead letter?" in confirm.text
+    dead_on_npm = board.client.get("/board?status=dead&endpoint=npm").text
+    assert 'href="/board/causes?endpoint=npm">Dead letters by cause</a>' in dead_on_npm
     assert "no causes" in board.client.get("/board/causes?endpoint=nowhere").text
     refused = board.client.get("/board/causes?endpoint=" + "x" * 201)
     assert refused.status_code == 422 and "endpoint" in refused.text

@@ -184,7 +184,7 @@ def assert_true(world: World, engine: Engine) -> Figures:
         for facet in ("queue", "kind", "worker"):
             hits = sum(n for (_, c, f, _), n in found.facets.items() if (c, f) == (cause, facet))
             assert sum(f.dead_letters for f in item.facets[facet]) == hits
-        assert sum(item.hours) == item.dead_letters  # every test's dead letters are a day old
+        assert sum(item.hours) == item.dead_letters  # each test's dead letters: the last day's
     return found
 
 
@@ -212,7 +212,6 @@ def no_rows_of(engine: Engine, cause: str) -> None:
 
 @dataclass
 class Day:
-    world: World
     key: str
     npm: list[int]  # its dead letters on npm: default/scan by w1, wheels/sbom by w2
     malware: list[int]  # and on pypi-malware, queue default
@@ -240,7 +239,7 @@ def bad_day(world: World) -> Day:
                                 source=source))  # fmt: skip
         world.clock.advance(HOUR // 2 + 7)
     kill(world, "other", "KeyError: 'distributions'")
-    return Day(world, cause_of("failed", RESHAPE.format(1)).key, npm, malware)
+    return Day(cause_of("failed", RESHAPE.format(1)).key, npm, malware)
 
 
 @pytest.mark.parametrize("how", ["id", "filter", "cause"])
@@ -287,8 +286,8 @@ def test_a_redriven_newest_and_oldest_hand_their_places_to_live_dead_letters(
     newest, oldest = day.npm[-1], day.npm[0]
     world.store.dead_letters.redrive_ids(world.owner.owner_id, [newest, oldest], origin=CLI)
     found = assert_true(world, engine)
-    [(count, first, last, example)] = [
-        v for (e, c), v in found.counts.items() if c == day.key and v[3] in day.npm
+    [(count, first, last, example)] = [  # npm's row of the cause: its example is npm's
+        v for (_, c), v in found.counts.items() if c == day.key and v[3] in day.npm
     ]
     on_npm = [i.scan for i in pages(world, cause=day.key, endpoint="npm")]
     assert count == 4 and example == day.npm[-2], "the example is a live dead letter"
