@@ -73,8 +73,9 @@ def _causes(conn: Connection) -> None:
     dead letters were made one by one (the fill inserts them; the triggers count changes)."""
     conn.execute(
         text(
-            "INSERT INTO causes (cause, pattern, first_seen_at) SELECT DISTINCT cause, "
-            f"'timed out after <n> s on <path> ' || cause, {NOW} FROM scans"
+            "INSERT INTO causes (cause, pattern, first_seen_at, grouping_version) SELECT "
+            f"DISTINCT cause, 'timed out after <duration> on <path> ' || cause, {NOW}, 2 "
+            "FROM scans"
         )
     )
     conn.execute(
@@ -88,8 +89,8 @@ def _causes(conn: Connection) -> None:
     for facet, column in (("queue", "queue"), ("kind", "kind"), ("worker", "worker")):
         conn.execute(
             text(
-                "INSERT INTO cause_facets (endpoint_id, cause, facet, value, hits, last_seen_at) "
-                f"SELECT endpoint_id, cause, '{facet}', {column}, count(*), max(dead_lettered_at) "
+                "INSERT INTO cause_facets (endpoint_id, cause, facet, value, hits) "
+                f"SELECT endpoint_id, cause, '{facet}', {column}, count(*) "
                 f"FROM scans GROUP BY endpoint_id, cause, {column}"
             )
         )

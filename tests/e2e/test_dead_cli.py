@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from mainframe.lifecycle.causes import cause_of
 from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
 from mainframe.store.migrate import upgrade
 from mainframe.store.owners import OPERATOR
@@ -99,12 +100,16 @@ def test_list_shows_only_the_owners_dead_letters(fleet: Fleet) -> None:
 
 
 def test_show_prints_the_whole_history(fleet: Fleet) -> None:
-    scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "first failure")
+    scan_id = fleet.dead(fleet.alice_source, fleet.alice_worker, "flaky", "failure at 0x1f3a")
     done = dead(fleet, "show", str(scan_id), "--owner", "alice")
     assert done.returncode == 0, done.stderr
-    assert "summary: first failure" in done.stdout
+    assert "summary: failure at 0x1f3a" in done.stdout
     lines = done.stdout.splitlines()
     assert "status             DEAD" in lines and "reason             attempts exhausted" in lines
+    key = cause_of("failed", "failure at 0x1").key
+    assert f"cause              “failure at <hex>” ({key})" in lines, "it names its cause"
+    body = json.loads(dead(fleet, "show", str(scan_id), "--owner", "alice", "--json").stdout)
+    assert body["cause"] == {"cause": key, "pattern": "failure at <hex>"}
     assert dead(fleet, "show", str(scan_id), "--owner", "mallory").returncode == 1
 
 
@@ -203,8 +208,8 @@ def test_causes_lists_the_owners_causes_and_narrows_list_and_redrive(fleet: Flee
     done = dead(fleet, "causes", "--owner", "alice", "--json")
     assert done.returncode == 0, done.stderr
     causes = {c["pattern"]: c for c in json.loads(done.stdout)["causes"]}
-    assert set(causes) == {"timed out after <n> s on <path>", "KeyError: <quoted>"}
-    timeout = causes["timed out after <n> s on <path>"]
+    assert set(causes) == {"timed out after <duration> on <path>", "KeyError: <quoted>"}
+    timeout = causes["timed out after <duration> on <path>"]
     assert timeout["count"] == 2 and len(timeout["last_24_hours"]) == 24
     table = dead(fleet, "causes", "--owner", "alice")
     header, *rows = table.stdout.splitlines()
@@ -212,6 +217,10 @@ def test_causes_lists_the_owners_causes_and_narrows_list_and_redrive(fleet: Flee
     assert any(row.startswith(timeout["cause"]) and " 2 " in row for row in rows)
     listed = dead(fleet, "list", "--owner", "alice", "--cause", timeout["cause"], "--json")
     assert json.loads(listed.stdout)["count"] == 2
+    plain = dead(fleet, "list", "--owner", "alice", "--cause", timeout["cause"])
+    assert plain.stdout.endswith(
+        "2 shown of 2 dead letters of cause “timed out after <duration> on <path>”\n"
+    ), "a cause's list is labelled by its pattern, not its key"
     bad = dead(fleet, "list", "--owner", "alice", "--cause", "nope")
     assert bad.returncode == 2 and "--cause takes a cause's key" in bad.stderr
     redriven = dead(fleet, "redrive", "--owner", "alice", "--cause", timeout["cause"], "--yes")

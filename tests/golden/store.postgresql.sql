@@ -50,14 +50,13 @@ UPDATE scan_totals SET count = count + $1
 WHERE endpoint_id = $2 AND outcome = $3 AND shard = $4;
 
 -- cause_facets
-SELECT cause_facets.cause, cause_facets.facet, cause_facets.value,
-       SUM(cause_facets.hits) AS hits
+SELECT cause_facets.cause, cause_facets.facet, endpoints.name, cause_facets.value,
+       cause_facets.hits
 FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
 WHERE endpoints.owner_id = $1
   AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
   AND cause_facets.cause IN (SELECT jsonb_array_elements_text(CAST($3 AS jsonb)))
-GROUP BY cause_facets.cause, cause_facets.facet, cause_facets.value
-ORDER BY hits DESC, cause_facets.value;
+ORDER BY cause_facets.hits DESC, endpoints.name, cause_facets.value;
 
 -- cause_hours
 SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
@@ -70,6 +69,15 @@ GROUP BY cause_hours.cause, cause_hours.hour_us;
 
 -- cause_pattern
 SELECT pattern FROM causes WHERE cause = $1;
+
+-- causes_of_scans
+SELECT scans.id, causes.cause, causes.pattern, causes.grouping_version
+FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+JOIN causes ON causes.cause = scans.cause
+WHERE scans.id = ANY(ARRAY(
+    SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+)) AND endpoints.owner_id = $2;
 
 -- causes_page
 SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
@@ -84,7 +92,6 @@ FROM (
     WHERE endpoints.owner_id = $1
       AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
     GROUP BY dead_letter_causes.cause
-    HAVING SUM(dead_letter_causes.dead_letters) > 0
 ) AS counted JOIN causes ON causes.cause = counted.cause
 WHERE (counted.last_seen_at, counted.cause) < ($3, $4)
 ORDER BY counted.last_seen_at DESC, counted.cause DESC
@@ -131,7 +138,8 @@ WITH who AS (
     SELECT * FROM jsonb_to_recordset(CAST($2 AS jsonb)) AS item(
         scan bigint, attempt integer, assignment text, status text, fail_reason text,
         terminal boolean, dead boolean, result text, delay bigint, outcome text,
-        summary text, artifact text, result_digest text, cause text, pattern text)
+        summary text, artifact text, result_digest text, cause text, pattern text,
+        grouping_version integer)
 ), closed AS (
     UPDATE scans SET status = item.status, updated_at = mf_now(),
         lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
@@ -156,8 +164,8 @@ WITH who AS (
               item.outcome, item.summary, item.artifact, item.result_digest,
               item.cause AS attempt_cause
 ), named AS (
-    INSERT INTO causes (cause, pattern, first_seen_at)
-    SELECT DISTINCT item.cause, item.pattern, mf_now() FROM item
+    INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
+    SELECT DISTINCT item.cause, item.pattern, mf_now(), item.grouping_version FROM item
     WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
     ON CONFLICT (cause) DO NOTHING
 ), replay AS (
@@ -774,7 +782,8 @@ WHERE endpoint_id = $1 AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
 ORDER BY id FOR UPDATE;
 
 -- name_cause
-INSERT INTO causes (cause, pattern, first_seen_at) VALUES ($1, $2, mf_now())
+INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
+VALUES ($1, $2, mf_now(), $3)
 ON CONFLICT (cause) DO NOTHING;
 
 -- note_hook_delivered

@@ -50,13 +50,12 @@ UPDATE scan_totals SET count = count + :n
 WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard;
 
 -- cause_facets
-SELECT cause_facets.cause, cause_facets.facet, cause_facets.value,
-       SUM(cause_facets.hits) AS hits
+SELECT cause_facets.cause, cause_facets.facet, endpoints.name, cause_facets.value,
+       cause_facets.hits
 FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
 WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND cause_facets.cause IN (SELECT value FROM json_each(:causes))
-GROUP BY cause_facets.cause, cause_facets.facet, cause_facets.value
-ORDER BY hits DESC, cause_facets.value;
+ORDER BY cause_facets.hits DESC, endpoints.name, cause_facets.value;
 
 -- cause_hours
 SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
@@ -68,6 +67,13 @@ GROUP BY cause_hours.cause, cause_hours.hour_us;
 
 -- cause_pattern
 SELECT pattern FROM causes WHERE cause = :cause;
+
+-- causes_of_scans
+SELECT scans.id, causes.cause, causes.pattern, causes.grouping_version
+FROM scans
+JOIN endpoints ON endpoints.id = scans.endpoint_id
+JOIN causes ON causes.cause = scans.cause
+WHERE scans.id IN (SELECT value FROM json_each(:ids)) AND endpoints.owner_id = :owner;
 
 -- causes_page
 SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
@@ -81,7 +87,6 @@ FROM (
         ON endpoints.id = dead_letter_causes.endpoint_id
     WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
     GROUP BY dead_letter_causes.cause
-    HAVING SUM(dead_letter_causes.dead_letters) > 0
 ) AS counted JOIN causes ON causes.cause = counted.cause
 WHERE (counted.last_seen_at, counted.cause) < (:after_seen, :after_cause)
 ORDER BY counted.last_seen_at DESC, counted.cause DESC
@@ -680,7 +685,8 @@ SELECT id FROM scans
 WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
 
 -- name_cause
-INSERT INTO causes (cause, pattern, first_seen_at) VALUES (:cause, :pattern, mf_now())
+INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
+VALUES (:cause, :pattern, mf_now(), :grouping_version)
 ON CONFLICT (cause) DO NOTHING;
 
 -- note_hook_delivered

@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 from mainframe.board import filters
 from mainframe.settings import Settings
 from mainframe.store.sqlalchemy_engine import create_store_engine
+from tests.integration.conftest import issue
 from tests.integration.test_dead_letters import Desk, open_desk
 
 HOSTILE = "<script>alert(1)</script>\u202egnp.exe"
@@ -515,7 +516,9 @@ def test_the_causes_view_groups_opens_and_redrives_a_cause(board: Desk) -> None:
     html = board.client.get("/board/causes").text
     rows = html.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
     assert len(rows) == 2
-    timeouts = next(r for r in rows if "YARA scan timed out after &lt;n&gt; s on &lt;path&gt;" in r)
+    timeouts = next(
+        r for r in rows if "YARA scan timed out after &lt;duration&gt; on &lt;path&gt;" in r
+    )
     assert '<td data-label="Dead letters" class="count">3</td>' in timeouts
     # The sparkline is a picture with its numbers in words, and the numbers in the text too.
     assert re.search(r'<svg class="spark" role="img" aria-label="dead letters per hour over '
@@ -534,6 +537,62 @@ def test_the_causes_view_groups_opens_and_redrives_a_cause(board: Desk) -> None:
     assert done.status_code == 200 and "Redriven 3 dead letters" in done.text
     left = board.client.get("/board/causes").text
     assert "YARA" not in left and f"/board/scans/{other}" in left
+
+
+def _cells(html: str) -> list[str]:
+    return html.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
+
+
+def test_the_causes_view_names_each_endpoints_queues_and_narrows_to_one(board: Desk) -> None:
+    npm_source = issue(board.store, "npm", "source", "feed-npm")
+    npm_worker = issue(board.store, "npm", "worker", "w1")
+    for source, worker, endpoint in ((board.source, board.worker, "pypi"),) * 2 + (
+        (npm_source, npm_worker, "npm"),
+    ):
+        body = {"name": f"wheel-{endpoint}", "version": str(board.clock.now_us()), "kind": "scan"}
+        scan = board.ok("POST", "/api/v1/scans", source, body)
+        board.fail_only_attempt(scan["scan_id"], worker, "killed after 150000 ms")
+    sign_in(board, board.alice)
+    [row] = _cells(board.client.get("/board/causes").text)
+    assert "killed after &lt;duration&gt;" in row and 'class="count">3</td>' in row
+    facets = unescape(re.sub(r"<[^>]+>", "", row.split('class="facets">')[1].split("</td>")[0]))
+    assert "queues: pypi/default (2), npm/default (1)" in " ".join(facets.split()), facets
+    html = board.client.get("/board/causes?endpoint=npm").text
+    [row] = _cells(html)
+    assert 'class="count">1</td>' in row and "queues: <bdi>default</bdi> (1)" in row
+    assert '<option value="npm" selected>' in html
+    key = re.search(r"cause=([0-9a-f]{16})", row)
+    assert key is not None
+    assert f'href="/board/redrive?status=dead&amp;endpoint=npm&amp;cause={key.group(1)}"' in row
+    confirm = board.client.get(f"/board/redrive?status=dead&endpoint=npm&cause={key.group(1)}")
+    assert "Redrive 1 dead letter?" in confirm.text
+    dead_on_npm = board.client.get("/board?status=dead&endpoint=npm").text
+    assert 'href="/board/causes?endpoint=npm">Dead letters by cause</a>' in dead_on_npm
+    assert "no causes" in board.client.get("/board/causes?endpoint=nowhere").text
+    refused = board.client.get("/board/causes?endpoint=" + "x" * 201)
+    assert refused.status_code == 422 and "endpoint" in refused.text
+
+
+def test_a_dead_letter_and_the_list_of_its_cause_name_the_cause_by_its_pattern(
+    board: Desk,
+) -> None:
+    scan_id = board.dead("left-pad")  # "boom left-pad"
+    body = {"name": "other", "version": "1"}
+    other = board.ok("POST", "/api/v1/scans", board.source, body)
+    board.fail_only_attempt(other["scan_id"], board.worker, "offset 0x1f3a of 9f86d081884c7d65")
+    sign_in(board, board.alice)
+    page = board.client.get(f"/board/scans/{other['scan_id']}").text
+    cause = re.search(r'<dt>Cause</dt><dd><a class="sender" href="/board\?status=dead&amp;'
+                      r'cause=([0-9a-f]{16})"[^>]*><bdi>([^<]*)</bdi>', page)  # fmt: skip
+    assert cause is not None and unescape(cause.group(2)) == "offset <hex> of <hex>"
+    listed = board.client.get(f"/board?status=dead&cause={cause.group(1)}").text
+    assert 'showing one cause: “<bdi class="sender">offset &lt;hex&gt; of &lt;hex&gt;</bdi>”' in (
+        listed
+    )
+    assert f"<code>{cause.group(1)}</code>" not in listed
+    assert f"/board/scans/{other['scan_id']}" in listed and f"/board/scans/{scan_id}" not in listed
+    unknown = board.client.get("/board?status=dead&cause=0123456789abcdef").text
+    assert "<code>0123456789abcdef</code>" in unknown, "a key nothing had is shown as it is"
 
 
 def test_the_front_page_charts_what_the_fleet_did_with_its_numbers(board: Desk) -> None:

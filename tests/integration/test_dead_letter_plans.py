@@ -146,8 +146,8 @@ def _causes(conn: Connection) -> None:
     """The dead letters' causes named, and the counts the triggers would keep."""
     conn.execute(
         text(
-            "INSERT INTO causes (cause, pattern, first_seen_at) SELECT DISTINCT cause, "
-            "'failed: ' || cause, 0 FROM scans WHERE cause IS NOT NULL"
+            "INSERT INTO causes (cause, pattern, first_seen_at, grouping_version) SELECT "
+            "DISTINCT cause, 'failed: ' || cause, 0, 2 FROM scans WHERE cause IS NOT NULL"
         )
     )
     conn.execute(
@@ -160,8 +160,8 @@ def _causes(conn: Connection) -> None:
     )
     conn.execute(
         text(
-            "INSERT INTO cause_facets (endpoint_id, cause, facet, value, hits, last_seen_at) "
-            "SELECT endpoint_id, cause, 'queue', queue, count(*), max(dead_lettered_at) "
+            "INSERT INTO cause_facets (endpoint_id, cause, facet, value, hits) "
+            "SELECT endpoint_id, cause, 'queue', queue, count(*) "
             "FROM scans WHERE cause IS NOT NULL GROUP BY endpoint_id, cause, queue"
         )
     )
@@ -244,8 +244,8 @@ CASES = {
     "count_of_a_cause_and_a_filter": Case(COUNT_DEAD_LETTERS,
                                           DeadLetterFilter(reason="lease_expired",
                                                            cause=CAUSE).params(1),
-                                          sqlite_index("ix_scans_dead_(cause|recent|letters)"),
-                                          pg_index("ix_scans_dead_(cause|recent|letters)"),
+                                          sqlite_index("ix_scans_dead_(cause|recent|letters|endpoint_cause)"),
+                                          pg_index("ix_scans_dead_(cause|recent|letters|endpoint_cause)"),
                                           custom_plan=True),
     "ids_of_a_search": Case(DEAD_LETTER_IDS, DeadLetterFilter(q=TERM).params(1),
                             SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
@@ -278,6 +278,9 @@ CASES = {
                                r"USING INDEX sqlite_autoindex_causes_1",
                                # a few pages, which PostgreSQL may read whole
                                pg_index("causes_pkey", "causes") + r"|Seq Scan on causes\b"),
+    # A page's dead letters' causes, each scan by its key and its cause by its own.
+    "causes_of_a_page": Case(causes.CAUSES_OF_SCANS, {"ids": REDRIVEN, "owner": 1},
+                             SQLITE_PK, PG_PK),
     "unfiltered_count": Case(DEAD_LETTER_TOTAL, {"owner": 1, "endpoint": None},
                              r"\bdead_letter_causes\b", r"on dead_letter_causes\b"),
     "count_of_an_endpoint": Case(DEAD_LETTER_TOTAL, {"owner": 1, "endpoint": "npm"},

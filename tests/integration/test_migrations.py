@@ -267,7 +267,148 @@ def test_dead_letters_from_before_causes_get_theirs_and_are_counted(
     store.dead_letters.redrive_ids(1, [ids["timeout-a"]], origin=CLI)
     page = store.causes.page(1, endpoint=None, after=None, limit=10)
     found = {item.pattern: item.dead_letters for item in page.items}
-    assert found["timed out after <n> s on <path>"] == 1, "the triggers keep them from here"
+    assert found[timeout.pattern] == 1, "the triggers keep them from here"
+    store.close()
+    engine.dispose()
+
+
+# Dead letters as the first rules grouped them (revision 0019): each summary with the pattern
+# those rules gave it, frozen here (the rules in lifecycle/causes.py have changed since).
+FIRST_RULES = [
+    # (name, queue, worker, hours after NOW, summary, the first rules' pattern)
+    ("a", "default", "w1", 0, "ValueError: cannot reshape array of size 123456 into shape "
+     "(123456,)", "ValueError: cannot reshape array of size <hex> into shape (<hex>,)"),
+    ("b", "wheels", "w2", 1, "ValueError: cannot reshape array of size 98765 into shape "
+     "(98765,)", "ValueError: cannot reshape array of size <n> into shape (<n>,)"),
+    ("c", "default", "w1", 1, "killed after 150000 ms", "killed after <hex> ms"),
+    ("d", "default", "w2", 2, "killed after 900 ms", "killed after <n> ms"),
+    ("e", "default", "w1", 2, "TypeError: cannot cast float64 to int64",
+     "TypeError: cannot cast float6<n> to int6<n>"),
+    ("f", "default", "w1", 3, "TypeError: cannot cast float32 to int64",
+     "TypeError: cannot cast float3<n> to int6<n>"),
+    ("g", "default", "w1", 3, "yara: error at offset 0x1f3a", "yara: error at offset <n>x1f3a"),
+]  # fmt: skip
+HOUR_US = 3_600_000_000
+
+
+def _dead_letters_of_the_first_rules(engine: Engine) -> dict[str, int]:
+    """The dead letters of FIRST_RULES made as the server of revision 0019 made them (a
+    scan becomes a dead letter by an UPDATE, which 0017's triggers count), and one redriven
+    (which those triggers took out of its count alone, leaving its facets and hour)."""
+    from mainframe.lifecycle.causes import key_of
+
+    ids: dict[str, int] = {}
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO owners (id, name, created_at) VALUES (1, 'o', {NOW})"))
+        conn.execute(
+            text(
+                "INSERT INTO endpoints (id, name, owner_id, open_intake, created_at) "
+                f"VALUES (1, 'e', 1, false, {NOW})"
+            )
+        )
+        for name, queue, worker, hours, summary, pattern in FIRST_RULES:
+            key, at = key_of("summary", pattern), NOW + hours * HOUR_US
+            scan_id = conn.execute(
+                text(
+                    "INSERT INTO scans (endpoint_id, queue, name, version, kind, status, "
+                    "verified, worker, attempt_count, created_at, updated_at, attempt_base) "
+                    "VALUES (1, :queue, :name, '1', 'scan', 'PENDING', true, :worker, 1, :at, "
+                    ":at, 0) RETURNING id"
+                ),
+                {"queue": queue, "name": name, "worker": worker, "at": at},
+            ).scalar_one()
+            ids[name] = scan_id
+            conn.execute(
+                text(
+                    "INSERT INTO causes (cause, pattern, first_seen_at) VALUES (:key, :pattern, "
+                    ":at) ON CONFLICT (cause) DO NOTHING"
+                ),
+                {"key": key, "pattern": pattern, "at": at},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, "
+                    "closed_at, outcome, summary, cause) VALUES (:scan, 1, 1, :a, :worker, :at, "
+                    "'failed', :summary, :key)"
+                ),
+                {"scan": scan_id, "a": f"a-{scan_id}", "worker": worker, "at": at,
+                 "summary": summary, "key": key},
+            )  # fmt: skip
+            conn.execute(
+                text(
+                    "UPDATE scans SET status = 'FAILED', finished_at = :at, dead_lettered_at = "
+                    ":at, fail_reason = 'attempts_exhausted', cause = :key WHERE id = :scan"
+                ),
+                {"scan": scan_id, "at": at, "key": key},
+            )
+        conn.execute(
+            text(
+                "UPDATE scans SET status = 'QUEUED', dead_lettered_at = NULL, cause = NULL, "
+                "finished_at = NULL, available_at = :at WHERE id = :scan"
+            ),
+            {"scan": ids["g"], "at": NOW},
+        )
+    return ids
+
+
+@BOTH
+def test_causes_are_regrouped_once_and_their_figures_follow(
+    empty_database_url: str, loop: BlockingPortal
+) -> None:
+    from mainframe.clock import FakeClock
+    from mainframe.lifecycle.causes import GROUPING_VERSION, cause_of
+    from mainframe.store.audit import CLI
+    from tests.integration.test_causes import kept, truth
+
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision="0019")
+    ids = _dead_letters_of_the_first_rules(engine)
+    before = kept(engine)
+    counted = {c for (_, c), v in before.counts.items() if v[0]}
+    assert len(counted) == 6, "one failure split by the size of its numbers"
+    assert before != truth(engine), "0017's triggers left the redriven one's rows behind"
+    upgrade(engine)
+    assert _diff(engine) == []
+    reshape = cause_of("failed", FIRST_RULES[0][4])
+    killed = cause_of("failed", "killed after 1 ms")
+    with engine.connect() as conn:
+        causes = dict(conn.execute(text("SELECT name, cause FROM scans")).all())
+        attempts = dict(conn.execute(text("SELECT scan_id, cause FROM attempts")).all())
+        named = {
+            key: (pattern, version)
+            for key, pattern, version in conn.execute(
+                text("SELECT cause, pattern, grouping_version FROM causes")
+            )
+        }
+    assert causes["a"] == causes["b"] == reshape.key and causes["c"] == causes["d"] == killed.key
+    assert causes["e"] != causes["f"], "float64 and float32 stay apart"
+    assert causes["g"] is None, "a redriven scan is no dead letter"
+    assert attempts[ids["g"]] == cause_of("failed", "yara: error at offset 0x1").key
+    assert {pattern for pattern, _ in named.values()} == {
+        "ValueError: cannot reshape array of size <n> into shape (<n>,)",
+        "killed after <duration>",
+        "TypeError: cannot cast float64 to int64",
+        "TypeError: cannot cast float32 to int64",
+        "yara: error at offset <hex>",
+    }, "every attempt's cause is named, by the new rules alone"
+    assert {version for _, version in named.values()} == {GROUPING_VERSION}
+    after = kept(engine)
+    assert after == truth(engine)
+    assert {c: v[0] for (_, c), v in after.counts.items()} == {
+        reshape.key: 2, killed.key: 2, causes["e"]: 1, causes["f"]: 1
+    }  # fmt: skip
+    assert after.facets[(1, reshape.key, "queue", "wheels")] == 1
+    assert after.hours == {
+        (1, reshape.key, NOW - NOW % HOUR_US): 1,
+        (1, reshape.key, NOW + HOUR_US - NOW % HOUR_US): 1,
+        (1, killed.key, NOW + HOUR_US - NOW % HOUR_US): 1,
+        (1, killed.key, NOW + 2 * HOUR_US - NOW % HOUR_US): 1,
+        (1, causes["e"], NOW + 2 * HOUR_US - NOW % HOUR_US): 1,
+        (1, causes["f"], NOW + 3 * HOUR_US - NOW % HOUR_US): 1,
+    }
+    store = blocking_store(empty_database_url, loop, FakeClock(NOW + 4 * HOUR_US // 10**6))
+    store.dead_letters.redrive_ids(1, [ids["a"]], origin=CLI)
+    assert kept(engine) == truth(engine), "the new triggers keep them from here"
     store.close()
     engine.dispose()
 

@@ -614,7 +614,8 @@ CASES = {
                         sqlite_index("ix_scans_pending_lease"),
                         pg_index("(ix_scans_pending_lease|ix_scans_lease_due)"), sorts=SORTS),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
-    "name_cause": Case(closing.NAME_CAUSE, {"cause": "0123456789abcdef", "pattern": "p"},
+    "name_cause": Case(closing.NAME_CAUSE,
+                       {"cause": "0123456789abcdef", "pattern": "p", "grouping_version": 2},
                        NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),
     "record_delivery_minute": Case(deliveries.RECORD_MINUTE,
                                    {"endpoint": 1, "attempts": 1, "failures": 0}, NO_READ,

@@ -58,10 +58,10 @@ def test_every_session_lands_on_one_of_the_shards() -> None:
 def test_each_cause_is_named_once_and_closes_without_one_name_nothing() -> None:
     timeout = cause_of("failed", "timed out after 10 s")
     same = cause_of("failed", "timed out after 12 s")
-    other = Cause("k", "p")
+    other = Cause("k", "p", grouping_version=1)
     assert named([timeout, None, same, other]) == [
-        {"cause": timeout.key, "pattern": "timed out after <n> s"},
-        {"cause": "k", "pattern": "p"},
+        {"cause": timeout.key, "pattern": "timed out after <duration>", "grouping_version": 2},
+        {"cause": "k", "pattern": "p", "grouping_version": 1},
     ]
     assert named([None, None]) == []
 

@@ -215,7 +215,7 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
 # Parts of a reply, or not a reply: each is covered through the reply that uses it.
 PARTS = {operator.card, operator.audit_entry, operator.audit_target, operator.cursor}
 PARTS |= {operator.redrive_headline, operator.redrive_named}
-PARTS |= {operator.parse_cursor, operator.parse_cause_cursor}
+PARTS |= {operator.parse_cursor, operator.parse_cause_cursor, operator.cause_name}
 
 
 def _validation() -> ValidationError:

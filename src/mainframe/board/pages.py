@@ -139,6 +139,7 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
         "counts": counts, "past_cap": past_cap, "count_cap": COUNT_CAP,
         "overview": operator_shapes.overview(view),
         "endpoints": [c.name for c in view.endpoints], **(await _rows(rt, session, f)),
+        "cause_pattern": await rt.store.causes.pattern(f.cause) if f.cause else None,
     }  # fmt: skip
     return page(request, "board.html", context)
 
@@ -175,10 +176,11 @@ async def scan_page(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Respon
         return error_page(request, context, 404, f"There is no scan {scan_id} on your endpoints.")
     body = shapes.scan(scan, with_attempts=True)
     body["redrive_count"], body["redriven_at"] = scan.redrive_count, scan.redriven_at
+    cause = (await rt.store.causes.of_scans(session.owner_id, [scan_id])).get(scan_id)
     context |= {
         "scan": body, "payload": scan.payload, "timeline": timeline.entries(scan),
         "f": _came_from(request, scan.dead_lettered_at is not None),
-        "budget": rt.settings.max_job_attempts,
+        "budget": rt.settings.max_job_attempts, "cause": operator_shapes.cause_name(cause),
     }  # fmt: skip
     return page(request, "scan.html", context)
 
@@ -212,21 +214,32 @@ async def confirm_redrive(request: Request, rt: RuntimeDep) -> Response:
 
 @router.get("/causes")
 async def causes_page(request: Request, rt: RuntimeDep) -> Response:
-    """The Dead tab's Causes view: dead letters grouped by what killed them."""
+    """The Dead tab's Causes view: dead letters grouped by what killed them, over the owner's
+    endpoints or the one chosen."""
     session, context = await signed_in_page(request, rt)
     try:
         after = operator_shapes.parse_cause_cursor(request.query_params.get("cursor") or None)
+        f = filters.parse({"status": "dead", "endpoint": request.query_params.get("endpoint", "")})
     except Invalid:
         return error_page(request, context, 422, "Use the Older link's cursor.")
+    except filters.BadFilter as exc:
+        return error_page(request, context, 422, f"The filter field {exc.field!r} is not usable.")
     found = await rt.store.causes.page(
-        session.owner_id, endpoint=None, after=after, limit=filters.PAGE_SIZE
+        session.owner_id, endpoint=f.endpoint, after=after, limit=filters.PAGE_SIZE
     )
+    endpoints = sorted((await rt.store.owners.owned_endpoints(session.owner_id)).values())
     rows = [
         (operator_shapes.cause(item), sparkline(item.hours, what=SPARK_WHAT))
         for item in found.items
     ]
-    nxt = operator_shapes.cause_page(found)["next_cursor"]
-    return page(request, "causes.html", context | {"rows": rows, "next_cursor": nxt})
+    context |= {
+        "f": f, "rows": rows, "endpoints": endpoints,
+        # Two endpoints' `default` queues are two places: name each facet's endpoint when
+        # the view spans more than one.
+        "qualified": f.endpoint is None and len(endpoints) > 1,
+        "next_cursor": operator_shapes.cause_page(found)["next_cursor"],
+    }  # fmt: skip
+    return page(request, "causes.html", context)
 
 
 @router.get("/audit")

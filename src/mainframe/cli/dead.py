@@ -36,6 +36,7 @@ from mainframe.contract.text import (
     shown,
     status_word,
 )
+from mainframe.lifecycle.causes import Cause
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
 from mainframe.shapes import operator as operator_shapes
@@ -136,18 +137,19 @@ def _field(value: object) -> str:
     return "-" if value is None else shown(value)
 
 
-def _table(rows: list[dict[str, Any]], count: int) -> None:
-    """A table on a terminal; otherwise a header and tab-separated rows, for `cut` and `awk`."""
+def _table(rows: list[dict[str, Any]], count: int, of: str = "") -> None:
+    """A table on a terminal; otherwise a header and tab-separated rows, for `cut` and `awk`.
+    `of` says what the rows are of (one cause), after their count."""
     if not sys.stdout.isatty():
         typer.echo("\t".join(header for header, _ in COLUMNS))
         for row in rows:
             typer.echo("\t".join(_cell(read(row)) for _, read in COLUMNS))
-        typer.echo(f"{len(rows)} shown of {counted(count, 'dead letter')}")
+        typer.echo(f"{len(rows)} shown of {counted(count, 'dead letter')}{of}")
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=counted(count, "dead letter"), title_justify="left")
+    table = Table(title=counted(count, "dead letter") + of, title_justify="left")
     for header, _ in COLUMNS:
         table.add_column(header, overflow="fold")
     for row in rows:
@@ -172,16 +174,23 @@ def dead_list(
     """The owner's dead letters, newest first, with how many match in all."""
     f = _filter(q, endpoint, queue, reason, since, cause)
 
-    async def listed() -> DeadLetterPage:
+    async def listed() -> tuple[DeadLetterPage, str | None]:
         async with _opened(database_url, owner) as (store, owner_id):
-            return await store.dead_letters.page(owner_id, f, after=None, limit=limit)
+            pattern = None if cause is None else await store.causes.pattern(cause)
+            return await store.dead_letters.page(owner_id, f, after=None, limit=limit), pattern
 
-    page = asyncio.run(listed())
+    page, pattern = asyncio.run(listed())
     rows = [operator_shapes.dead_letter(item) for item in page.items]
     if as_json:
         typer.echo(_json({"scans": rows, "count": page.count}))
         return
-    _table(rows, page.count)
+    # A cause is named by its pattern, as the causes view shows it; its key says nothing.
+    of = "" if cause is None else f" of cause {_cause_words(cause, pattern)}"
+    _table(rows, page.count, of)
+
+
+def _cause_words(key: str, pattern: str | None) -> str:
+    return f"{key} (no failure has had it)" if pattern is None else f"“{one_line(pattern)}”"
 
 
 @dead_app.command("causes")
@@ -222,15 +231,16 @@ def dead_show(
 ) -> None:
     """One scan with its whole attempt history."""
 
-    async def opened() -> ScanRecord:
+    async def opened() -> tuple[ScanRecord, Cause | None]:
         async with _opened(database_url, owner) as (store, owner_id):
-            return await store.dead_letters.get(owner_id, scan_id)
+            scan = await store.dead_letters.get(owner_id, scan_id)
+            return scan, (await store.causes.of_scans(owner_id, [scan_id])).get(scan_id)
 
     try:
-        scan = asyncio.run(opened())
+        scan, cause = asyncio.run(opened())
     except StoreError as exc:
         refuse(exc)
-    body = shapes.scan(scan, with_attempts=True)
+    body = shapes.scan(scan, with_attempts=True) | {"cause": operator_shapes.cause_name(cause)}
     if as_json:
         typer.echo(_json(body))
         return
@@ -243,6 +253,9 @@ def _show(body: dict[str, Any], scan: ScanRecord) -> None:
         typer.echo(f"{key:<18} {_field(body[key])}")
     typer.echo(f"{'status':<18} {status_word(body['status'], body['dead_lettered_at'])}")
     typer.echo(f"{'reason':<18} {reason_words(body['fail_reason']) or '-'}")
+    cause = body["cause"]
+    if cause is not None:
+        typer.echo(f"{'cause':<18} “{shown(cause['pattern'])}” ({cause['cause']})")
     for key in ("dead_lettered_at", "attempt_count"):
         typer.echo(f"{key:<18} {_field(body[key])}")
     last = "" if scan.redriven_at is None else f", last {rfc3339(scan.redriven_at)}"

@@ -27,10 +27,20 @@ class FinalAttemptPublic(BaseModel):
     at: str | None
 
 
+class CauseNamePublic(BaseModel):
+    cause: str = Field(description="The key: `?cause=` of the dead-letter list and redrive.")
+    pattern: str = Field(
+        description="The failure's meaningful line, varying parts as <n>, <path>, <url>, ..."
+    )
+
+
 class DeadLetterPublic(ScanPublic):
     redriven_at: str | None
     redrive_count: int
     final_attempt: FinalAttemptPublic
+    cause: CauseNamePublic | None = Field(
+        description="What killed it, as `GET /api/v1/dead-letters/causes` groups dead letters."
+    )
 
 
 # A time as RFC 3339 text with its offset; a bare number (which pydantic would read as Unix
@@ -61,19 +71,16 @@ class RedriveFilter(Strict):
 
 
 class FacetPublic(BaseModel):
+    endpoint: str = Field(description="The endpoint whose queue, kind or worker this is.")
     value: str
-    dead_letters: int = Field(description="Dead letters of the cause it was in, ever.")
+    dead_letters: int = Field(description="Dead letters of the cause in it now.")
 
 
-class CausePublic(BaseModel):
-    cause: str = Field(description="The key: `?cause=` of the dead-letter list and redrive.")
-    pattern: str = Field(
-        description="The failure's meaningful line, varying parts as <n>, <path>, <url>, ..."
-    )
+class CausePublic(CauseNamePublic):
     count: int = Field(description="Dead letters of this cause now.")
-    first_seen_at: str
-    last_seen_at: str
-    example_scan_id: int
+    first_seen_at: str = Field(description="When the oldest of them was dead-lettered.")
+    last_seen_at: str = Field(description="When the newest of them was dead-lettered.")
+    example_scan_id: int = Field(description="One of them (the newest on its endpoint).")
     queues: list[FacetPublic]
     kinds: list[FacetPublic]
     workers: list[FacetPublic]

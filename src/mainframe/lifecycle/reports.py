@@ -111,6 +111,7 @@ class Plan:
             "result_digest": self.digest,
             "cause": self.cause.key if self.cause else None,
             "pattern": self.cause.pattern if self.cause else None,
+            "grouping_version": self.cause.grouping_version if self.cause else None,
         }
 
 

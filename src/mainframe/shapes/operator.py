@@ -6,6 +6,7 @@ from typing import Any
 
 from mainframe.clock import rfc3339
 from mainframe.contract.text import counted
+from mainframe.lifecycle.causes import Cause
 from mainframe.lifecycle.workers import failure_share, stands_out
 from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid
@@ -41,7 +42,13 @@ def dead_letter(item: DeadLetter) -> dict[str, Any]:
             "at": rfc3339(a.closed_at),
         }
     )
+    body["cause"] = cause_name(item.cause)
     return body
+
+
+def cause_name(found: Cause | None) -> dict[str, str] | None:
+    """A dead letter's cause by its key and pattern (CauseNamePublic), None if it has none."""
+    return None if found is None else {"cause": found.key, "pattern": found.pattern}
 
 
 def cursor(keyset: tuple[int, int] | None) -> str | None:
@@ -251,7 +258,10 @@ def cause(item: CauseSummary) -> dict[str, Any]:
     """A cause as the causes view shows it (CausePublic)."""
 
     def facet(name: str) -> list[dict[str, Any]]:
-        return [{"value": v, "dead_letters": n} for v, n in item.facets.get(name, [])]
+        return [
+            {"endpoint": f.endpoint, "value": f.value, "dead_letters": f.dead_letters}
+            for f in item.facets.get(name, [])
+        ]
 
     return {
         "cause": item.cause,

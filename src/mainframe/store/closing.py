@@ -28,11 +28,13 @@ BUMP = Sql(
     WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard
     """,
 )
-# A cause's pattern under its key, the first time any attempt fails of it.
+# A cause's pattern under its key, with the version of the rules that made it, the first
+# time any attempt fails of it.
 NAME_CAUSE = Sql(
     "name_cause",
     """
-    INSERT INTO causes (cause, pattern, first_seen_at) VALUES (:cause, :pattern, mf_now())
+    INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
+    VALUES (:cause, :pattern, mf_now(), :grouping_version)
     ON CONFLICT (cause) DO NOTHING
     """,
 )

@@ -15,10 +15,11 @@ count; a narrowing filter's count reads the matching dead letters, exactly."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
+from mainframe.lifecycle.causes import Cause
 from mainframe.lifecycle.scans import (
     SCAN_COLUMNS,
     AttemptRecord,
@@ -428,10 +429,12 @@ class DeadLetterFilter:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A dead letter as listed: the scan and the attempt that closed it (None if none)."""
+    """A dead letter as listed: the scan, the attempt that closed it (None if none) and its
+    cause (lifecycle/causes.py)."""
 
     scan: ScanRecord
     final_attempt: AttemptRecord | None
+    cause: Cause | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,7 +555,10 @@ class DeadLetters:
         `newer_than`), with how many match in all."""
         async with self.db.read() as tx:
             await _with_values(tx, f)
-            return await page(tx, owner_id, f, after=after, limit=limit, newer_than=newer_than)
+            found = await page(tx, owner_id, f, after=after, limit=limit, newer_than=newer_than)
+            named = await causes.causes_of(tx, owner_id, [item.scan.id for item in found.items])
+        items = [replace(item, cause=named.get(item.scan.id)) for item in found.items]
+        return replace(found, items=items)
 
     async def count(self, owner_id: int, f: DeadLetterFilter) -> int:
         """How many dead letters the filter matches (the Dead pill, a redrive's question)."""

@@ -71,7 +71,8 @@ COMPLETE = Sql(
         SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
             scan bigint, attempt integer, assignment text, status text, fail_reason text,
             terminal boolean, dead boolean, result text, delay bigint, outcome text,
-            summary text, artifact text, result_digest text, cause text, pattern text)
+            summary text, artifact text, result_digest text, cause text, pattern text,
+            grouping_version integer)
     ), closed AS (
         UPDATE scans SET status = item.status, updated_at = mf_now(),
             lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
@@ -96,8 +97,8 @@ COMPLETE = Sql(
                   item.outcome, item.summary, item.artifact, item.result_digest,
                   item.cause AS attempt_cause
     ), named AS (
-        INSERT INTO causes (cause, pattern, first_seen_at)
-        SELECT DISTINCT item.cause, item.pattern, mf_now() FROM item
+        INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
+        SELECT DISTINCT item.cause, item.pattern, mf_now(), item.grouping_version FROM item
         WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
         ON CONFLICT (cause) DO NOTHING
     ), replay AS (

@@ -139,6 +139,16 @@ scans = Table(
     ),
     # Dead letters of one cause, newest first: the list filtered by cause, its redrive (0017).
     Index("ix_scans_dead_cause", "cause", "dead_lettered_at", "id", **partial(DEAD)),
+    # One endpoint's dead letters of one cause by age: the oldest and newest the triggers on
+    # scans look up when a dead letter at either end goes (0020).
+    Index(
+        "ix_scans_dead_endpoint_cause",
+        "endpoint_id",
+        "cause",
+        "dead_lettered_at",
+        "id",
+        **partial(DEAD),
+    ),
     # The dead-letter listing's order across endpoints (0008).
     Index("ix_scans_dead_recent", "dead_lettered_at", "id", **partial(DEAD)),
     # Substring search of dead letters: trigrams on PostgreSQL; SQLite cannot use it (0008).
@@ -277,17 +287,21 @@ audit = Table(
     Index("ix_audit_at", "at"),
 )
 
-# Dead letters by cause (revision 0017). `causes` names each key with its pattern; the other
-# three are kept by triggers on scans (the migration's docstring), so every path that makes
-# or unmakes a dead letter keeps them exact in its own transaction.
+# Dead letters by cause (revisions 0017, 0020). `causes` names each key with its pattern; the
+# other three are kept by triggers on scans (0020's docstring), so every path that makes,
+# unmakes or deletes a dead letter keeps them equal to the dead letters in its own
+# transaction, and a cause without dead letters has no row in any of them.
 causes = Table(
     "causes",
     metadata,
     Column("cause", String(16), primary_key=True),
     Column("pattern", Text, nullable=False),
     Column("first_seen_at", BigInteger, nullable=False),
+    # The version of the rules that made the pattern (lifecycle/causes.py::GROUPING_VERSION).
+    Column("grouping_version", Integer, nullable=False),
 )
-# Dead letters now, per endpoint and cause, with when the cause first and last killed a scan.
+# Dead letters now, per endpoint and cause: how many, the oldest's and the newest's time, and
+# the newest's id.
 dead_letter_causes = Table(
     "dead_letter_causes",
     metadata,
@@ -298,7 +312,7 @@ dead_letter_causes = Table(
     Column("last_seen_at", BigInteger, nullable=False),
     Column("example_scan_id", BigInteger, nullable=False),
 )
-# The queues, kinds and workers each cause's dead letters were in, and how often.
+# The queues, kinds and workers each cause's dead letters are in, and how many in each.
 cause_facets = Table(
     "cause_facets",
     metadata,
@@ -307,7 +321,6 @@ cause_facets = Table(
     Column("facet", String(8), primary_key=True),  # queue | kind | worker
     Column("value", String(200), primary_key=True),
     Column("hits", BigInteger, nullable=False),
-    Column("last_seen_at", BigInteger, nullable=False),
 )
 # Each cause's dead letters per hour, for the board's sparklines.
 cause_hours = Table(
