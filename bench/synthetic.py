@@ -3,8 +3,8 @@
 This is not intake and measures nothing about it: the rows go in behind the server's back
 (COPY on PostgreSQL, executemany on SQLite), without the live-key lookup, the events or the
 transactions a submission runs. It exists so that reconcile.py can time the reconciliation
-query over a million rows in seconds. bench/bench.py fills through the public API and must
-never import this module.
+over a million rows without filling them through the API for hours. bench/bench.py fills
+through the public API and must never import this module.
 """
 
 from __future__ import annotations

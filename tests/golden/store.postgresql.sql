@@ -896,17 +896,16 @@ SELECT 1;
 SET LOCAL plan_cache_mode = force_custom_plan;
 
 -- promote_from_quarantine
+WITH paused AS MATERIALIZED (
+    SELECT queue FROM paused_queues
+    WHERE (endpoint_id, queue) = (SELECT endpoint_id, queue FROM scans WHERE id = $1)
+    FOR KEY SHARE
+)
 UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
-    available_at = CASE WHEN EXISTS (
-        SELECT 1 FROM paused_queues AS paused
-        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
-    ) THEN NULL ELSE mf_now() END,
-    paused_due_at = CASE WHEN EXISTS (
-        SELECT 1 FROM paused_queues AS paused
-        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
-    ) THEN mf_now() END,
-    verified = $1, source = COALESCE($2, source)
-WHERE id = $3 AND status = 'QUARANTINED'
+    available_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN NULL ELSE mf_now() END,
+    paused_due_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN mf_now() END,
+    verified = $2, source = COALESCE($3, source)
+WHERE id = $1 AND status = 'QUARANTINED'
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
@@ -989,7 +988,22 @@ WHERE dead.id IN (
 );
 
 -- redrive_requeue
-UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+WITH paused AS MATERIALIZED (
+    SELECT paused_queues.endpoint_id, paused_queues.queue FROM paused_queues
+    WHERE paused_queues.endpoint_id = ANY(ARRAY(
+        SELECT scans.endpoint_id FROM scans WHERE scans.id IN (
+            SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
+        )
+    ))
+    FOR KEY SHARE
+)
+UPDATE scans SET status = 'QUEUED',
+    available_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
+        SELECT paused.endpoint_id, paused.queue FROM paused
+    ) THEN NULL ELSE mf_now() END,
+    paused_due_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
+        SELECT paused.endpoint_id, paused.queue FROM paused
+    ) THEN mf_now() END,
     attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
     lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
     finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),

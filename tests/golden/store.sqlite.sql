@@ -881,7 +881,15 @@ JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.n
 WHERE dead.id IN (SELECT value FROM json_each(:ids));
 
 -- redrive_requeue
-UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+UPDATE scans SET status = 'QUEUED',
+    available_at = CASE WHEN EXISTS (
+        SELECT 1 FROM paused_queues AS paused
+        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+    ) THEN NULL ELSE mf_now() END,
+    paused_due_at = CASE WHEN EXISTS (
+        SELECT 1 FROM paused_queues AS paused
+        WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+    ) THEN mf_now() END,
     attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
     lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
     finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),

@@ -126,6 +126,14 @@ def _fill(conn: Connection) -> None:
         )
     )
     _causes(conn)
+    # A paused queue on each endpoint: a redrive parks the scans it puts back in one.
+    conn.execute(
+        text(
+            "INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by) VALUES "
+            "(1, 'held', :now, 'ops'), (2, 'default', :now, 'ops'), (3, 'default', :now, 'ops')"
+        ),
+        {"now": NOW},
+    )
     conn.execute(
         text(
             "INSERT INTO scan_totals (endpoint_id, outcome, shard, count) SELECT endpoint_id, "
@@ -293,7 +301,13 @@ CASES = {
     "redrive_live_keys": Case(redrive.LIVE_KEYS, {"ids": REDRIVEN},
                               r"^SEARCH live USING (COVERING )?INDEX ux_scans_live_key \(",
                               pg_index("ux_scans_live_key")),
-    "redrive_requeue": Case(redrive.REQUEUE, {"ids": REDRIVEN}, SQLITE_PK, PG_PK),
+    # Each scan by key, and whether its queue is paused by the key of paused_queues; on
+    # PostgreSQL the paused queues of the chunk's endpoints, by the endpoints' ids.
+    "redrive_requeue": Case(redrive.REQUEUE, {"ids": REDRIVEN},
+                            (SQLITE_PK, sqlite_index("sqlite_autoindex_paused_queues_1",
+                                                     "paused") + r"endpoint_id=\? AND queue=\?\)"),
+                            (PG_PK, pg_index("paused_queues_pkey", "paused_queues")
+                             + r"|Seq Scan on paused_queues\b")),
     "audit_page": Case(audit.AUDIT_ENTRIES, {"owner": 1, "before": audit.NEWEST, "limit": 50},
                        r"^SEARCH audit USING INDEX ix_audit_owner \(owner_id=\? AND id<\?\)",
                        pg_index("(ix_audit_owner|audit_pkey)", "audit")),

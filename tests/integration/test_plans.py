@@ -314,6 +314,10 @@ PG_LIVE_OF_ENDPOINT += "|" + PG_PENDING
 # The live statuses as ux_scans_live_key's predicate spells them.
 LIVE_STATUSES = "status IN ('QUARANTINED', 'QUEUED', 'PENDING')"
 NO_READ = r"\A(?![\s\S]*^(SCAN|SEARCH) )"  # an INSERT ... VALUES reads no table
+# Whether a scan's queue is paused: one probe of paused_queues' key.
+PAUSED_QUEUE = (
+    sqlite_index("sqlite_autoindex_paused_queues_1", "paused") + r"endpoint_id=\? AND queue=\?\)"
+)
 
 
 def pg_small(table: str, index: str) -> str:
@@ -419,8 +423,9 @@ CASES = {
                                          "kind": "scan"},
                       sqlite_index("ux_scans_live_key") + r"endpoint_id=\? AND name=\? AND",
                       pg_index("ux_scans_live_key")),
+    # The scan by key, and whether its queue is paused by the key of paused_queues.
     "promote": Case(intake.PROMOTE, {"scan": QUARANTINED_ID, "verified": True, "source": "feed"},
-                    PK, PG_PK),
+                    (PK, PAUSED_QUEUE), (PG_PK, pg_small("paused_queues", "paused_queues_pkey"))),
     # The revocation cascade: one endpoint's live scans; PostgreSQL locks them in id order.
     "revoke_endpoint": Case(revoke.REVOKE_ENDPOINT, {"endpoint": 1}, sqlite_pk("endpoints"),
                             pg_small("endpoints", "endpoints_pkey")),

@@ -16,8 +16,8 @@ from mainframe.store.database import Sql, Tx, first, value
 # The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal), in one
 # statement so that its counts are of one moment: every QUEUED scan by due time, and the
 # parked ones (available_at NULL), through ix_scans_queued; then the paused queues' unparked
-# ones (a retry, a lapse or a redrive sent them back after the pause, or the pause has not
-# parked them yet) by due time, per paused queue from its endpoint's unparked part of
+# ones (a retry or a lapse sent them back after the pause, or the pause has not parked them
+# yet) by due time, per paused queue from its endpoint's unparked part of
 # ix_scans_queued (the parked rows sort apart, NULL), each row's queue read from the table.
 # Nothing more when no queue is paused; never a paused queue's parked backlog. On PostgreSQL
 # the LATERAL keeps that walk per paused queue: a generic plan would rather hash every

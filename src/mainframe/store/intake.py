@@ -105,6 +105,11 @@ LIVE_SCAN = Sql(
       AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
     """,
 )
+# A quarantined scan let into QUEUED: due now, or parked when its queue is paused. On
+# PostgreSQL the paused queue's row is taken FOR KEY SHARE, as a redrive takes it
+# (store/redrive.py::REQUEUE says why): a resume lifting the pause meanwhile waits for this
+# transaction, or this statement for the resume's, so the scan is never left parked in a
+# queue no longer paused.
 PROMOTE = Sql(
     "promote_from_quarantine",
     """
@@ -117,6 +122,22 @@ PROMOTE = Sql(
             SELECT 1 FROM paused_queues AS paused
             WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
         ) THEN mf_now() END,
+        verified = :verified, source = COALESCE(:source, source)
+    WHERE id = :scan AND status = 'QUARANTINED'
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    WITH paused AS MATERIALIZED (
+        SELECT queue FROM paused_queues
+        WHERE (endpoint_id, queue) = (SELECT endpoint_id, queue FROM scans WHERE id = :scan)
+        FOR KEY SHARE
+    )
+    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
+        available_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN mf_now() END,
         verified = :verified, source = COALESCE(:source, source)
     WHERE id = :scan AND status = 'QUARANTINED'
     RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,

@@ -5,10 +5,14 @@ nothing is dead-lettered by the pause; resuming needs no redrive.
 A pause names the queue in `paused_queues` (every poll's lease statement leaves its scans
 out from then on) and *parks* its QUEUED scans in chunks: `available_at` NULL, the due time
 kept in `paused_due_at`, so no poll's walk of `ix_scans_queued` steps over them however many
-there are. New scans of a paused queue are parked as they arrive (store/intake.py). A resume
-removes the name and puts the due times back, so the queue hands its scans out in the order
-it had; a scan that went back to QUEUED in the paused queue meanwhile (a retry, a lapse) was
-never parked, only left out, and is due as it was."""
+there are. New scans of a paused queue are parked as they arrive, and so are those a
+quarantine release or a verified resubmission promotes (store/intake.py) and the dead letters
+a redrive puts back (store/redrive.py), however many. A resume removes the name and puts the
+due times back, so the queue hands its scans out in the order it had. A scan that went back
+to QUEUED in the paused queue from a lease (a retryable failure, a worker's or an operator's;
+a lapse) was never parked, only left out, and is due as it was: no poll leases in a paused
+queue, so there are at most as many as the leases out when the pause began, and parking them
+would cost the hot result path a look at the paused queues."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Redrive: an operator puts dead letters back in the queue with a fresh attempt budget.
 
-A scan goes back to QUEUED, due now, its attempt count restarting from zero over a raised
+A scan goes back to QUEUED, due now (or parked, as intake parks it, when its queue is
+paused: store/queues.py), its attempt count restarting from zero over a raised
 `attempt_base` (attempt history seq keeps rising, every closed attempt is kept), its dead
 letter cleared and its redrive noted. Work runs in chunks of CHUNK scans, one transaction
 each, so a redrive of tens of thousands never holds the write lock for long; the audit row
@@ -78,10 +79,26 @@ LIVE_KEYS = Sql(
     )
     """,
 )
+# The chunk's dead letters back in QUEUED with a fresh budget: due now, or parked as intake
+# parks them (available_at NULL, the due time in paused_due_at) when their queue is paused,
+# so that no poll's walk of ix_scans_queued steps over a large redrive into a paused queue.
+# PostgreSQL takes the paused queues of the chunk's endpoints FOR KEY SHARE (by key, from
+# the endpoints' ids read once): a resume's DELETE of one waits for this transaction, whose
+# parked scans its unparking then sees, or this statement waits for the resume's and finds
+# the queue no longer paused. Without the lock a scan could be parked just after a resume
+# had given its queue's due times back, to wait for a resume nobody would send.
 REQUEUE = Sql(
     "redrive_requeue",
     """
-    UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+    UPDATE scans SET status = 'QUEUED',
+        available_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN mf_now() END,
         attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
         lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
         finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
@@ -90,7 +107,22 @@ REQUEUE = Sql(
     RETURNING id, available_at
     """,
     """
-    UPDATE scans SET status = 'QUEUED', available_at = mf_now(),
+    WITH paused AS MATERIALIZED (
+        SELECT paused_queues.endpoint_id, paused_queues.queue FROM paused_queues
+        WHERE paused_queues.endpoint_id = ANY(ARRAY(
+            SELECT scans.endpoint_id FROM scans WHERE scans.id IN (
+                SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+            )
+        ))
+        FOR KEY SHARE
+    )
+    UPDATE scans SET status = 'QUEUED',
+        available_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
+            SELECT paused.endpoint_id, paused.queue FROM paused
+        ) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
+            SELECT paused.endpoint_id, paused.queue FROM paused
+        ) THEN mf_now() END,
         attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
         lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
         finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
@@ -173,12 +205,17 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     if not ready:
         return []
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
-    due = {scan_id: int(available_at) for scan_id, available_at in requeued}
+    due = {scan_id: available_at for scan_id, available_at in requeued}
     events = [ScanRedriven(ref) for ref in ready]
     await tx.many(BUMP, increments(events, tx.session))
     tx.events.extend(events)
-    # Announced as claimable like any other ready scan, and only when its sender was verified.
-    tx.events.extend(ScanReady(ref, 0, due[ref.scan_id]) for ref in ready if ref.verified)
+    # Announced as claimable like any other ready scan, and only when its sender was verified;
+    # a parked one (no due time) is announced when its queue is resumed (store/queues.py).
+    tx.events.extend(
+        ScanReady(ref, 0, int(due[ref.scan_id]))
+        for ref in ready
+        if ref.verified and due[ref.scan_id] is not None
+    )
     return [ref.scan_id for ref in ready]
 
 
