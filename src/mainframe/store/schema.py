@@ -220,7 +220,8 @@ scan_totals = Table(
 )
 # Per endpoint and outcome, how many of the scans the outcome totals counted retention has
 # pruned since (revision 0020): added to by each prune batch in its transaction, so the
-# scans of an outcome that exist now are its total less this, read at one instant.
+# scans of an outcome that exist now are its total less this, read at one instant (the
+# overview reads finished and failed; dead letters are read from their own kept counts).
 pruned_scans = Table(
     "pruned_scans",
     metadata,
