@@ -409,15 +409,25 @@ def test_counts_now_start_from_what_exists_and_move_with_it(
             )
         )
     assert pruned == _PRUNED
+    # A regrouping of causes (a later migration rewriting the dead letters' causes) and a
+    # dead letter moved to another queue: the kept counts follow the keys.
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE scans SET cause = '00000000000000dd' WHERE cause = '00000000000000aa'")
+        )
+        conn.execute(text("UPDATE scans SET queue = 'moved' WHERE fail_reason = 'lease_expired'"))
+    kept, true = _kept_and_true(engine)
+    assert kept == true
+    assert "00000000000000aa" not in {cause for (_, cause, _, _) in kept["dead"]}
     # From here the store and the triggers keep them: a redrive, then a prune of every kind.
     clock = FakeClock(NOW + 2 * DAY_US)
     store = blocking_store(
         empty_database_url, loop, clock, retention=RetentionPolicy.uniform(DAY_US)
     )
     dead = store.dead_letters.page(1, DeadLetterFilter(queue="bulk"), after=None, limit=10)
-    assert dead.count == 3
+    assert dead.count == 2
     store.dead_letters.redrive_ids(1, [dead.items[0].scan.id], origin=CLI)
-    assert store.dead_letters.count(1, DeadLetterFilter(queue="bulk")) == 2
+    assert store.dead_letters.count(1, DeadLetterFilter(queue="bulk")) == 1
     kept, true = _kept_and_true(engine)
     assert kept == true
     for kind in (PruneKind.FINISHED, PruneKind.FAILED, PruneKind.DEAD_LETTERED):

@@ -18,7 +18,8 @@ causes), in the transaction of the change. The hot statements that close an atte
 letter runs their statements.
 
 Cost on a large table: one pass over the ended scans (a GROUP BY by endpoint and status) and
-one over the dead letters (their partial index), about a second per million on this machine.
+one over the dead letters (their partial index): a million ended scans, a third of them dead
+letters, upgraded in 1.3 s on PostgreSQL and 3.6 s on SQLite on this machine (2026-12-06).
 A later migration that rebuilds `scans` on SQLite (batch mode copies the table) must create
 the triggers again.
 
