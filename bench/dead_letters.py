@@ -243,7 +243,7 @@ def main() -> None:
 
 async def scanned(store: Store, owner_id: int, reason: str) -> int:
     """A reason's count as the store took it before the kept counts by queue and reason
-    (migration 0020): every matching dead letter read, planned with its values."""
+    (the `counts_now` migration): every matching dead letter read, planned with its values."""
     async with store.db.read() as tx:
         await tx.run(PLAN_WITH_VALUES)
         params = DeadLetterFilter(reason=reason).params(owner_id)
@@ -271,7 +271,7 @@ async def measure(url: str, term: str, runs: int, size: int) -> None:
         "count (a reason and a queue)": lambda: role.count(
             1, DeadLetterFilter(reason="attempts_exhausted", queue="priority")
         ),
-        "count (a reason, as read before 0020)": lambda: scanned(store, 1, "attempts_exhausted"),
+        "count (a reason, read as before)": lambda: scanned(store, 1, "attempts_exhausted"),
         "count (the newest 1%, since)": lambda: role.count(
             1, DeadLetterFilter(since=NOW + size * 990)
         ),

@@ -9,9 +9,9 @@ keyset is always bound (the first page's is NEWEST): an optional keyset is an OR
 can seek through, so a later page would read every row before it; the way back from a
 later page walks the same index forwards from its cursor. The count without a search or a
 time is a sum of kept counts, never a scan count: the dead letters per endpoint and cause
-(migration 0017), or with a reason or a queue per endpoint, cause, queue and reason
-(migration 0020), each kept by triggers in the transaction of every change, a prune's too.
-A search's or a time's count reads the matching dead letters, exactly."""
+(migration 0017), or with a reason or a queue per endpoint, cause, queue and reason (the
+`counts_now` migration), each kept by triggers in the transaction of every change, a
+prune's too. A search's or a time's count reads the matching dead letters, exactly."""
 
 from __future__ import annotations
 
@@ -375,8 +375,8 @@ DEAD_LETTER_TOTAL = Sql(
 )
 # The dead letters a reason, a queue or both match now (of the owner's endpoints or one, of
 # every cause or one), and of them those on endpoints not revoked: the counts kept per
-# endpoint, cause, queue and reason (migration 0020), a few rows per endpoint and cause
-# through the primary key, whatever the scans table holds.
+# endpoint, cause, queue and reason (the `counts_now` migration), a few rows per endpoint
+# and cause through the primary key, whatever the scans table holds.
 DEAD_LETTERS_BY_KEY = Sql(
     "dead_letters_by_key",
     """

@@ -219,9 +219,9 @@ scan_totals = Table(
     Column("count", BigInteger, nullable=False, server_default=text("0")),
 )
 # Per endpoint and outcome, how many of the scans the outcome totals counted retention has
-# pruned since (revision 0020): added to by each prune batch in its transaction, so the
-# scans of an outcome that exist now are its total less this, read at one instant (the
-# overview reads finished and failed; dead letters are read from their own kept counts).
+# pruned since (the `counts_now` revision): added to by each prune batch in its transaction,
+# so the scans of an outcome that exist now are its total less this, read at one instant
+# (the overview reads finished and failed; dead letters are read from their own counts).
 pruned_scans = Table(
     "pruned_scans",
     metadata,
@@ -309,8 +309,9 @@ dead_letter_causes = Table(
     Column("last_seen_at", BigInteger, nullable=False),
     Column("example_scan_id", BigInteger, nullable=False),
 )
-# Dead letters now per endpoint, cause, queue and reason (revision 0020), kept by triggers of
-# their own on scans: the list's count narrowed by a reason or a queue sums a few of them.
+# Dead letters now per endpoint, cause, queue and reason (the `counts_now` revision), kept
+# by triggers of their own on scans: the list's count narrowed by a reason or a queue sums a
+# few of them.
 # '' stands for a dead letter without a cause or a reason; a key that counts none goes.
 dead_letter_counts = Table(
     "dead_letter_counts",
