@@ -1,7 +1,8 @@
-"""The dead-letter listing at scale: p50/p99 of the first page, of a search by package name
-and of the unfiltered count, with N dead letters in the database (the aim: each under 20 ms
-at 1,000,000; docs/board.md has the figures); and the causes view with CAUSES causes among
-them (the aim: under 50 ms; docs/performance.md).
+"""The dead-letter listing at scale: p50/p99 of the first page, of a search by package name,
+of the unfiltered count and of the counts narrowed by a reason or a queue, and of the owner's
+overview (the board's pills and cards), with N dead letters in the database (the aim: each
+under 20 ms at 1,000,000; docs/board.md has the figures); and the causes view with CAUSES
+causes among them (the aim: under 50 ms; docs/performance.md).
 
 Filling a million rows through the API takes hours on a small machine, so this benchmark
 writes them directly with SQL (one INSERT ... SELECT per table) and says so in its output;
@@ -24,8 +25,10 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
+from mainframe.lifecycle.outcomes import SHARDS
 from mainframe.store import Budget, Store, open_database
-from mainframe.store.dead_letters import DeadLetterFilter
+from mainframe.store.database import first
+from mainframe.store.dead_letters import COUNT_DEAD_LETTERS, PLAN_WITH_VALUES, DeadLetterFilter
 from mainframe.store.migrate import upgrade
 from mainframe.store.sqlalchemy_engine import create_store_engine
 
@@ -61,6 +64,10 @@ def _word(number: str) -> str:
 NAME = _word("CAST(i * 2654435761 % 4294967296 AS TEXT)") + " || '-' || " + _word("CAST(i AS TEXT)")
 
 
+# One dead letter in seven was in the `priority` queue, the rest in `default`.
+QUEUE = "CASE WHEN i % 7 = 0 THEN 'priority' ELSE 'default' END"
+
+
 def _cause_key(engine: Engine) -> str:
     """SQL for row i's cause: one of CAUSES keys of 16 hex digits, as the rule makes them."""
     if engine.dialect.name == "postgresql":
@@ -94,6 +101,13 @@ def _causes(conn: Connection) -> None:
                 f"FROM scans GROUP BY endpoint_id, cause, {column}"
             )
         )
+    conn.execute(
+        text(
+            "INSERT INTO dead_letter_counts (endpoint_id, cause, queue, fail_reason, "
+            "dead_letters) SELECT endpoint_id, cause, queue, fail_reason, count(*) FROM scans "
+            "GROUP BY endpoint_id, cause, queue, fail_reason"
+        )
+    )
     hour = "dead_lettered_at - dead_lettered_at % 3600000000"
     conn.execute(
         text(
@@ -128,7 +142,7 @@ def fill(engine: Engine, size: int) -> None:
                 "source, worker, leased_at, created_at, updated_at, finished_at, fail_reason, "
                 "attempt_count, assignment_id, dead_lettered_at, attempt_base, redrive_count, "
                 "cause) "
-                f"SELECT i, 1 + i % {ENDPOINTS}, 'default', {NAME}, '1.0', "
+                f"SELECT i, 1 + i % {ENDPOINTS}, {QUEUE}, {NAME}, '1.0', "
                 "'scan', 'FAILED', TRUE, 'feed', 'w1', "
                 f"{NOW} + i * 1000, {NOW} + i * 1000, {NOW} + i * 1000 + 5, "
                 f"{NOW} + i * 1000 + 5, 'attempts_exhausted', 3, 'a-' || CAST(i AS TEXT), "
@@ -143,11 +157,30 @@ def fill(engine: Engine, size: int) -> None:
             )
         )
         _causes(conn)
-        # The outcome totals as the transitions would have kept them.
+        # The outcome totals as the transitions would have kept them (every shard of every
+        # outcome, as an endpoint's creation makes them; the finished and failed scans as if
+        # retention had pruned them all), and what retention pruned.
         conn.execute(
             text(
                 "INSERT INTO scan_totals (endpoint_id, outcome, shard, count) "
-                "SELECT endpoint_id, 'dead_lettered', 0, COUNT(*) FROM scans GROUP BY endpoint_id"
+                "SELECT endpoints.id, outcomes.outcome, shards.shard, 0 FROM endpoints, "
+                "(SELECT 'finished' AS outcome UNION ALL SELECT 'failed' "
+                "UNION ALL SELECT 'dead_lettered') AS outcomes, "
+                f"(SELECT i - 1 AS shard FROM {_series(engine, SHARDS)}) AS shards"
+            )
+        )
+        conn.execute(
+            text(
+                "UPDATE scan_totals SET count = CASE WHEN outcome = 'dead_lettered' THEN "
+                "(SELECT COUNT(*) FROM scans WHERE scans.endpoint_id = scan_totals.endpoint_id) "
+                f"ELSE {size} END WHERE shard = 1"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO pruned_scans (endpoint_id, outcome, count) SELECT id, outcome, "
+                f"{size} FROM endpoints, (SELECT 'finished' AS outcome UNION ALL "
+                "SELECT 'failed') AS outcomes"
             )
         )
     # As autovacuum would leave it: statistics, and the trigram index's pending list merged.
@@ -209,6 +242,15 @@ def main() -> None:
         drop()
 
 
+async def scanned(store: Store, owner_id: int, reason: str) -> int:
+    """A reason's count as the store took it before the kept counts by queue and reason
+    (the `counts_now` migration): every matching dead letter read, planned with its values."""
+    async with store.db.read() as tx:
+        await tx.run(PLAN_WITH_VALUES)
+        params = DeadLetterFilter(reason=reason).params(owner_id)
+        return int((await first(tx, COUNT_DEAD_LETTERS, params) or (0,))[0])
+
+
 async def measure(url: str, term: str, runs: int, size: int) -> None:
     """Time the store calls the routes make; `term` is one package's name, as typed."""
     store = Store.build(open_database(url), Budget.of(job_timeout=60, max_attempts=3))
@@ -227,9 +269,14 @@ async def measure(url: str, term: str, runs: int, size: int) -> None:
             1, DeadLetterFilter(reason="lease_expired")
         ),
         "count (a queue)": lambda: role.count(1, DeadLetterFilter(queue="default")),
+        "count (a reason and a queue)": lambda: role.count(
+            1, DeadLetterFilter(reason="attempts_exhausted", queue="priority")
+        ),
+        "count (a reason, read as before)": lambda: scanned(store, 1, "attempts_exhausted"),
         "count (the newest 1%, since)": lambda: role.count(
             1, DeadLetterFilter(since=NOW + size * 990)
         ),
+        "overview (the pills and cards)": lambda: store.listings.overview(1),
     }
     print(f"{'case':<44} {'p50 ms':>8} {'p99 ms':>8}  under {TARGET_MS:.0f} ms")
     for label, call in cases.items():

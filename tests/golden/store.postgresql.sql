@@ -327,6 +327,17 @@ FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endp
 WHERE endpoints.owner_id = $1
   AND (CAST($2 AS text) IS NULL OR endpoints.name = $2);
 
+-- dead_letters_by_key
+SELECT COALESCE(SUM(dead_letter_counts.dead_letters), 0),
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                         THEN dead_letter_counts.dead_letters ELSE 0 END), 0)
+FROM dead_letter_counts JOIN endpoints ON endpoints.id = dead_letter_counts.endpoint_id
+WHERE endpoints.owner_id = $1
+  AND (CAST($2 AS text) IS NULL OR endpoints.name = $2)
+  AND (CAST($3 AS text) IS NULL OR dead_letter_counts.cause = $3)
+  AND (CAST($4 AS text) IS NULL OR dead_letter_counts.queue = $4)
+  AND (CAST($5 AS text) IS NULL OR dead_letter_counts.fail_reason = $5);
+
 -- dead_letters_now
 SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
@@ -401,6 +412,18 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 UPDATE board_sessions SET expires_at = mf_now()
 WHERE expires_at > mf_now() AND owner_id = $1;
 
+-- ended_now
+SELECT ended.endpoint_id, ended.outcome, SUM(ended.n) FROM (
+    SELECT scan_totals.endpoint_id, scan_totals.outcome, scan_totals.count AS n
+    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+    WHERE endpoints.owner_id = $1 AND scan_totals.outcome IN ('finished', 'failed')
+    UNION ALL
+    SELECT pruned_scans.endpoint_id, pruned_scans.outcome, -pruned_scans.count
+    FROM pruned_scans JOIN endpoints ON endpoints.id = pruned_scans.endpoint_id
+    WHERE endpoints.owner_id = $1 AND pruned_scans.outcome IN ('finished', 'failed')
+) AS ended
+GROUP BY ended.endpoint_id, ended.outcome;
+
 -- endpoint_by_id
 SELECT id, name, owner_id, open_intake, revoked_at, created_at
 FROM endpoints WHERE id = $1;
@@ -411,12 +434,6 @@ FROM endpoints WHERE name = $1;
 
 -- endpoint_name
 SELECT name FROM endpoints WHERE id = $1;
-
--- endpoint_outcome_totals
-SELECT scan_totals.endpoint_id, scan_totals.outcome, SUM(scan_totals.count)
-FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
-WHERE endpoints.owner_id = $1
-GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
 
 -- endpoint_owner
 SELECT endpoints.owner_id, owners.name
@@ -793,6 +810,10 @@ WHERE id = $1;
 -- note_hook_failed
 UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = $1;
 
+-- note_pruned_scans
+INSERT INTO pruned_scans (endpoint_id, outcome, count) VALUES ($1, $2, $3)
+ON CONFLICT (endpoint_id, outcome) DO UPDATE SET count = pruned_scans.count + excluded.count;
+
 -- now
 SELECT mf_now();
 
@@ -939,7 +960,7 @@ DELETE FROM delivery_counts WHERE ctid = ANY(ARRAY(
 -- prune_scans
 DELETE FROM scans WHERE id IN (
     SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST($1 AS jsonb))
-);
+) RETURNING endpoint_id;
 
 -- quarantined_count
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';

@@ -242,6 +242,17 @@ FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endp
 WHERE endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint);
 
+-- dead_letters_by_key
+SELECT COALESCE(SUM(dead_letter_counts.dead_letters), 0),
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                         THEN dead_letter_counts.dead_letters ELSE 0 END), 0)
+FROM dead_letter_counts JOIN endpoints ON endpoints.id = dead_letter_counts.endpoint_id
+WHERE endpoints.owner_id = :owner
+  AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+  AND (CAST(:cause AS text) IS NULL OR dead_letter_counts.cause = :cause)
+  AND (CAST(:queue AS text) IS NULL OR dead_letter_counts.queue = :queue)
+  AND (CAST(:reason AS text) IS NULL OR dead_letter_counts.fail_reason = :reason);
+
 -- dead_letters_now
 SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
@@ -313,6 +324,18 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 UPDATE board_sessions SET expires_at = mf_now()
 WHERE expires_at > mf_now() AND owner_id = :owner;
 
+-- ended_now
+SELECT ended.endpoint_id, ended.outcome, SUM(ended.n) FROM (
+    SELECT scan_totals.endpoint_id, scan_totals.outcome, scan_totals.count AS n
+    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+    WHERE endpoints.owner_id = :owner AND scan_totals.outcome IN ('finished', 'failed')
+    UNION ALL
+    SELECT pruned_scans.endpoint_id, pruned_scans.outcome, -pruned_scans.count
+    FROM pruned_scans JOIN endpoints ON endpoints.id = pruned_scans.endpoint_id
+    WHERE endpoints.owner_id = :owner AND pruned_scans.outcome IN ('finished', 'failed')
+) AS ended
+GROUP BY ended.endpoint_id, ended.outcome;
+
 -- endpoint_by_id
 SELECT id, name, owner_id, open_intake, revoked_at, created_at
 FROM endpoints WHERE id = :endpoint;
@@ -323,12 +346,6 @@ FROM endpoints WHERE name = :name;
 
 -- endpoint_name
 SELECT name FROM endpoints WHERE id = :endpoint;
-
--- endpoint_outcome_totals
-SELECT scan_totals.endpoint_id, scan_totals.outcome, SUM(scan_totals.count)
-FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
-WHERE endpoints.owner_id = :owner
-GROUP BY scan_totals.endpoint_id, scan_totals.outcome;
 
 -- endpoint_owner
 SELECT endpoints.owner_id, owners.name
@@ -696,6 +713,10 @@ WHERE id = :hook;
 -- note_hook_failed
 UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = :hook;
 
+-- note_pruned_scans
+INSERT INTO pruned_scans (endpoint_id, outcome, count) VALUES (:endpoint, :outcome, :n)
+ON CONFLICT (endpoint_id, outcome) DO UPDATE SET count = pruned_scans.count + excluded.count;
+
 -- now
 SELECT mf_now();
 
@@ -839,7 +860,7 @@ DELETE FROM delivery_counts WHERE (endpoint_id, minute_us) IN (
 );
 
 -- prune_scans
-DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids));
+DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids)) RETURNING endpoint_id;
 
 -- quarantined_count
 SELECT count(*) FROM scans WHERE status = 'QUARANTINED';

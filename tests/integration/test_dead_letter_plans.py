@@ -22,6 +22,7 @@ from mainframe.store.dead_letters import (
     COUNT_DEAD_LETTERS,
     DEAD_LETTER_IDS,
     DEAD_LETTER_TOTAL,
+    DEAD_LETTERS_BY_KEY,
     LIST_DEAD_LETTERS,
     LIST_DEAD_LETTERS_NEWER,
     LIST_DEAD_LETTERS_OF_CAUSE,
@@ -173,6 +174,13 @@ def _causes(conn: Connection) -> None:
             "FROM scans WHERE cause IS NOT NULL GROUP BY endpoint_id, cause, queue"
         )
     )
+    conn.execute(
+        text(
+            "INSERT INTO dead_letter_counts (endpoint_id, cause, queue, fail_reason, "
+            "dead_letters) SELECT endpoint_id, cause, queue, fail_reason, count(*) FROM scans "
+            "WHERE cause IS NOT NULL GROUP BY endpoint_id, cause, queue, fail_reason"
+        )
+    )
     hour = "dead_lettered_at - dead_lettered_at % 3600000000"
     conn.execute(
         text(
@@ -249,12 +257,23 @@ CASES = {
                         sqlite_index("ix_scans_dead_(recent|letters)") + r".*dead_lettered_at>\?",
                         r"Index (Only )?Scan .*ix_scans_dead_(recent|letters)[\s\S]*"
                         r"dead_lettered_at >=", custom_plan=True),
-    "count_of_a_cause_and_a_filter": Case(COUNT_DEAD_LETTERS,
-                                          DeadLetterFilter(reason="lease_expired",
-                                                           cause=CAUSE).params(1),
-                                          sqlite_index("ix_scans_dead_(cause|recent|letters|endpoint_cause)"),
-                                          pg_index("ix_scans_dead_(cause|recent|letters|endpoint_cause)"),
-                                          custom_plan=True),
+    "count_of_a_cause_and_a_time": Case(COUNT_DEAD_LETTERS,
+                                        DeadLetterFilter(since=LATER[0], cause=CAUSE).params(1),
+                                        sqlite_index("ix_scans_dead_(cause|recent|letters|endpoint_cause)"),
+                                        pg_index("ix_scans_dead_(cause|recent|letters|endpoint_cause)"),
+                                        custom_plan=True),
+    # A reason, a queue or both (with a cause and an endpoint or not): the counts kept per
+    # endpoint, cause, queue and reason, never the dead letters (planned with its values,
+    # as every narrowed count is).
+    **{f"count_by_key{label}": Case(DEAD_LETTERS_BY_KEY,
+                                    {"owner": 1, "endpoint": None, "cause": None, "queue": None,
+                                     "reason": None} | keyed,
+                                    r"\bdead_letter_counts\b", r"on dead_letter_counts\b",
+                                    custom_plan=True)
+       for label, keyed in (("_of_a_reason", {"reason": "lease_expired"}),
+                            ("_of_a_queue", {"queue": "priority"}),
+                            ("_of_everything", {"reason": "lease_expired", "queue": "priority",
+                                                "cause": CAUSE, "endpoint": "npm"}))},
     "ids_of_a_search": Case(DEAD_LETTER_IDS, DeadLetterFilter(q=TERM).params(1),
                             SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "ids_of_a_filter": Case(DEAD_LETTER_IDS, DeadLetterFilter(queue="priority").params(1),

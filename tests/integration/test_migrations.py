@@ -4,6 +4,8 @@ chain: from empty, and adopting the tables the server's revision 0005 once creat
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -29,6 +31,8 @@ from sqlalchemy import (
     text,
 )
 
+from mainframe.lifecycle.outcomes import SHARDS
+from mainframe.store.dead_letters import DeadLetterFilter
 from mainframe.store.migrate import current_revision, head_revision, upgrade
 from mainframe.store.owners import OPERATOR
 from mainframe.store.schema import attempts, metadata, scans
@@ -409,6 +413,170 @@ def test_causes_are_regrouped_once_and_their_figures_follow(
     store = blocking_store(empty_database_url, loop, FakeClock(NOW + 4 * HOUR_US // 10**6))
     store.dead_letters.redrive_ids(1, [ids["a"]], origin=CLI)
     assert kept(engine) == truth(engine), "the new triggers keep them from here"
+    store.close()
+    engine.dispose()
+
+
+# The revision that keeps the counts of what exists now, and the one before it.
+COUNTS_NOW = "0021"
+BEFORE_COUNTS_NOW = "0020"
+# Scans as the release before it may hold them: per endpoint, what each scan is (status,
+# whether dead, queue, reason, cause) and how many; the outcome totals count more of each
+# ended kind than there are, as retention would have left them.
+_ENDED = (
+    (1, "FINISHED", False, "default", None, None, 5),
+    (1, "FAILED", False, "default", "failed", None, 2),
+    (1, "FAILED", True, "default", "attempts_exhausted", "00000000000000aa", 3),
+    (1, "FAILED", True, "bulk", "attempts_exhausted", "00000000000000aa", 2),
+    (1, "FAILED", True, "bulk", "lease_expired", "00000000000000bb", 1),
+    (2, "FINISHED", False, "default", None, None, 1),
+    (2, "FAILED", True, "default", "endpoint_revoked", "00000000000000cc", 2),
+    (2, "QUEUED", False, "default", None, None, 4),
+)
+_PRUNED = {(1, "finished"): 7, (1, "failed"): 1, (1, "dead_lettered"): 4, (2, "finished"): 2}
+_NOW_BY_OUTCOME = text(
+    """
+    SELECT endpoint_id, CASE WHEN status = 'FINISHED' THEN 'finished'
+                             WHEN dead_lettered_at IS NULL THEN 'failed'
+                             ELSE 'dead_lettered' END, count(*)
+    FROM scans WHERE status IN ('FINISHED', 'FAILED') GROUP BY 1, 2
+    """
+)
+_DEAD_BY_KEY = text(
+    """
+    SELECT endpoint_id, cause, queue, fail_reason, count(*) FROM scans
+    WHERE dead_lettered_at IS NOT NULL GROUP BY 1, 2, 3, 4
+    """
+)
+
+
+def _scans_before_counts_now(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO owners (id, name, created_at) VALUES (1, 'o', {NOW})"))
+        for e in (1, 2):
+            conn.execute(
+                text(
+                    "INSERT INTO endpoints (id, name, owner_id, open_intake, created_at) "
+                    f"VALUES ({e}, 'e{e}', 1, false, {NOW})"
+                )
+            )
+        totals: dict[tuple[int, str], int] = dict(_PRUNED)
+        for n, (endpoint, status, dead, queue, reason, cause, count) in enumerate(_ENDED):
+            for i in range(count):
+                at = NOW + n * 100 + i
+                conn.execute(
+                    text(
+                        "INSERT INTO scans (endpoint_id, queue, name, version, kind, status, "
+                        "verified, created_at, updated_at, finished_at, dead_lettered_at, "
+                        "fail_reason, cause, attempt_count, attempt_base, redrive_count) "
+                        "VALUES (:e, :queue, :name, '1', 'scan', :status, true, :at, :at, "
+                        ":ended, :dead, :reason, :cause, 1, 0, 0)"
+                    ),
+                    {"e": endpoint, "queue": queue, "name": f"p{n}-{i}", "status": status,
+                     "at": at, "ended": at if status != "QUEUED" else None,
+                     "dead": at if dead else None, "reason": reason, "cause": cause},
+                )  # fmt: skip
+            if status != "QUEUED":
+                outcome = "dead_lettered" if dead else status.lower()
+                totals[endpoint, outcome] = totals.get((endpoint, outcome), 0) + count
+        # Every shard of every total, as an endpoint's creation makes them.
+        conn.execute(
+            text(
+                "INSERT INTO scan_totals (endpoint_id, outcome, shard, count) "
+                "VALUES (:e, :outcome, :shard, :count)"
+            ),
+            [
+                {"e": e, "outcome": outcome, "shard": shard,
+                 "count": totals.get((e, outcome), 0) if shard == 5 else 0}
+                for e in (1, 2) for outcome in ("finished", "failed", "dead_lettered")
+                for shard in range(SHARDS)
+            ],
+        )  # fmt: skip
+
+
+def _kept_and_true(engine: Engine) -> tuple[dict[Any, int], dict[Any, int]]:
+    """The counts kept of what exists now beside the same counted over scans: outcome totals
+    less pruned per (endpoint, outcome), and dead letters per (endpoint, cause, queue,
+    reason)."""
+    with engine.connect() as conn:
+        now = {
+            (e, outcome): int(n)
+            for e, outcome, n in conn.execute(
+                text(
+                    "SELECT endpoint_id, outcome, SUM(n) FROM (SELECT endpoint_id, outcome, "
+                    "count AS n FROM scan_totals UNION ALL SELECT endpoint_id, outcome, -count "
+                    "FROM pruned_scans) AS t GROUP BY endpoint_id, outcome"
+                )
+            )
+            if n
+        }
+        true_now = {(e, o): int(n) for e, o, n in conn.execute(_NOW_BY_OUTCOME)}
+        kept = {
+            (e, c, q, r): int(n)
+            for e, c, q, r, n in conn.execute(
+                text(
+                    "SELECT endpoint_id, cause, queue, fail_reason, dead_letters "
+                    "FROM dead_letter_counts"
+                )
+            )
+        }
+        true_dead = {(e, c, q, r): int(n) for e, c, q, r, n in conn.execute(_DEAD_BY_KEY)}
+    return {"now": now, "dead": kept}, {"now": true_now, "dead": true_dead}
+
+
+@BOTH
+def test_counts_now_start_from_what_exists_and_move_with_it(
+    empty_database_url: str, loop: BlockingPortal
+) -> None:
+    from mainframe.clock import FakeClock
+    from mainframe.lifecycle.retention import DAY_US, PruneKind, RetentionPolicy
+    from mainframe.store.audit import CLI
+
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision=BEFORE_COUNTS_NOW)
+    _scans_before_counts_now(engine)
+    upgrade(engine, revision=COUNTS_NOW)
+    upgrade(engine)
+    assert _diff(engine) == []
+    kept, true = _kept_and_true(engine)
+    assert kept == true
+    assert true["now"] == {(1, "finished"): 5, (1, "failed"): 2, (1, "dead_lettered"): 6,
+                           (2, "finished"): 1, (2, "dead_lettered"): 2}  # fmt: skip
+    with engine.connect() as conn:
+        pruned = dict(
+            ((e, o), int(n))
+            for e, o, n in conn.execute(
+                text("SELECT endpoint_id, outcome, count FROM pruned_scans")
+            )
+        )
+    assert pruned == _PRUNED
+    # A regrouping of causes (a later migration rewriting the dead letters' causes) and a
+    # dead letter moved to another queue: the kept counts follow the keys.
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE scans SET cause = '00000000000000dd' WHERE cause = '00000000000000aa'")
+        )
+        conn.execute(text("UPDATE scans SET queue = 'moved' WHERE fail_reason = 'lease_expired'"))
+    kept, true = _kept_and_true(engine)
+    assert kept == true
+    assert "00000000000000aa" not in {cause for (_, cause, _, _) in kept["dead"]}
+    # From here the store and the triggers keep them: a redrive, then a prune of every kind.
+    clock = FakeClock(NOW + 2 * DAY_US)
+    store = blocking_store(
+        empty_database_url, loop, clock, retention=RetentionPolicy.uniform(DAY_US)
+    )
+    dead = store.dead_letters.page(1, DeadLetterFilter(queue="bulk"), after=None, limit=10)
+    assert dead.count == 2
+    store.dead_letters.redrive_ids(1, [dead.items[0].scan.id], origin=CLI)
+    assert store.dead_letters.count(1, DeadLetterFilter(queue="bulk")) == 1
+    kept, true = _kept_and_true(engine)
+    assert kept == true
+    for kind in (PruneKind.FINISHED, PruneKind.FAILED, PruneKind.DEAD_LETTERED):
+        store.retention.prune(kind, limit=3)
+    kept, true = _kept_and_true(engine)
+    assert kept == true
+    card = {c.name: c.counts for c in store.listings.overview(1).endpoints}
+    assert card["e1"]["finished"] == true["now"].get((1, "finished"), 0) == 2
     store.close()
     engine.dispose()
 

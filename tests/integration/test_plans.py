@@ -69,6 +69,7 @@ from mainframe.store.schema import (
     endpoints,
     owners,
     paused_queues,
+    pruned_scans,
     scan_totals,
     tokens,
 )
@@ -217,6 +218,15 @@ def _fill_accounts(conn: Connection) -> None:
             for e in range(1, ENDPOINTS + 1)
             for outcome in totals.OUTCOMES
             for shard in range(SHARDS)
+        ],
+    )
+    # What retention pruned of each endpoint's ended scans.
+    conn.execute(
+        insert(pruned_scans),
+        [
+            {"endpoint_id": e, "outcome": outcome, "count": 100}
+            for e in range(1, ENDPOINTS + 1)
+            for outcome in totals.OUTCOMES
         ],
     )
 
@@ -546,12 +556,17 @@ CASES = {
                         pg_index("scan_totals_pkey", "scan_totals")),
     "outcome_totals": Case(totals.TOTALS, {}, r"^SCAN scan_totals$",
                            r"Seq Scan on scan_totals\b", sorts=SORTS_ON_SQLITE),
-    "endpoint_outcome_totals": Case(totals.ENDPOINT_TOTALS, {"owner": 1},
-                                    (sqlite_index("ix_endpoints_owner_id", "endpoints"),
-                                     sqlite_index("sqlite_autoindex_scan_totals_1",
-                                                  "scan_totals") + r"endpoint_id=\?\)"),
-                                    pg_small("scan_totals", "scan_totals_pkey"),
-                                    sorts=SORTS_ON_SQLITE),
+    # The owner's finished and failed scans now: its endpoints' totals less what was pruned,
+    # each table by its key's endpoint.
+    "ended_now": Case(overview.ENDED_NOW, {"owner": 1},
+                      (sqlite_index("ix_endpoints_owner_id", "endpoints"),
+                       sqlite_index("sqlite_autoindex_scan_totals_1", "scan_totals")
+                       + r"endpoint_id=\?",
+                       sqlite_index("sqlite_autoindex_pruned_scans_1", "pruned_scans")
+                       + r"endpoint_id=\?"),
+                      (pg_small("scan_totals", "scan_totals_pkey"),
+                       pg_small("pruned_scans", "pruned_scans_pkey")),
+                      sorts=SORTS),
     # Hooks.
     "lock_hook_endpoint": Case(hooks.LOCK_ENDPOINT, {"endpoint": 2}, sqlite_pk("endpoints"),
                                pg_small("endpoints", "endpoints_pkey")),
@@ -668,6 +683,10 @@ CASES = {
                            + r"scan_id=\?\)",
                            pg_index("(attempts_pkey|uq_attempts_assignment)", "attempts")),
     "prune_scans": Case(retention.PRUNE_SCANS, PRUNED_IDS, PK, PG_PK),
+    # What a batch pruned, added to its endpoints' rows: the insert only probes the key.
+    "note_pruned_scans": Case(retention.NOTE_PRUNED,
+                              {"endpoint": 1, "outcome": "finished", "n": 500}, NO_READ,
+                              r"Conflict Arbiter Indexes: pruned_scans_pkey$"),
     "prune_audit": Case(retention.PRUNE_AUDIT, DUE,
                         (sqlite_index("ix_audit_at", "audit"), sqlite_pk("audit")),
                         (pg_index("ix_audit_at", "audit"), pg_index("audit_pkey", "audit"))),

@@ -64,9 +64,14 @@ SEARCH = DeadLetterFilter(q="left-pad")
                                 "count_dead_letters"]),
         ("sqlite", SEARCH, ["begin", "search_dead_letters", "count_dead_letters"]),
         ("postgresql", DeadLetterFilter(), ["begin", "list_dead_letters", "dead_letter_total"]),
-        # A narrowing filter too: a generic plan could not seek the index to `since`.
-        ("postgresql", DeadLetterFilter(reason="lease_expired"),
+        # A narrowing filter too: a generic plan could not seek the index to `since`. A
+        # time's count reads the dead letters; a reason's or a queue's the kept counts.
+        ("postgresql", DeadLetterFilter(since=1),
          ["begin", "plan_with_values", "list_dead_letters", "count_dead_letters"]),
+        ("postgresql", DeadLetterFilter(reason="lease_expired", queue="bulk"),
+         ["begin", "plan_with_values", "list_dead_letters", "dead_letters_by_key"]),
+        ("postgresql", DeadLetterFilter(cause="0123456789abcdef", queue="bulk"),
+         ["begin", "plan_with_values", "list_dead_letters_of_cause", "dead_letters_by_key"]),
         ("postgresql", DeadLetterFilter(endpoint="pypi"),
          ["begin", "list_dead_letters", "dead_letter_total"]),
     ],

@@ -14,17 +14,20 @@ from mainframe.lifecycle.retention import (
     DAY_US,
     DELIVERY_MINUTE_US,
     RETAINED,
+    SCAN_KINDS,
     PruneKind,
     RetentionPolicy,
     delivery_minute_is_due,
     is_due,
     kept_us,
+    pruned_counts,
     scan_is_due,
     scan_kind,
 )
 from mainframe.lifecycle.rules import LIVE, Status
 from mainframe.parsers import parse_retention_days
 from mainframe.settings import Settings
+from mainframe.store.totals import OUTCOMES
 
 NOW = 1_790_000_000_000_000
 DEFAULTS = RetentionPolicy()
@@ -155,3 +158,24 @@ def test_the_settings_build_the_policy() -> None:
     policy = settings.retention_policy()
     assert policy.finished is None and policy.dead_lettered == DAY_US // 2
     assert policy.audit == 0 and policy.failed == DEFAULTS.failed
+
+
+@given(st.lists(st.integers(min_value=1, max_value=5), max_size=50))
+def test_a_batch_adds_to_each_endpoints_pruned_count_what_it_removed_there(
+    endpoints: list[int],
+) -> None:
+    rows = pruned_counts(PruneKind.FAILED, endpoints)
+    assert {row["endpoint"]: row["n"] for row in rows} == {
+        e: endpoints.count(e) for e in set(endpoints)
+    }
+    # Under the outcome total's name, in endpoint order: two pruners lock rows alike.
+    assert all(row["outcome"] == "failed" for row in rows)
+    assert [row["endpoint"] for row in rows] == sorted({*endpoints})
+
+
+def test_only_scans_have_pruned_counts() -> None:
+    # The kinds of scan are named as the outcome totals are, which they are subtracted from.
+    assert [kind.value for kind in SCAN_KINDS] == list(OUTCOMES)
+    assert [r["outcome"] for r in pruned_counts(PruneKind.DEAD_LETTERED, [1])] == ["dead_lettered"]
+    with pytest.raises(ValueError, match="not a kind of scan"):
+        pruned_counts(PruneKind.AUDIT, [1])

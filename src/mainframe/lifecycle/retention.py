@@ -10,6 +10,8 @@ Live scans never end, so they are never due. A scan's attempts go with it."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -142,6 +144,19 @@ def scan_is_due(
         return False
     ended = dead_lettered_at if kind is PruneKind.DEAD_LETTERED else finished_at
     return is_due(ended, now_us=now_us, kept=policy.kept(kind))
+
+
+def pruned_counts(kind: PruneKind, endpoint_ids: Iterable[int]) -> list[dict[str, int | str]]:
+    """What a batch that removed scans of `kind` (one of each endpoint id given per scan) adds
+    to the pruned counts, per endpoint, under the outcome total's name (the kind's own); in
+    endpoint order, so two pruners never take the rows in opposite orders."""
+    if kind not in SCAN_KINDS:
+        raise ValueError(f"{kind} is not a kind of scan")
+    removed = Counter(endpoint_ids)
+    return [
+        {"endpoint": endpoint_id, "outcome": kind.value, "n": n}
+        for endpoint_id, n in sorted(removed.items())
+    ]
 
 
 def delivery_minute_is_due(minute_us: int, *, now_us: int, kept: int | None) -> bool:

@@ -8,9 +8,10 @@ one endpoint's, and `ix_scans_dead_search` (trigrams, PostgreSQL) a substring se
 keyset is always bound (the first page's is NEWEST): an optional keyset is an OR no planner
 can seek through, so a later page would read every row before it; the way back from a
 later page walks the same index forwards from its cursor. The count without a search or a
-narrowing filter is the sum of the dead letters kept per endpoint and cause (migration
-0017's triggers keep them in the transaction of every change, a prune's too), never a scan
-count; a narrowing filter's count reads the matching dead letters, exactly."""
+time is a sum of kept counts, never a scan count: the dead letters per endpoint and cause
+(migration 0017), or with a reason or a queue per endpoint, cause, queue and reason (the
+`counts_now` migration), each kept by triggers in the transaction of every change, a
+prune's too. A search's or a time's count reads the matching dead letters, exactly."""
 
 from __future__ import annotations
 
@@ -291,10 +292,10 @@ SEARCH_DEAD_LETTERS_NEWER = Sql(
     LIMIT :limit
     """,
 )
-# How many dead letters a narrowing filter matches, the search optional (NULL: none), and
-# how many of them a filter redrive would requeue now (a revoked endpoint's are never
-# redriven): the number its `confirm` states. One pass for both: the endpoint's column is
-# read after the join either way.
+# How many dead letters a search or a time matches (with any other filter; the search
+# optional, NULL: none), and how many of them a filter redrive would requeue now (a revoked
+# endpoint's are never redriven): the number its `confirm` states. One pass for both: the
+# endpoint's column is read after the join either way.
 COUNT_DEAD_LETTERS = Sql(
     "count_dead_letters",
     """
@@ -373,6 +374,24 @@ DEAD_LETTER_TOTAL = Sql(
       AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
     """,
 )
+# The dead letters a reason, a queue or both match now (of the owner's endpoints or one, of
+# every cause or one), and of them those on endpoints not revoked: the counts kept per
+# endpoint, cause, queue and reason (the `counts_now` migration), a few rows per endpoint
+# and cause through the primary key, whatever the scans table holds.
+DEAD_LETTERS_BY_KEY = Sql(
+    "dead_letters_by_key",
+    """
+    SELECT COALESCE(SUM(dead_letter_counts.dead_letters), 0),
+           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                             THEN dead_letter_counts.dead_letters ELSE 0 END), 0)
+    FROM dead_letter_counts JOIN endpoints ON endpoints.id = dead_letter_counts.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:cause AS text) IS NULL OR dead_letter_counts.cause = :cause)
+      AND (CAST(:queue AS text) IS NULL OR dead_letter_counts.queue = :queue)
+      AND (CAST(:reason AS text) IS NULL OR dead_letter_counts.fail_reason = :reason)
+    """,
+)
 # asyncpg prepares every statement, and after five runs PostgreSQL may keep a generic plan
 # for it, one made without the parameters' values. Such a plan guesses how much a LIKE
 # pattern matches instead of estimating it, and keeps the optional search's `:pattern IS
@@ -400,9 +419,14 @@ class DeadLetterFilter:
 
     @property
     def narrows(self) -> bool:
-        """Whether the count must read scans (anything beyond a choice of endpoint and
-        cause, whose counts are kept)."""
+        """Whether anything beyond a choice of endpoint and cause narrows the rows."""
         return bool(self.q) or any(v is not None for v in (self.reason, self.since, self.queue))
+
+    @property
+    def searches(self) -> bool:
+        """Whether the count must read the dead letters: a search or a time, which no kept
+        count holds."""
+        return bool(self.q) or self.since is not None
 
     def as_json(self) -> dict[str, Any]:
         """The filter as a filter redrive's audit row keeps it."""
@@ -467,15 +491,18 @@ async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
 
 async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> Tally:
     """How many dead letters match now, and how many of them could be redriven: the kept
-    counts (of the owner's endpoints, or of one cause) unless the filter narrows further,
-    then a count of the matching dead letters."""
+    counts (of the owner's endpoints, of one cause, or by queue and reason) unless the
+    filter searches or names a time, then a count of the matching dead letters."""
     params = {"owner": owner_id, "endpoint": f.endpoint}
-    if not f.narrows and f.cause is not None:
-        row = await first(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause})
-    elif not f.narrows:
-        row = await first(tx, DEAD_LETTER_TOTAL, params)
-    else:
+    if f.searches:
         row = await first(tx, COUNT_DEAD_LETTERS, f.params(owner_id))
+    elif f.reason is not None or f.queue is not None:
+        keyed = {"cause": f.cause, "queue": f.queue, "reason": f.reason}
+        row = await first(tx, DEAD_LETTERS_BY_KEY, params | keyed)
+    elif f.cause is not None:
+        row = await first(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause})
+    else:
+        row = await first(tx, DEAD_LETTER_TOTAL, params)
     matching, redrivable = row or (0, 0)
     return Tally(int(matching or 0), int(redrivable or 0))
 

@@ -1,15 +1,15 @@
 """The owner's fleet at a glance: per endpoint, scans by status (the QUEUED ones held by a
 paused queue apart, as `paused`), the oldest scan a poll could lease, and the health of its
 hooks. Live statuses are counted through their partial indexes, finished and failed scans
-read from the outcome totals and dead letters from the counts kept per endpoint and cause
-(those that exist now, as the listing counts them), so the cost follows the backlog, not the
-history."""
+are the outcome totals less what retention pruned, and dead letters the counts kept per
+endpoint and cause: each what exists now, as the listings count it, so the cost follows the
+backlog and the endpoints, not the history."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mainframe.store import owners, totals
+from mainframe.store import owners
 from mainframe.store.database import Sql, Tx, value
 
 STATUSES = ("queued", "paused", "pending", "finished", "failed", "dead")
@@ -67,6 +67,25 @@ LIVE_COUNTS = Sql(
     ) AS held
     WHERE endpoints.owner_id = :owner
     GROUP BY paused_queues.endpoint_id
+    """,
+)
+# Each endpoint's finished and plainly failed scans now: the outcome totals (every scan that
+# ended so, for packages_scan_outcomes) less what retention pruned of them (pruned_scans,
+# store/retention.py). One statement, so both are read at one instant; a few dozen rows per
+# endpoint through the two tables' primary keys.
+ENDED_NOW = Sql(
+    "ended_now",
+    """
+    SELECT ended.endpoint_id, ended.outcome, SUM(ended.n) FROM (
+        SELECT scan_totals.endpoint_id, scan_totals.outcome, scan_totals.count AS n
+        FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
+        WHERE endpoints.owner_id = :owner AND scan_totals.outcome IN ('finished', 'failed')
+        UNION ALL
+        SELECT pruned_scans.endpoint_id, pruned_scans.outcome, -pruned_scans.count
+        FROM pruned_scans JOIN endpoints ON endpoints.id = pruned_scans.endpoint_id
+        WHERE endpoints.owner_id = :owner AND pruned_scans.outcome IN ('finished', 'failed')
+    ) AS ended
+    GROUP BY ended.endpoint_id, ended.outcome
     """,
 )
 # Each endpoint's dead letters now: the counts kept per endpoint and cause (migration 0017),
@@ -152,7 +171,10 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
     for endpoint_id, state, n, unleasable in await tx.rows(LIVE_COUNTS, {"owner": owner_id}):
         live[endpoint_id, state] = int(n)
         parked[endpoint_id] = parked.get(endpoint_id, 0) + int(unleasable or 0)
-    ended = await totals.of_owner(tx, owner_id)
+    ended = {
+        (int(endpoint_id), outcome): int(n or 0)
+        for endpoint_id, outcome, n in await tx.rows(ENDED_NOW, {"owner": owner_id})
+    }
     dead = {
         int(endpoint_id): int(n or 0)
         for endpoint_id, n in await tx.rows(DEAD_LETTERS_NOW, {"owner": owner_id})
@@ -160,7 +182,6 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
     hooked = await _hooks(tx, owner_id)
     cards = []
     for e in map(owners.EndpointRow._make, rows):
-        done = ended.get(e.id, dict.fromkeys(totals.OUTCOMES, 0))
         # QUEUED in a paused queue, or still parked (lifecycle.rules.queue_state): no poll
         # leases it, so it is not counted as queued.
         paused = parked.get(e.id, 0) + live.get((e.id, "unparked"), 0)
@@ -168,8 +189,8 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
             "queued": live.get((e.id, "queued"), 0) - paused,
             "paused": paused,
             "pending": live.get((e.id, "pending"), 0),
-            "finished": done["finished"],
-            "failed": done["failed"],
+            "finished": ended.get((e.id, "finished"), 0),
+            "failed": ended.get((e.id, "failed"), 0),
             "dead": dead.get(e.id, 0),
             "quarantined": live.get((e.id, "quarantined"), 0),
         }

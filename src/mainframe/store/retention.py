@@ -9,7 +9,9 @@ Each kind is found through an index over its end time (migration 0016), oldest f
 `lifecycle.retention.is_due` (tests/integration/test_sql_twins.py). A scan's attempts go in
 the transaction that removes it, by key.
 The outcome totals (`scan_totals`) are never touched: the reconciled
-`packages_scan_outcomes` is unchanged by pruning."""
+`packages_scan_outcomes` is unchanged by pruning. What a batch removed is added, per endpoint
+and outcome, to `pruned_scans` in the same transaction (`NOTE_PRUNED`, its only writer), so
+the board's and the overview's counts of what exists now are the totals less it."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import orjson
 
 from mainframe.lifecycle.events import RowsPruned
-from mainframe.lifecycle.retention import PruneKind, RetentionPolicy
+from mainframe.lifecycle.retention import PruneKind, RetentionPolicy, pruned_counts
 from mainframe.store.database import Database, Sql, Tx, first
 
 # Scans past their retention, oldest first, through the kind's partial index. PostgreSQL
@@ -79,13 +81,23 @@ PRUNE_ATTEMPTS = Sql(
     )
     """,
 )
+# Each removed scan's endpoint, for the pruned counts.
 PRUNE_SCANS = Sql(
     "prune_scans",
-    "DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids))",
+    "DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids)) RETURNING endpoint_id",
     """
     DELETE FROM scans WHERE id IN (
         SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    )
+    ) RETURNING endpoint_id
+    """,
+)
+# What a batch removed, added to its endpoints' pruned counts (one row per endpoint and
+# outcome, made by the first prune that removes one).
+NOTE_PRUNED = Sql(
+    "note_pruned_scans",
+    """
+    INSERT INTO pruned_scans (endpoint_id, outcome, count) VALUES (:endpoint, :outcome, :n)
+    ON CONFLICT (endpoint_id, outcome) DO UPDATE SET count = pruned_scans.count + excluded.count
     """,
 )
 # The other kinds have no children: one statement each, through ix_audit_at,
@@ -246,4 +258,6 @@ async def _prune_scans(tx: Tx, kind: PruneKind, params: dict[str, int]) -> RowsP
         return RowsPruned(kind, 0)
     batch = {"ids": orjson.dumps(ids).decode()}
     attempts = await tx.run(PRUNE_ATTEMPTS, batch)
-    return RowsPruned(kind, await tx.run(PRUNE_SCANS, batch), attempts)
+    removed = [int(endpoint_id) for (endpoint_id,) in await tx.rows(PRUNE_SCANS, batch)]
+    await tx.many(NOTE_PRUNED, pruned_counts(kind, removed))
+    return RowsPruned(kind, len(removed), attempts)

@@ -228,6 +228,17 @@ scan_totals = Table(
     Column("shard", Integer, primary_key=True),
     Column("count", BigInteger, nullable=False, server_default=text("0")),
 )
+# Per endpoint and outcome, how many of the scans the outcome totals counted retention has
+# pruned since (the `counts_now` revision): added to by each prune batch in its transaction,
+# so the scans of an outcome that exist now are its total less this, read at one instant
+# (the overview reads finished and failed; dead letters are read from their own counts).
+pruned_scans = Table(
+    "pruned_scans",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("outcome", String(16), primary_key=True),  # finished | failed | dead_lettered
+    Column("count", BigInteger, nullable=False),
+)
 
 # Webhook delivery attempts and failures per endpoint per minute (revision 0004). The hook
 # dispatcher adds to them; the watcher reads closed windows of them through the stats API.
@@ -312,7 +323,20 @@ dead_letter_causes = Table(
     Column("last_seen_at", BigInteger, nullable=False),
     Column("example_scan_id", BigInteger, nullable=False),
 )
-# The queues, kinds and workers each cause's dead letters are in, and how many in each.
+# Dead letters now per endpoint, cause, queue and reason (the `counts_now` revision), kept
+# by triggers of their own on scans: the list's count narrowed by a reason or a queue sums a
+# few of them.
+# '' stands for a dead letter without a cause or a reason; a key that counts none goes.
+dead_letter_counts = Table(
+    "dead_letter_counts",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("cause", String(16), primary_key=True),
+    Column("queue", String(100), primary_key=True),
+    Column("fail_reason", String(100), primary_key=True),
+    Column("dead_letters", BigInteger, nullable=False),
+)
+# The queues, kinds and workers each cause's dead letters were in, and how often.
 cause_facets = Table(
     "cause_facets",
     metadata,

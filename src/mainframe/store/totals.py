@@ -1,6 +1,7 @@
-"""Terminal outcome totals, as the metrics reconciliation and the owner's statistics read
-them: a few dozen rows however large the scans table grows. They are kept in the same
-transaction as the transitions that end scans (store/closing.py::BUMP)."""
+"""Terminal outcome totals, as the metrics reconciliation and `mainframe stats` read them:
+a few dozen rows however large the scans table grows. They are kept in the same transaction
+as the transitions that end scans (store/closing.py::BUMP) and count every scan that ended,
+pruned or not; the owner's overview subtracts what was pruned (store/overview.py)."""
 
 from __future__ import annotations
 
@@ -18,15 +19,6 @@ INSERT_ZERO = Sql(
 TOTALS = Sql(
     "outcome_totals",
     "SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome",
-)
-ENDPOINT_TOTALS = Sql(
-    "endpoint_outcome_totals",
-    """
-    SELECT scan_totals.endpoint_id, scan_totals.outcome, SUM(scan_totals.count)
-    FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
-    WHERE endpoints.owner_id = :owner
-    GROUP BY scan_totals.endpoint_id, scan_totals.outcome
-    """,
 )
 
 
@@ -46,11 +38,3 @@ async def read(tx: Tx) -> dict[str, int]:
     """Totals over every endpoint, by outcome."""
     found = {outcome: int(total or 0) for outcome, total in await tx.rows(TOTALS)}
     return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}
-
-
-async def of_owner(tx: Tx, owner_id: int) -> dict[int, dict[str, int]]:
-    """Each of the owner's endpoints' totals by outcome (endpoints without rows absent)."""
-    out: dict[int, dict[str, int]] = {}
-    for endpoint_id, outcome, total in await tx.rows(ENDPOINT_TOTALS, {"owner": owner_id}):
-        out.setdefault(int(endpoint_id), dict.fromkeys(OUTCOMES, 0))[outcome] = int(total or 0)
-    return out
