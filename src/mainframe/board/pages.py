@@ -29,7 +29,7 @@ from mainframe.shapes import scans as shapes
 from mainframe.store import Invalid, NotFound
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
-from mainframe.wiring import RuntimeDep
+from mainframe.web import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]  # within the database's 64 bits
@@ -161,7 +161,7 @@ async def scan_page(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Respon
         scan = await rt.store.dead_letters.get(session.owner_id, scan_id)
     except NotFound:
         return error_page(request, context, 404, f"There is no scan {scan_id} on your endpoints.")
-    body = shapes.scan(scan, with_attempts=True)
+    body = shapes.scan(scan, with_attempts=True).model_dump()
     body["redrive_count"], body["redriven_at"] = scan.redrive_count, scan.redriven_at
     context |= {
         "scan": body, "payload": scan.payload, "timeline": timeline.entries(scan),
@@ -213,7 +213,7 @@ async def causes_page(request: Request, rt: RuntimeDep) -> Response:
         (operator_shapes.cause(item), sparkline(item.hours, what=SPARK_WHAT))
         for item in found.items
     ]
-    nxt = operator_shapes.cause_page(found)["next_cursor"]
+    nxt = operator_shapes.cause_page(found).next_cursor
     return page(request, "causes.html", context | {"rows": rows, "next_cursor": nxt})
 
 

@@ -125,7 +125,6 @@ def _cell(value: object) -> str:
 
 
 def _json(body: object) -> str:
-    # orjson writes a stored payload (an orjson.Fragment) as the JSON it is.
     return orjson.dumps(body).decode()
 
 
@@ -174,7 +173,7 @@ def dead_list(
             return await store.dead_letters.page(owner_id, f, after=None, limit=limit)
 
     page = asyncio.run(listed())
-    rows = [operator_shapes.dead_letter(item) for item in page.items]
+    rows = [operator_shapes.dead_letter(item).model_dump(mode="json") for item in page.items]
     if as_json:
         typer.echo(_json({"scans": rows, "count": page.count}))
         return
@@ -196,7 +195,7 @@ def dead_causes(
         async with _opened(database_url, owner) as (store, owner_id):
             return await store.causes.page(owner_id, endpoint=endpoint, after=None, limit=limit)
 
-    page = operator_shapes.cause_page(asyncio.run(listed()))
+    page = operator_shapes.cause_page(asyncio.run(listed())).model_dump(mode="json")
     if as_json:
         typer.echo(_json(page))
         return
@@ -228,7 +227,7 @@ def dead_show(
     except StoreError as exc:
         fail(exc.detail, code=1)
         raise AssertionError from exc  # unreachable: fail() exits
-    body = shapes.scan(scan, with_attempts=True)
+    body = shapes.scan(scan, with_attempts=True).model_dump(mode="json")
     if as_json:
         typer.echo(_json(body))
         return
