@@ -42,7 +42,7 @@ async def _validation_error(_request: Request, exc: Exception) -> Reply:
     return error(422, "invalid_request", detail)
 
 
-async def _http_error(_request: Request, exc: Exception) -> Reply:
+async def _http_error(request: Request, exc: Exception) -> Reply:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400 and exc.detail == UNPARSABLE:
         # FastAPI's answer to a body its JSON parser gave up on (nesting past its depth).
@@ -52,8 +52,20 @@ async def _http_error(_request: Request, exc: Exception) -> Reply:
     code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
         exc.status_code, "http_error"
     )
-    # A 405 carries the Allow header of the route that matched the path.
-    return error(exc.status_code, code, exc.detail, dict(exc.headers or {}) or None)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed(request) or headers["Allow"]
+    return error(exc.status_code, code, exc.detail, headers or None)
+
+
+def _allowed(request: Request) -> str | None:
+    """Every method the OpenAPI document gives the path of the route the router matched.
+    The router's own 405 names that route's methods only, and a path served by two routes
+    (GET and POST /api/v1/scans) allows the methods of both; a route outside the document
+    keeps its own."""
+    template = getattr(request.scope.get("route"), "path", None)
+    operations = request.app.openapi()["paths"].get(template)
+    return ", ".join(sorted(method.upper() for method in operations)) if operations else None
 
 
 async def _unexpected(request: Request, exc: Exception) -> Reply:
