@@ -31,8 +31,13 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-async def _validation_error(_request: Request, exc: Exception) -> Reply:
+async def _validation_error(request: Request, exc: Exception) -> Reply:
     assert isinstance(exc, RequestValidationError)
+    literal = _documented(request, request.scope["path"])
+    if literal and request.method not in literal:
+        # GET /api/v1/scans/batch reached GET /scans/{scan_id} and failed on "batch"; the path
+        # the client named is in the document and does not take this method.
+        return error(405, "method_not_allowed", "Method Not Allowed", {"Allow": ", ".join(literal)})
     problems = list(exc.errors())
     if any(p.get("type") == "json_invalid" for p in problems):
         return error(400, "invalid_json", "the request body is not valid JSON")
@@ -63,9 +68,13 @@ def _allowed(request: Request) -> str | None:
     The router's own 405 names that route's methods only, and a path served by two routes
     (GET and POST /api/v1/scans) allows the methods of both; a route outside the document
     keeps its own."""
-    template = getattr(request.scope.get("route"), "path", None)
-    operations = request.app.openapi()["paths"].get(template)
-    return ", ".join(sorted(method.upper() for method in operations)) if operations else None
+    methods = _documented(request, getattr(request.scope.get("route"), "path", None))
+    return ", ".join(methods) if methods else None
+
+
+def _documented(request: Request, template: str | None) -> list[str]:
+    """The methods the OpenAPI document has for `template`, a key of its paths."""
+    return sorted(method.upper() for method in request.app.openapi()["paths"].get(template, {}))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Reply:
