@@ -72,12 +72,13 @@ class HotRoute(Route):
 
     async def serve(self, request: Request) -> Response:
         rt: Runtime = request.app.state.runtime
+        token = await self._token(rt, request)  # a missing token is a 401 before any 422
         inputs: dict[str, Any] = {}
         if self._params is not None:
             inputs["params"] = self._read_params(request, self._params)
         if self._body is not None:
             inputs["body"] = await _read_body(request, self._body)
-        reply = await self.declared(rt, await self._token(rt, request), **inputs)
+        reply = await self.declared(rt, token, **inputs)
         if isinstance(reply, Response):
             return reply
         content = self._reply.dump_json(reply)
