@@ -1,7 +1,7 @@
 """The composition of one server process: the runtime every shell shares (settings, store,
 metrics, limiters, dispatcher), how it is built from settings, and the background work that
-runs for as long as the process serves. The API, the board and the dragonfly surface read
-the runtime from here; none of them builds or opens anything itself."""
+runs for as long as the process serves. The API, the board and the dragonfly surface take
+the runtime it builds (`web.py::RuntimeDep`); none of them builds or opens anything itself."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
-from typing import Annotated, Any
-
-from fastapi import Depends, Request
+from typing import Any
 
 from mainframe import effects
 from mainframe.clock import Clock
@@ -167,14 +165,3 @@ async def _first_reconciliation(rt: Runtime) -> None:
             return
         await asyncio.sleep(1.0)
     raise RuntimeError("the first metrics reconciliation kept failing; is the database up?")
-
-
-async def runtime(request: Request) -> Runtime:
-    """The FastAPI dependency every shell's routes take the runtime from."""
-    # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop
-    # that cost more than the rest of a request.
-    found: Runtime = request.app.state.runtime
-    return found
-
-
-RuntimeDep = Annotated[Runtime, Depends(runtime)]

@@ -88,7 +88,7 @@ def test_workers_at_a_glance_mark_the_one_failing_far_more(world: World, loop: A
     activity.flush()
     tokens = world.store.owners.tokens(world.owner.owner_id, "npm")
     hours = activity.workers(world.owner.owner_id, "npm")
-    shown = shapes.workers("npm", tokens, hours)
+    shown = shapes.workers("npm", tokens, hours).model_dump()
     by_name = {w["worker"]: w for w in shown["workers"]}
     assert by_name["w1"]["leases_held"] == 1 and by_name["w1"]["stands_out"] is False
     w2 = by_name["w2"]

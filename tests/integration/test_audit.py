@@ -258,7 +258,7 @@ def test_redrives_recorded_before_origins_stay_readable(
     try:
         owner_id = store.owners.owner_id("alice")
         [entry] = store.audit.entries(owner_id, before_id=None, limit=10)
-        shown_entry = operator_shapes.audit_entry(entry, "alice")
+        shown_entry = operator_shapes.audit_entry(entry, "alice").model_dump(mode="json")
         assert (shown_entry["action"], shown_entry["count"], shown_entry["scan_ids"]) == (
             "redrive", 3, [1, 2, 3]
         )  # fmt: skip

@@ -14,9 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mainframe
-from mainframe.api.jobs import BATCH
 from mainframe.clock import FakeClock
-from mainframe.dragonfly.jobs import MAX_BATCH, batch_of, distributions, is_download_url
+from mainframe.dragonfly.jobs import distributions, is_download_url
 from mainframe.dragonfly.reports import read_report
 from mainframe.dragonfly.rules import RulesDirectory, rule_set
 from mainframe.dragonfly.session import SessionKeys
@@ -153,14 +152,6 @@ def test_distributions_pass_on_only_a_list_of_download_urls(
     payload: str | None, expected: list[str]
 ) -> None:
     assert distributions(payload) == expected
-
-
-def test_the_batch_is_bounded_as_the_job_poll_is() -> None:
-    assert (BATCH.maximum, BATCH.minimum) == (MAX_BATCH, 1)
-    assert batch_of(None) == 1 and batch_of("100") == 100
-    for bad in ("0", "101", "abc", "", "٣", " 1"):
-        with pytest.raises(Invalid):
-            batch_of(bad)
 
 
 def test_a_success_body_is_a_finished_report_with_its_result() -> None:

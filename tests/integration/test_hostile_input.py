@@ -166,24 +166,25 @@ def test_a_wrong_method_names_every_method_the_path_allows(api: Api) -> None:
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
-def test_every_documented_path_allows_exactly_what_it_serves(api: Api) -> None:
+def test_every_documented_path_serves_its_methods_and_refuses_the_rest(api: Api) -> None:
     """A wrong method on any path of the document is a JSON 405 whose Allow is the document's
     methods for that path, which are the methods it does not answer with a 405."""
     headers = {"Authorization": f"Bearer {api.owner}"}  # past authentication, to validation
     paths: dict[str, dict[str, Any]] = api.client.get("/openapi.json").json()["paths"]
     for template, operations in paths.items():
         path = re.sub(r"{[^}]+}", "1", template)  # 1 fits every parameter: an id, a name
-        documented = sorted(method.upper() for method in operations)
-        served = []
+        documented = {method.upper() for method in operations}
+        served = set()  # the methods not answered with a 405
         for method in METHODS:
             response = api.client.request(method, path, headers=headers)
             assert response.status_code < 500, (method, path, response.text)
             if response.status_code != 405:
-                served.append(method)
+                served.add(method)
                 continue
             if method != "HEAD":  # a reply to HEAD has no body
                 assert response.json()["error"] == "method_not_allowed", (method, path)
-            assert response.headers["allow"] == ", ".join(documented), (method, path)
+            allowed = set(response.headers["allow"].split(", "))
+            assert allowed == documented, (method, path, allowed)
         assert served == documented, path
 
 
@@ -199,5 +200,6 @@ def test_a_route_outside_the_document_allows_what_its_router_adds(api: Api) -> N
     # Starlette serves HEAD beside GET for its own routes; FastAPI's routes serve GET alone.
     assert api.client.head("/openapi.json").status_code == 200
     response = api.client.delete("/openapi.json")
-    assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD"
+    assert response.status_code == 405
+    assert set(response.headers["allow"].split(", ")) == {"GET", "HEAD"}
     assert api.client.delete("/docs").headers["allow"] == "GET"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -16,17 +17,19 @@ from mainframe.api import (
     endpoints,
     errors,
     hooks,
+    hot,
     jobs,
     ops,
     scans,
 )
 from mainframe.api.edge import RequestEdge
-from mainframe.api.lane import HotLane, lane_routes
 from mainframe.api.limits import BodyLimit
 from mainframe.settings import Settings
 from mainframe.wiring import Runtime, build_runtime, serving
 
 __all__ = ["app_from_environment", "build_runtime", "create_app"]
+# The worker's routes and intake, served ahead of FastAPI's router (`api/hot.py`).
+HOT = [*jobs.hot.routes, *scans.hot.routes]
 
 
 def create_app(
@@ -52,9 +55,11 @@ def create_app(
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.runtime = rt
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     errors.install(app)
+    # The hot routes first: a router matches a request against its routes in order.
+    app.router.routes.extend(HOT)
     app.include_router(scans.router)
-    app.include_router(jobs.router)
     app.include_router(deliveries.router)
     app.include_router(hooks.router)
     app.include_router(ops.router)
@@ -64,11 +69,18 @@ def create_app(
     board.install(app)
     dragonfly.install(app, store=rt.store, settings=settings)
 
-    # Innermost first: the hot routes' lane sits right above FastAPI's own layers.
-    app.add_middleware(HotLane, routes=lane_routes(jobs.router, scans.router))
+    # Innermost first.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestEdge, metrics=rt.metrics, access_log=settings.access_log)
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document of its routes, with the hot routes' operations (`api/hot.py`)."""
+    if app.openapi_schema is None:
+        hot.document(FastAPI.openapi(app), HOT)  # FastAPI keeps its document, amended here
+    assert app.openapi_schema is not None
+    return app.openapi_schema
 
 
 def app_from_environment() -> FastAPI:

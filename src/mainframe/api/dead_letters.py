@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
-from mainframe.api.jobs import REFUSALS
-from mainframe.api.responses import JSON
+from mainframe.api.responses import REFUSALS
 from mainframe.clock import parse_rfc3339
 from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.contract.operator_schemas import (
@@ -42,7 +41,7 @@ def to_us(when: str | None, field: str) -> int | None:
     return parsed
 
 
-@router.get("/dead-letters", response_model=DeadLetterPage, responses=REFUSALS)
+@router.get("/dead-letters", responses=REFUSALS)
 async def list_dead_letters(
     rt: RuntimeDep,
     owner: OwnerDep,
@@ -58,7 +57,7 @@ async def list_dead_letters(
     cause: Annotated[str | None, Query(pattern=CAUSE_KEY, description="A cause's key.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=40)] = None,
-) -> JSON:
+) -> DeadLetterPage:
     """Dead letters across every endpoint the owner has, revocation cascades included, newest
     first; `q` is a substring of the package name, source or kind, or an exact scan id;
     `cause` one cause of `GET /api/v1/dead-letters/causes`."""
@@ -67,7 +66,7 @@ async def list_dead_letters(
     found = await rt.store.dead_letters.page(
         owner_id(owner), f, after=shape.parse_cursor(cursor), limit=limit
     )
-    return JSON(shape.dead_letter_page(found))
+    return shape.dead_letter_page(found)
 
 
 def filter_of(body: RedriveFilter) -> DeadLetterFilter:
@@ -81,14 +80,14 @@ def filter_of(body: RedriveFilter) -> DeadLetterFilter:
     )
 
 
-@router.get("/dead-letters/causes", response_model=CausePage, responses=REFUSALS)
+@router.get("/dead-letters/causes", responses=REFUSALS)
 async def list_causes(
     rt: RuntimeDep,
     owner: OwnerDep,
     endpoint: Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=40)] = None,
-) -> JSON:
+) -> CausePage:
     """The owner's dead letters grouped by cause (the fingerprint of the final failure's
     meaningful line), newest last seen first: each with its pattern, how many dead letters it
     holds now, when it was first and last seen, the queues, kinds and workers it hit, an
@@ -96,11 +95,11 @@ async def list_causes(
     found = await rt.store.causes.page(
         owner_id(owner), endpoint=endpoint, after=shape.parse_cause_cursor(cursor), limit=limit
     )
-    return JSON(shape.cause_page(found))
+    return shape.cause_page(found)
 
 
-@router.post("/dead-letters/redrive", response_model=RedrivePublic, responses=REFUSALS)
-async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> JSON:
+@router.post("/dead-letters/redrive", responses=REFUSALS)
+async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> RedrivePublic:
     """Put dead letters back in the queue with a fresh attempt budget, by ids (at most 1,000)
     or by filter; a filter redrive is refused with 409 `count_changed` unless `confirm` is
     the number it matches now."""
@@ -112,27 +111,27 @@ async def redrive(rt: RuntimeDep, owner: OwnerDep, body: RedriveBody) -> JSON:
         done = await role.redrive_filter(
             owner_id(owner), filter_of(body.filter), confirm=body.confirm, origin=API
         )
-    return JSON(shape.redrive(done))
+    return shape.redrive(done)
 
 
-@router.get("/audit", response_model=AuditPage, responses=REFUSALS)
+@router.get("/audit", responses=REFUSALS)
 async def list_audit(
     rt: RuntimeDep,
     owner: OwnerDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=18, pattern=r"^[0-9]+$")] = None,
-) -> JSON:
+) -> AuditPage:
     """What the owner did, newest first, paged by `next_cursor`: redrives, endpoints created
     and revoked, credentials created and deleted, hooks created, enabled, rotated and deleted,
     and board sign-ins; each with when, the target, and where it came from (board, api, cli)."""
     entries = await rt.store.audit.entries(
         owner_id(owner), before_id=None if cursor is None else int(cursor), limit=limit
     )
-    return JSON(shape.audit_page(entries, owner.name, full=len(entries) == limit))
+    return shape.audit_page(entries, owner.name, full=len(entries) == limit)
 
 
-@router.get("/overview", response_model=OverviewPublic, responses=REFUSALS)
-async def overview(rt: RuntimeDep, owner: OwnerDep) -> JSON:
+@router.get("/overview", responses=REFUSALS)
+async def overview(rt: RuntimeDep, owner: OwnerDep) -> OverviewPublic:
     """Per endpoint: scans by status (`dead` is the dead-letter listing's unfiltered count),
     the oldest due scan, hook health; and the totals across the owner's endpoints."""
-    return JSON(shape.overview(await rt.store.listings.overview(owner_id(owner))))
+    return shape.overview(await rt.store.listings.overview(owner_id(owner)))

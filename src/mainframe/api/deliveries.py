@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mainframe.api.deps import BearerDep, OwnerDep, RuntimeDep, owner_id
-from mainframe.api.responses import JSON, error
+from mainframe.api.responses import Reply, error
 from mainframe.clock import MICROS
 from mainframe.contract.hook_schemas import DeliveryStats
 from mainframe.contract.limits import MAX_STATS_SPAN_S
@@ -43,7 +43,7 @@ async def delivery_stats(
     bearer: BearerDep,
     start: Annotated[datetime, Query(description="Window start (RFC 3339, whole minute).")],
     end: Annotated[datetime, Query(description="Window end, exclusive.")],
-) -> JSON:
+) -> DeliveryStats | Reply:
     """Webhook delivery attempts and failures of the owner's endpoints in [start, end);
     `complete` is false until the window has closed."""
     assert bearer is not None
@@ -58,4 +58,4 @@ async def delivery_stats(
     # whereas one that closed between the two reads could be called complete with part of it.
     complete = end_us <= await rt.store.deliveries.now()
     totals = await rt.store.deliveries.totals(owner_id(owner), start_us=start_us, end_us=end_us)
-    return JSON(shape.delivery_stats(start_us, end_us, totals, complete=complete))
+    return shape.delivery_stats(start_us, end_us, totals, complete=complete)

@@ -6,14 +6,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mainframe.store import Principal, Unauthorized
-from mainframe.wiring import Runtime, RuntimeDep
+from mainframe.web import BearerDep, RuntimeDep
+from mainframe.wiring import Runtime
 
 __all__ = ["BearerDep", "OwnerDep", "Runtime", "RuntimeDep", "owner_id"]
-_bearer = HTTPBearer(auto_error=False, description="An owner, worker or source token.")
-BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
 async def optional_principal(rt: RuntimeDep, bearer: BearerDep) -> Principal | None:

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Path
 from starlette.responses import Response
 
 from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
-from mainframe.api.jobs import REFUSALS
-from mainframe.api.responses import JSON
+from mainframe.api.responses import REFUSALS
 from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import NAME_PATTERN
 from mainframe.contract.operator_schemas import (
@@ -35,78 +34,78 @@ TokenIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The token's id."
 QueuePath = Annotated[str, Path(max_length=64, pattern=NAME_PATTERN, description="The queue.")]
 
 
-@router.post("", status_code=201, response_model=EndpointPublic, responses=REFUSALS)
-async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> JSON:
+@router.post("", status_code=201, responses=REFUSALS)
+async def create_endpoint(rt: RuntimeDep, owner: OwnerDep, body: EndpointCreate) -> EndpointPublic:
     """A new endpoint of the owner (409 `endpoint_exists` when the name is taken)."""
     view = await rt.store.owners.create_endpoint(owner_id(owner), body.name,
         open_intake=body.open_intake, origin=API,
     )  # fmt: skip
-    return JSON(shape.endpoint(view), status_code=201)
+    return shape.endpoint(view)
 
 
-@router.get("", response_model=EndpointList, responses=REFUSALS)
-async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> JSON:
+@router.get("", responses=REFUSALS)
+async def list_endpoints(rt: RuntimeDep, owner: OwnerDep) -> EndpointList:
     """The owner's endpoints, by name."""
     views = await rt.store.owners.endpoints(owner_id(owner))
-    return JSON({"endpoints": [shape.endpoint(v) for v in views]})
+    return EndpointList(endpoints=[shape.endpoint(v) for v in views])
 
 
-@router.get("/{name}", response_model=EndpointDetail, responses=REFUSALS)
-async def get_endpoint(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+@router.get("/{name}", responses=REFUSALS)
+async def get_endpoint(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> EndpointDetail:
     """One of the owner's endpoints, with its paused queues."""
     paused = await rt.store.queues.paused(owner_id(owner), name)
     views = await rt.store.owners.endpoints(owner_id(owner))
     [view] = [v for v in views if v.name == name]
-    return JSON(shape.endpoint_detail(view, paused))
+    return shape.endpoint_detail(view, paused)
 
 
-@router.get("/{name}/workers", response_model=WorkersPublic, responses=REFUSALS)
-async def list_workers(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+@router.get("/{name}/workers", responses=REFUSALS)
+async def list_workers(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> WorkersPublic:
     """The endpoint's workers at a glance: each one's last request, the leases it holds now,
     its last hour (scans finished, attempts failed, leases lapsed), and whether its failure
     share stands far above the rest's."""
     tokens = await rt.store.owners.tokens(owner_id(owner), name)
     hours = await rt.store.activity.workers(owner_id(owner), name)
-    return JSON(shape.workers(name, tokens, hours))
+    return shape.workers(name, tokens, hours)
 
 
-@router.post("/{name}/queues/{queue}/pause", response_model=QueueChangePublic, responses=REFUSALS)
+@router.post("/{name}/queues/{queue}/pause", responses=REFUSALS)
 async def pause_queue(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, queue: QueuePath
-) -> JSON:
+) -> QueueChangePublic:
     """Stop leasing the queue's scans: polls answer as if it were empty, intake goes on,
     leases already out run their course, nothing is dead-lettered by the pause."""
     change = await rt.store.queues.pause(owner_id(owner), name, queue, by=owner.name, origin=API)
-    return JSON(shape.queue_change(change))
+    return shape.queue_change(change)
 
 
-@router.post("/{name}/queues/{queue}/resume", response_model=QueueChangePublic, responses=REFUSALS)
+@router.post("/{name}/queues/{queue}/resume", responses=REFUSALS)
 async def resume_queue(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, queue: QueuePath
-) -> JSON:
+) -> QueueChangePublic:
     """Lease the queue's scans again, in the order they had; no redrive needed."""
     change = await rt.store.queues.resume(owner_id(owner), name, queue, by=owner.name, origin=API)
-    return JSON(shape.queue_change(change))
+    return shape.queue_change(change)
 
 
-@router.post("/{name}/tokens", status_code=201, response_model=TokenCreated, responses=REFUSALS)
+@router.post("/{name}/tokens", status_code=201, responses=REFUSALS)
 async def create_token(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, body: TokenCreate
-) -> JSON:
+) -> TokenCreated:
     """A worker or source credential for the endpoint; its secret is in this reply only."""
     role, principal = ("worker", body.worker) if body.worker else ("source", body.source)
     assert principal is not None
     view, secret = await rt.store.owners.create_token(
         owner_id(owner), name, role=role, principal=principal, origin=API
     )
-    return JSON({**shape.token(view), "secret": secret}, status_code=201)
+    return TokenCreated(**dict(shape.token(view)), secret=secret)
 
 
-@router.get("/{name}/tokens", response_model=TokenList, responses=REFUSALS)
-async def list_tokens(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+@router.get("/{name}/tokens", responses=REFUSALS)
+async def list_tokens(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> TokenList:
     """The endpoint's credentials: names, kinds, creation; never a secret."""
     views = await rt.store.owners.tokens(owner_id(owner), name)
-    return JSON({"tokens": [shape.token(v) for v in views]})
+    return TokenList(tokens=[shape.token(v) for v in views])
 
 
 @router.delete("/{name}/tokens/{token_id}", status_code=204, responses=REFUSALS)

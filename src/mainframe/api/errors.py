@@ -7,39 +7,37 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import RouteContext, iter_route_contexts
 from starlette.exceptions import HTTPException
-from starlette.routing import Match
 
-from mainframe.api.responses import JSON, error
+from mainframe.api.responses import error
 from mainframe.logs import get_logger
-from mainframe.shapes.refusals import refusal_fields, store_error_body
+from mainframe.shapes.refusals import refusal
 from mainframe.store import StoreError, Unavailable
-from mainframe.web import BadJson, BodyInvalid
+from mainframe.web import Reply
 
 UNPARSABLE = "There was an error parsing the body"
 
 
-async def _store_error(_request: Request, exc: Exception) -> JSON:
+async def _store_error(_request: Request, exc: Exception) -> Reply:
     assert isinstance(exc, StoreError)
-    status, code, detail = store_error_body(exc)
+    status, body = refusal(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(exc, Unavailable):
         headers = {"Retry-After": str(exc.retry_after)}
-    return error(status, code, detail, headers, refusal_fields(exc))
+    return Reply(body, status_code=status, headers=headers)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-async def _validation_error(request: Request, exc: Exception) -> JSON:
+async def _validation_error(request: Request, exc: Exception) -> Reply:
     assert isinstance(exc, RequestValidationError)
-    allowed = _allowed(request)
-    if allowed and request.method not in allowed:
-        # GET /api/v1/scans/batch reached /scans/{scan_id} and failed on "batch"; the path
-        # the client named exists and does not take this method.
-        return error(405, "method_not_allowed", "Method Not Allowed", {"Allow": ", ".join(allowed)})
+    literal = _documented(request, request.scope["path"])
+    if literal and request.method not in literal:
+        # GET /api/v1/scans/batch reached GET /scans/{scan_id} and failed on "batch"; the path
+        # the client named is in the document and does not take this method.
+        return error(405, "method_not_allowed", "Method Not Allowed", {"Allow": ", ".join(literal)})
     problems = list(exc.errors())
     if any(p.get("type") == "json_invalid" for p in problems):
         return error(400, "invalid_json", "the request body is not valid JSON")
@@ -49,7 +47,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSON:
     return error(422, "invalid_request", detail)
 
 
-async def _http_error(request: Request, exc: Exception) -> JSON:
+async def _http_error(request: Request, exc: Exception) -> Reply:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400 and exc.detail == UNPARSABLE:
         # FastAPI's answer to a body its JSON parser gave up on (nesting past its depth).
@@ -60,66 +58,32 @@ async def _http_error(request: Request, exc: Exception) -> JSON:
         exc.status_code, "http_error"
     )
     headers = dict(exc.headers or {})
-    allowed = _allowed(request) if exc.status_code == 405 else []
-    if allowed:  # else a route kept out of the document: the Allow its router named
-        headers["Allow"] = ", ".join(allowed)
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed(request) or headers["Allow"]
     return error(exc.status_code, code, exc.detail, headers or None)
 
 
-def _allowed(request: Request) -> list[str]:
-    """The methods of every route serving the request's path, as the router matches it."""
-    # Starlette's 405 names only the first route whose path matched; a path served by several
-    # routes (GET and POST /api/v1/scans) allows the methods of all of them.
-    # `iter_route_contexts` flattens FastAPI's included routers into each route with its
-    # prefix, as the OpenAPI document is made from them. The scope is the path and method
-    # alone: a Mount the request went through has rewritten the request's own root_path.
-    scope = {"type": "http", "path": request.scope["path"], "method": request.method}
-    serving = [route for route in iter_route_contexts(request.app.routes) if _serves(route, scope)]
-    # A literal path (/api/v1/scans/batch) is not its templated neighbour's (/scans/{scan_id}).
-    literal = [route for route in serving if not route.param_convertors]
-    return sorted({method for route in literal or serving for method in route.methods or ()})
+def _allowed(request: Request) -> str | None:
+    """Every method the OpenAPI document gives the path of the route the router matched.
+    The router's own 405 names that route's methods only, and a path served by two routes
+    (GET and POST /api/v1/scans) allows the methods of both; a route outside the document
+    keeps its own."""
+    methods = _documented(request, getattr(request.scope.get("route"), "path", None))
+    return ", ".join(methods) if methods else None
 
 
-def _serves(route: RouteContext, scope: dict[str, Any]) -> bool:
-    # PARTIAL: the path matched and the method did not. A route without methods (a Mount)
-    # answers for itself and names no Allow of its own here.
-    match, _ = route.matches(scope)
-    return bool(route.methods) and match is not Match.NONE
+def _documented(request: Request, template: str | None) -> list[str]:
+    """The methods the OpenAPI document has for `template`, a key of its paths."""
+    return sorted(method.upper() for method in request.app.openapi()["paths"].get(template, {}))
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSON:
+async def _unexpected(request: Request, exc: Exception) -> Reply:
     get_logger().error("unhandled_error", path=request.url.path, exc_info=exc)
     return error(500, "internal_error", "unexpected server error; it has been logged")
 
 
-async def _bad_json(_request: Request, _exc: Exception) -> JSON:
-    return error(400, "invalid_json", "the request body is not valid JSON")
-
-
-async def _body_invalid(_request: Request, exc: Exception) -> JSON:
-    assert isinstance(exc, BodyInvalid)
-    return error(422, "invalid_request", exc.detail)
-
-
-_REFUSALS = (
-    (BadJson, _bad_json),
-    (BodyInvalid, _body_invalid),
-    (StoreError, _store_error),
-)
-
-
-async def refusal(request: Request, exc: Exception) -> JSON | None:
-    """The answer to a refusal a route raised (a store error, a body that is not JSON or is
-    invalid), or None for an exception no handler claims."""
-    for kind, handler in _REFUSALS:
-        if isinstance(exc, kind):
-            return await handler(request, exc)
-    return None
-
-
 def install(app: FastAPI) -> None:
-    for kind, handler in _REFUSALS:
-        app.add_exception_handler(kind, handler)
+    app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Path
 from starlette.responses import Response
 
 from mainframe.api.deps import OwnerDep, Runtime, RuntimeDep, owner_id
-from mainframe.api.jobs import REFUSALS
-from mainframe.api.responses import JSON
+from mainframe.api.responses import REFUSALS
 from mainframe.contract.hook_schemas import (
     HookCreate,
     HookCreated,
@@ -34,10 +33,10 @@ def _changed(rt: Runtime, endpoint_id: int) -> None:
         rt.dispatcher.forget(endpoint_id)
 
 
-@router.post("", status_code=201, response_model=HookCreated, responses=REFUSALS)
+@router.post("", status_code=201, responses=REFUSALS)
 async def create_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, body: HookCreate
-) -> JSON:
+) -> HookCreated:
     """Add a hook to the endpoint (at most five); the reply carries its signing secret."""
     view, secret = await manage.create(
         rt.store.hooks,
@@ -50,14 +49,14 @@ async def create_hook(
         origin=API,
     )
     _changed(rt, view.endpoint_id)
-    return JSON(hook_shapes.created(view, secret), status_code=201)
+    return hook_shapes.created(view, secret)
 
 
-@router.get("", response_model=HookList, responses=REFUSALS)
-async def list_hooks(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> JSON:
+@router.get("", responses=REFUSALS)
+async def list_hooks(rt: RuntimeDep, owner: OwnerDep, name: EndpointPath) -> HookList:
     """The endpoint's hooks with their failure bookkeeping; never a secret."""
     views = await rt.store.hooks.listing(owner_id(owner), name)
-    return JSON({"hooks": [hook_shapes.public(view) for view in views]})
+    return HookList(hooks=[hook_shapes.public(view) for view in views])
 
 
 @router.delete("/{hook_id}", status_code=204, responses=REFUSALS)
@@ -69,21 +68,21 @@ async def delete_hook(
     return Response(status_code=204)
 
 
-@router.post("/{hook_id}/rotate", response_model=HookRotated, responses=REFUSALS)
+@router.post("/{hook_id}/rotate", responses=REFUSALS)
 async def rotate_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
-) -> JSON:
+) -> HookRotated:
     """A new signing secret; the previous one also signs until `previous_valid_until`."""
     done = await manage.rotate(rt.store.hooks, owner_id(owner), name, hook_id, origin=API)
     _changed(rt, done.endpoint_id)
-    return JSON(hook_shapes.rotation(done))
+    return hook_shapes.rotation(done)
 
 
-@router.post("/{hook_id}/enable", response_model=HookPublic, responses=REFUSALS)
+@router.post("/{hook_id}/enable", responses=REFUSALS)
 async def enable_hook(
     rt: RuntimeDep, owner: OwnerDep, name: EndpointPath, hook_id: HookIdPath
-) -> JSON:
+) -> HookPublic:
     """Turn a disabled hook back on, its failure count reset."""
     view = await rt.store.hooks.enable(owner_id(owner), name, hook_id, origin=API)
     _changed(rt, view.endpoint_id)
-    return JSON(hook_shapes.public(view))
+    return hook_shapes.public(view)

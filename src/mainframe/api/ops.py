@@ -10,8 +10,8 @@ from starlette.responses import Response
 
 from mainframe import __version__
 from mainframe.api.deps import RuntimeDep
-from mainframe.api.responses import JSON, error
-from mainframe.contract.schemas import ErrorBody
+from mainframe.api.responses import Reply, error
+from mainframe.contract.schemas import ErrorBody, HealthPublic
 
 router = APIRouter(tags=["ops"])
 _PROBE_REFUSALS: dict[int | str, dict[str, Any]] = {503: {"model": ErrorBody}}
@@ -20,23 +20,27 @@ _METRICS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/healthz", responses=_PROBE_REFUSALS)
-async def healthz(rt: RuntimeDep) -> JSON:
+@router.get(
+    "/healthz",
+    response_model=HealthPublic,
+    responses={503: {"model": HealthPublic, "description": "still starting"}},
+)
+async def healthz(rt: RuntimeDep) -> HealthPublic | Reply:
     """Liveness: 200 once start-up (schema check, first sweep) is done, whatever the
     database does afterwards; restart the process only when this fails."""
     if not rt.ready:
-        return JSON({"status": "starting"}, status_code=503)
-    return JSON({"status": "ok", "version": __version__})
+        return Reply(HealthPublic(status="starting"), status_code=503)
+    return HealthPublic(status="ok", version=__version__)
 
 
-@router.get("/readyz", responses=_PROBE_REFUSALS)
-async def readyz(rt: RuntimeDep) -> JSON:
+@router.get("/readyz", response_model=HealthPublic, responses=_PROBE_REFUSALS)
+async def readyz(rt: RuntimeDep) -> HealthPublic | Reply:
     """Readiness: 200 while this process can serve requests (started, and the database
     answers); 503 `database_unavailable` or `database_busy` otherwise."""
     if not rt.ready:
         return error(503, "starting", "the server is still starting")
     await rt.store.ping()
-    return JSON({"status": "ready"})
+    return HealthPublic(status="ready")
 
 
 @router.get("/metrics", response_class=Response, responses=_METRICS)

@@ -1,5 +1,6 @@
-"""The one error body shape, {"error": CODE, "detail": ...}, sent as the shells' JSON reply
-(`web.py::JSON`, orjson)."""
+"""The one error body shape, {"error": CODE, "detail": ...}: as a reply of a route or an
+exception handler (`ErrorBody`), and straight onto ASGI for the middleware that answers
+before the app."""
 
 from __future__ import annotations
 
@@ -8,21 +9,20 @@ from typing import Any
 import orjson
 from starlette.types import Send
 
-from mainframe.web import JSON
+from mainframe.contract.schemas import ErrorBody
+from mainframe.web import Reply
 
-__all__ = ["JSON", "error", "send_error"]
+__all__ = ["REFUSALS", "REFUSED", "Reply", "error", "send_error"]
+
+# What a route may refuse with, each in the one error body.
+REFUSED = (400, 401, 404, 409, 413, 422, 503)
+# The same as FastAPI's `responses=` of a route.
+REFUSALS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in REFUSED}
 
 
-def error(
-    status: int,
-    code: str,
-    detail: Any,
-    headers: dict[str, str] | None = None,
-    fields: dict[str, Any] | None = None,
-) -> JSON:
-    """The error body; `fields` adds what a particular refusal says beside its detail."""
-    body = {"error": code, "detail": detail} | (fields or {})
-    return JSON(body, status_code=status, headers=headers)
+def error(status: int, code: str, detail: Any, headers: dict[str, str] | None = None) -> Reply:
+    """The error body as a reply."""
+    return Reply(ErrorBody(error=code, detail=detail), status_code=status, headers=headers)
 
 
 async def send_error(

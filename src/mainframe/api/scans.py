@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import TypeAdapter, ValidationError
 
-from mainframe.api.deps import OwnerDep, RuntimeDep, owner_id
-from mainframe.api.jobs import REFUSALS
+from mainframe.api.deps import OwnerDep, owner_id
+from mainframe.api.hot import HotRoutes, stored
+from mainframe.api.responses import REFUSALS, Reply
 from mainframe.contract.limits import MAX_ID, MAX_PAYLOAD_BYTES
 from mainframe.contract.operator_schemas import RevokedPublic
 from mainframe.contract.schemas import (
@@ -21,50 +22,34 @@ from mainframe.contract.schemas import (
     ScanItem,
     ScanPage,
     ScanPublic,
+    SubmitStatus,
 )
 from mainframe.lifecycle.rules import Status
 from mainframe.shapes import operator as shape
 from mainframe.shapes import scans as shapes
-from mainframe.store import Invalid, ScanSpec
+from mainframe.store import Invalid, Presented, ScanSpec
 from mainframe.store.audit import API
-from mainframe.web import JSON, body_doc, json_body, optional_presented, stored
+from mainframe.web import RuntimeDep
+from mainframe.wiring import Runtime
 
 router = APIRouter(prefix="/api/v1", tags=["scans"])
-# Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
-OPEN_INTAKE: dict[str, Any] = {"security": [{"HTTPBearer": []}, {}]}
+hot = HotRoutes("/api/v1", "scans")
 ScanIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The scan's id."), AsciiInt]
 
 
-@router.post(
-    "/scans",
-    status_code=201,
-    response_model=ScanPublic,
-    responses={
-        200: {"model": ScanPublic, "description": "the live scan with that key"},
-        **REFUSALS,
-    },
-    openapi_extra=OPEN_INTAKE | body_doc(ScanCreate),
-)
-async def submit_scan(request: Request) -> JSON:
+# Intake takes a token, or none at all on an open-intake endpoint (the scan is quarantined).
+@hot.post("/scans", answers={201: "the scan, created", 200: "the live scan with that key"})
+async def submit_scan(rt: Runtime, token: Presented | None, body: ScanCreate) -> ScanPublic | Reply:
     """Submit a scan: 201 when created, 200 with the live scan of the same key."""
-    rt, who = optional_presented(request)
-    body = await json_body(request, ScanCreate)
-    scan, created = await rt.store.intake.submit(who, endpoint=body.endpoint, spec=_spec(body))
-    return JSON(shapes.scan(scan), status_code=201 if created else 200)
+    scan, created = await rt.store.intake.submit(token, endpoint=body.endpoint, spec=_spec(body))
+    return shapes.scan(scan) if created else Reply(shapes.scan(scan), status_code=200)
 
 
-@router.post(
-    "/scans/batch",
-    response_model=BatchSubmitted,
-    responses={**REFUSALS, 200: {"description": "one status per item, in request order"}},
-    openapi_extra=OPEN_INTAKE | body_doc(ScanBatch),
-)
-async def submit_batch(request: Request) -> JSON:
+@hot.post("/scans/batch", answers={200: "one status per item, in request order"})
+async def submit_batch(rt: Runtime, token: Presented | None, body: ScanBatch) -> BatchSubmitted:
     """Submit up to 1,000 scans under one authorization; each item gets the status the single
     route would give it (201 created, 200 live key, 422 invalid), in request order."""
-    rt, who = optional_presented(request)
-    body = await json_body(request, ScanBatch)
-    statuses: list[dict[str, Any] | None] = []
+    statuses: list[SubmitStatus | None] = []
     specs: list[ScanSpec] = []
     for index, raw in enumerate(body.scans):
         try:
@@ -74,9 +59,8 @@ async def submit_batch(request: Request) -> JSON:
             statuses.append(shapes.invalid_item(index, exc))
         except Invalid as exc:
             statuses.append(shapes.refused(exc))
-    done = iter(await rt.store.intake.submit_many(who, endpoint=body.endpoint, specs=specs))
-    merged = [status or shapes.submitted(next(done)) for status in statuses]
-    return JSON({"results": merged})
+    done = iter(await rt.store.intake.submit_many(token, endpoint=body.endpoint, specs=specs))
+    return BatchSubmitted(results=[status or shapes.submitted(next(done)) for status in statuses])
 
 
 _ITEM: TypeAdapter[ScanItem] = TypeAdapter(ScanItem)
@@ -87,11 +71,11 @@ def _spec(body: ScanItem) -> ScanSpec:
     return ScanSpec(body.name, body.version, body.queue, body.kind, payload)
 
 
-@router.get("/scans/{scan_id}", response_model=ScanPublic, responses=REFUSALS)
-async def get_scan(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
+@router.get("/scans/{scan_id}", responses=REFUSALS)
+async def get_scan(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> ScanPublic:
     """One scan with its attempt history."""
     scan = await rt.store.listings.get_scan(owner_id(owner), scan_id)
-    return JSON(shapes.scan(scan, with_attempts=True))
+    return shapes.scan(scan, with_attempts=True)
 
 
 def _cursor(cursor: str | None) -> int | None:
@@ -104,7 +88,7 @@ def _cursor(cursor: str | None) -> int | None:
     return int(cursor)
 
 
-@router.get("/scans", response_model=ScanPage, responses=REFUSALS)
+@router.get("/scans", responses=REFUSALS)
 async def list_scans(
     rt: RuntimeDep,
     owner: OwnerDep,
@@ -113,7 +97,7 @@ async def list_scans(
     endpoint: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500), AsciiInt] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
-) -> JSON:
+) -> ScanPage:
     """Scans across the owner's endpoints, newest first, keyset-paged by `next_cursor`."""
     rows = await rt.store.listings.list_scans(
         owner_id(owner),
@@ -124,13 +108,13 @@ async def list_scans(
         limit=limit,
     )
     next_cursor = str(rows[-1].id) if len(rows) == limit else None
-    return JSON({"scans": [shapes.scan(row) for row in rows], "next_cursor": next_cursor})
+    return ScanPage(scans=[shapes.scan(row) for row in rows], next_cursor=next_cursor)
 
 
-@router.post("/scans/{scan_id}/fail", response_model=ScanPublic, responses=REFUSALS)
+@router.post("/scans/{scan_id}/fail", responses=REFUSALS)
 async def fail_scan(
     rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath, body: FailBody | None = None
-) -> JSON:
+) -> ScanPublic:
     """Fail the current attempt the way its worker would (dead letter at the cap)."""
     body = body or FailBody()
     scan = await rt.store.interventions.fail(
@@ -139,21 +123,21 @@ async def fail_scan(
         retryable=body.retryable,
         summary=body.summary,
     )
-    return JSON(shapes.scan(scan))
+    return shapes.scan(scan)
 
 
-@router.post("/quarantine/{scan_id}/release", response_model=ScanPublic, responses=REFUSALS)
-async def release(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> JSON:
+@router.post("/quarantine/{scan_id}/release", responses=REFUSALS)
+async def release(rt: RuntimeDep, owner: OwnerDep, scan_id: ScanIdPath) -> ScanPublic:
     """Let a quarantined (unauthenticated) submission into the queue."""
     scan = await rt.store.intake.release(owner_id(owner), scan_id)
-    return JSON(shapes.scan(scan))
+    return shapes.scan(scan)
 
 
-@router.post("/endpoints/{name}/revoke", response_model=RevokedPublic, responses=REFUSALS)
+@router.post("/endpoints/{name}/revoke", responses=REFUSALS)
 async def revoke(
     rt: RuntimeDep, owner: OwnerDep, name: Annotated[str, Path(max_length=200)]
-) -> JSON:
+) -> RevokedPublic:
     """Revoke an endpoint: its credentials stop working and its live scans are dead-lettered
     in one transaction, announced to nobody."""
     count = await rt.store.revocations.revoke(owner_id(owner), name, origin=API)
-    return JSON(shape.revoked(name, count))
+    return shape.revoked(name, count)

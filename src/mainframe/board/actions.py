@@ -34,7 +34,8 @@ from mainframe.store import Conflict, StoreError
 from mainframe.store.audit import BOARD
 from mainframe.store.authentication import digest
 from mainframe.store.sessions import Session
-from mainframe.wiring import Runtime, RuntimeDep
+from mainframe.web import RuntimeDep
+from mainframe.wiring import Runtime
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 # Ids within the database's 64 bits; names without control characters (PostgreSQL refuses NUL).

@@ -4,7 +4,7 @@ the confirmation that names the credential a delete would remove."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
@@ -14,12 +14,13 @@ from mainframe.board.pages import error_page
 from mainframe.board.render import page
 from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import name_problem
+from mainframe.contract.operator_schemas import EndpointCardPublic
 from mainframe.contract.text import printable
 from mainframe.shapes import operator as operator_shapes
 from mainframe.store import NotFound
 from mainframe.store.owners import TokenView
 from mainframe.store.sessions import Session
-from mainframe.wiring import RuntimeDep
+from mainframe.web import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]  # within the database's 64 bits
@@ -27,7 +28,7 @@ MAX_NAME = 200
 NO_ENDPOINT = "There is no such endpoint of yours."
 
 
-async def _card(rt: RuntimeDep, session: Session, name: str) -> dict[str, Any] | None:
+async def _card(rt: RuntimeDep, session: Session, name: str) -> EndpointCardPublic | None:
     if len(name) > MAX_NAME or not printable(name):
         return None  # no endpoint is named so (PostgreSQL would refuse a NUL in the lookup)
     view = await rt.store.listings.overview(session.owner_id)

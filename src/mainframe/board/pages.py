@@ -32,7 +32,7 @@ from mainframe.store.activity import HOUR_US, MINUTE_US
 from mainframe.store.audit import AuditEntry
 from mainframe.store.overview import Overview
 from mainframe.store.sessions import Session
-from mainframe.wiring import RuntimeDep
+from mainframe.web import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]  # within the database's 64 bits
@@ -174,7 +174,7 @@ async def scan_page(request: Request, rt: RuntimeDep, scan_id: IdPath) -> Respon
         scan = await rt.store.dead_letters.get(session.owner_id, scan_id)
     except NotFound:
         return error_page(request, context, 404, f"There is no scan {scan_id} on your endpoints.")
-    body = shapes.scan(scan, with_attempts=True)
+    body = shapes.scan(scan, with_attempts=True).model_dump()
     body["redrive_count"], body["redriven_at"] = scan.redrive_count, scan.redriven_at
     cause = (await rt.store.causes.of_scans(session.owner_id, [scan_id])).get(scan_id)
     context |= {
@@ -237,7 +237,7 @@ async def causes_page(request: Request, rt: RuntimeDep) -> Response:
         # Two endpoints' `default` queues are two places: name each facet's endpoint when
         # the view spans more than one.
         "qualified": f.endpoint is None and len(endpoints) > 1,
-        "next_cursor": operator_shapes.cause_page(found)["next_cursor"],
+        "next_cursor": operator_shapes.cause_page(found).next_cursor,
     }  # fmt: skip
     return page(request, "causes.html", context)
 

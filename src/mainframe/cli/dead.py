@@ -129,7 +129,6 @@ def _cell(value: object) -> str:
 
 
 def _json(body: object) -> str:
-    # orjson writes a stored payload (an orjson.Fragment) as the JSON it is.
     return orjson.dumps(body).decode()
 
 
@@ -180,7 +179,7 @@ def dead_list(
             return await store.dead_letters.page(owner_id, f, after=None, limit=limit), pattern
 
     page, pattern = asyncio.run(listed())
-    rows = [operator_shapes.dead_letter(item) for item in page.items]
+    rows = [operator_shapes.dead_letter(item).model_dump(mode="json") for item in page.items]
     if as_json:
         typer.echo(_json({"scans": rows, "count": page.count}))
         return
@@ -208,7 +207,7 @@ def dead_causes(
         async with _opened(database_url, owner) as (store, owner_id):
             return await store.causes.page(owner_id, endpoint=endpoint, after=None, limit=limit)
 
-    page = operator_shapes.cause_page(asyncio.run(listed()))
+    page = operator_shapes.cause_page(asyncio.run(listed())).model_dump(mode="json")
     if as_json:
         typer.echo(_json(page))
         return
@@ -240,7 +239,9 @@ def dead_show(
         scan, cause = asyncio.run(opened())
     except StoreError as exc:
         refuse(exc)
-    body = shapes.scan(scan, with_attempts=True) | {"cause": operator_shapes.cause_name(cause)}
+    body = shapes.scan(scan, with_attempts=True).model_dump(mode="json")
+    named = operator_shapes.cause_name(cause)
+    body["cause"] = None if named is None else named.model_dump(mode="json")
     if as_json:
         typer.echo(_json(body))
         return

@@ -51,10 +51,10 @@ def hook_list(endpoint: HookEndpointOpt, database_url: DatabaseOpt = None) -> No
     views = on_store_or_fail(settings, lambda store: store.hooks.listing(None, endpoint))
     typer.echo(f"{'ID':>6}  {'ENABLED':<28} {'QUEUE':<12} {'RATE':>5} {'FAILS':>5}  URL")
     for row in map(hook_shapes.public, views):
-        state = "yes" if row["enabled"] else f"no ({row['disabled_reason']})"
+        state = "yes" if row.enabled else f"no ({row.disabled_reason})"
         typer.echo(
-            f"{row['hook_id']:>6}  {state:<28} {row['queue'] or '*':<12} "
-            f"{row['rate_per_minute']:>5} {row['consecutive_failures']:>5}  {row['url']}"
+            f"{row.hook_id:>6}  {state:<28} {row.queue or '*':<12} "
+            f"{row.rate_per_minute:>5} {row.consecutive_failures:>5}  {row.url}"
         )
 
 

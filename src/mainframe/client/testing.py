@@ -29,7 +29,14 @@ from pydantic import BaseModel
 from mainframe.client.sdk import Client
 from mainframe.clock import rfc3339, to_us
 from mainframe.contract.limits import JOBS_PATH, MAX_LEASE_BATCH, MAX_NEXT
-from mainframe.contract.schemas import ErrorBody, ItemStatus, JobPublic, LeaseDeadline, ResultPublic
+from mainframe.contract.schemas import (
+    AcceptedResult,
+    ErrorBody,
+    ItemStatus,
+    JobPublic,
+    LeaseDeadline,
+    ResultPublic,
+)
 from mainframe.lifecycle.replay import is_replay, result_digest
 from mainframe.lifecycle.rules import settle
 
@@ -95,12 +102,14 @@ class _Accepted:
 
     def conflict(self) -> dict[str, Any]:
         """The 409 body for other content under the same assignment."""
-        accepted = {
-            "outcome": self.outcome,
-            "status": self.public["status"],
-            "fail_reason": self.public["fail_reason"],
-            "accepted_at": rfc3339(to_us(self.accepted_at)),
-        }
+        accepted = AcceptedResult.model_validate(
+            {
+                "outcome": self.outcome,
+                "status": self.public["status"],
+                "fail_reason": self.public["fail_reason"],
+                "accepted_at": rfc3339(to_us(self.accepted_at)),
+            }
+        )
         detail = "a different result already closed this assignment; nothing was changed"
         return _answer(ErrorBody(error="result_conflict", detail=detail, accepted=accepted))
 

@@ -123,6 +123,10 @@ class RedrivePublic(BaseModel):
     audit_id: int | None
 
 
+# Where an owner's change came from; `unknown` for redrives recorded before origins were.
+Origin = Literal["board", "api", "cli", "unknown"]
+
+
 class AuditPublic(BaseModel):
     """One change an owner made: who, when, what (action and target) and from where."""
 
@@ -134,7 +138,7 @@ class AuditPublic(BaseModel):
         description="What the action touched, as one line: the endpoint, the token's id and "
         "name, the hook's id and URL, or how many scans a redrive requeued."
     )
-    origin: Literal["board", "api", "cli", "unknown"] = Field(
+    origin: Origin = Field(
         description="Where the change came from; `unknown` for redrives recorded before "
         "origins were."
     )

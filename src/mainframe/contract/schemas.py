@@ -19,6 +19,8 @@ from mainframe.contract.limits import (
     MAX_ATTEMPT,
     MAX_ID,
     MAX_INTAKE_BATCH,
+    MAX_LEASE_BATCH,
+    MAX_NEXT,
     MAX_REPORTS,
     MAX_SUMMARY,
 )
@@ -61,6 +63,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+def omitted(description: str | None = None) -> Any:
+    """A reply field left out of the JSON, not sent as null, while it has nothing to say."""
+    return Field(default=None, exclude_if=_absent, description=description)
+
+
 EndpointName = Annotated[
     Label | None,
     Field(
@@ -68,6 +79,39 @@ EndpointName = Annotated[
         "anonymous (open-intake) submissions; implied for sources.",
     ),
 ]
+
+
+# The path and query parameters of a worker's route, read as one model: a value that is not
+# one is a 422 naming `path.<name>` or `query.<name>`.
+ScanIdParam = Annotated[int, Field(ge=1, le=MAX_ID, description="The scan's id."), AsciiInt]
+NextParam = Annotated[
+    int | None,
+    Field(
+        ge=0,
+        le=MAX_NEXT,
+        description="Also lease up to this many next jobs in the same transaction, returned "
+        "as `next` (complete-and-fetch); a replayed request gets the same jobs back.",
+    ),
+    AsciiInt,
+]
+
+
+class PollParams(BaseModel):
+    batch: Annotated[
+        int, Field(ge=1, le=MAX_LEASE_BATCH, description="Scans to lease at most."), AsciiInt
+    ] = 1
+
+
+class ScanParams(BaseModel):
+    scan_id: ScanIdParam
+
+
+class ResultParams(ScanParams):
+    next: NextParam = None
+
+
+class ResultsParams(BaseModel):
+    next: NextParam = None
 
 
 class ScanItem(Strict):
@@ -91,9 +135,9 @@ class ScanBatch(Strict):
 
 class SubmitStatus(BaseModel):
     status: int
-    scan_id: int | None = None
-    error: str | None = None
-    detail: Any = None
+    scan_id: int | None = omitted()
+    error: str | None = omitted()
+    detail: Any = omitted()
 
 
 class BatchSubmitted(BaseModel):
@@ -105,8 +149,12 @@ class Echo(Strict):
     assignment_id: AssignmentId | None = None
 
 
+# What a worker says of an attempt.
+Outcome = Literal["finished", "failed"]
+
+
 class ResultBody(Echo):
-    outcome: Literal["finished", "failed"]
+    outcome: Outcome
     retryable: bool = True
     summary: Summary | None = None
     artifact: Artifact | None = None
@@ -157,8 +205,9 @@ class ResultPublic(BaseModel):
     finished_at: str | None
     dead_lettered_at: DeadLetteredAt
     fail_reason: FailReason
-    # With ?next=N only: the jobs leased in the same transaction (complete-and-fetch).
-    next: list[JobPublic] | None = None
+    next: list[JobPublic] | None = omitted(
+        "With ?next=N only: the jobs leased in the same transaction (complete-and-fetch)."
+    )
 
 
 class BatchItem(ResultBody):
@@ -225,7 +274,7 @@ class ScanPublic(BaseModel):
     fail_reason: FailReason
     available_at: str | None
     result: Any
-    attempts: list[AttemptPublic] | None = None
+    attempts: list[AttemptPublic] | None = omitted("One scan's view only: its attempt history.")
 
 
 class ScanPage(BaseModel):
@@ -236,7 +285,7 @@ class ScanPage(BaseModel):
 class AcceptedResult(BaseModel):
     """With 409 `result_conflict`: the result that closed the assignment, which stands."""
 
-    outcome: Literal["finished", "failed"]
+    outcome: Outcome
     status: str = Field(description="Where the accepted result sent the scan.")
     fail_reason: str | None
     accepted_at: str
@@ -245,16 +294,17 @@ class AcceptedResult(BaseModel):
 class ItemStatus(BaseModel):
     scan_id: int
     status: int
-    error: str | None = None
-    detail: Any = None
-    accepted: AcceptedResult | None = None
-    scan: ResultPublic | None = None
+    error: str | None = omitted()
+    detail: Any = omitted()
+    accepted: AcceptedResult | None = omitted("Only with 409 `result_conflict`.")
+    scan: ResultPublic | None = omitted("Only with 200: the closed scan.")
 
 
 class BatchStatuses(BaseModel):
     results: list[ItemStatus]
-    # With ?next=N only: the jobs leased in the same transaction (complete-and-fetch).
-    next: list[JobPublic] | None = None
+    next: list[JobPublic] | None = omitted(
+        "With ?next=N only: the jobs leased in the same transaction (complete-and-fetch)."
+    )
 
 
 class LeaseDeadline(BaseModel):
@@ -265,6 +315,11 @@ class LeaseDeadline(BaseModel):
 class ErrorBody(BaseModel):
     error: str
     detail: Any
-    accepted: AcceptedResult | None = Field(
-        default=None, description="Only with 409 `result_conflict`."
-    )
+    accepted: AcceptedResult | None = omitted("Only with 409 `result_conflict`.")
+
+
+class HealthPublic(BaseModel):
+    """A probe's answer."""
+
+    status: Literal["ok", "starting", "ready"]
+    version: str | None = omitted("The server's version, once it serves.")

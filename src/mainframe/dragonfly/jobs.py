@@ -1,7 +1,7 @@
-"""What a dragonfly worker's job poll needs of its own: its `batch`, and the distributions
-rule. The worker downloads every entry of `distributions` and ends on one it cannot parse as
-an absolute http(s) URL with a host, so a scan's `payload.distributions` is passed on only
-when every entry is one; otherwise the job carries none (`replies.py::job`)."""
+"""What a dragonfly worker's job poll needs of its own: the distributions rule. The worker
+downloads every entry of `distributions` and ends on one it cannot parse as an absolute
+http(s) URL with a host, so a scan's `payload.distributions` is passed on only when every
+entry is one; otherwise the job carries none (`replies.py::job`)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from mainframe.contract.limits import MAX_LEASE_BATCH
-from mainframe.store import Invalid
-
-# Scans leased at most per poll, as the job poll of /api/v1 allows.
-MAX_BATCH = MAX_LEASE_BATCH
 # A host name a URL parser accepts as it is (labels of letters, digits, '-' and '_'); an IPv6
 # literal is checked by `ipaddress`.
 _HOST = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?$")
 # Space and control characters: a URL with one is taken for garbage, not repaired.
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
-
-
-def batch_of(raw: str | None) -> int:
-    """The `batch` query parameter: 1 when absent, else ASCII digits from 1 to MAX_BATCH."""
-    if raw is None:
-        return 1
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 3) or not 1 <= int(raw) <= MAX_BATCH:
-        raise Invalid("query.batch", f"must be a whole number from 1 to {MAX_BATCH}")
-    return int(raw)
 
 
 def is_download_url(text: object) -> bool:

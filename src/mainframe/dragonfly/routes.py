@@ -1,26 +1,32 @@
 """The routes a dragonfly worker calls under `/dragonfly`: the handshake, the rules, the job
 poll and the result. Each reads what it needs from the request, calls the store as Mainframe's
 own routes do (so the same leases, closes, events, dead letters, metrics, logs and hooks
-follow) and shapes the reply the worker reads. Refusals are the store's errors, answered by
+follow) and answers with its reply's model. Refusals are the store's errors, answered by
 the app's one error body. The routes are not in Mainframe's OpenAPI document: their contract
-is the worker's (docs/dragonfly.md); each names its reply's model all the same."""
+is the worker's (docs/dragonfly.md)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from starlette.requests import Request
+from starlette.responses import Response
 
 from mainframe.contract.dragonfly_schemas import DragonflyJob, RulesPublic, SessionPublic
-from mainframe.contract.schemas import ResultPublic
-from mainframe.dragonfly import jobs, replies
+from mainframe.contract.limits import MAX_LEASE_BATCH
+from mainframe.contract.schemas import AsciiInt, ResultPublic
+from mainframe.dragonfly import replies
 from mainframe.dragonfly.reports import read_report
 from mainframe.dragonfly.session import COOKIE
 from mainframe.dragonfly.surface import Surface
 from mainframe.shapes import scans as shapes
-from mainframe.web import JSON
+from mainframe.web import BearerDep
 
 PREFIX = "/dragonfly"
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
+# Scans leased at most per poll, as the job poll of /api/v1 allows.
+BatchQuery = Annotated[int, Query(ge=1, le=MAX_LEASE_BATCH), AsciiInt]
 
 
 def _surface(request: Request) -> Surface:
@@ -35,46 +41,46 @@ def session_cookie(token: str, *, path: str, secure: bool) -> str:
     return f"{COOKIE}={token}; Path={path}; HttpOnly" + ("; Secure" if secure else "")
 
 
-@router.get("", response_model=SessionPublic)
-async def handshake(request: Request) -> JSON:
+@router.get("")
+async def handshake(request: Request, response: Response) -> SessionPublic:
     """Cloudflare Access's part: a worker token's name and secret in, a session cookie out."""
     headers = request.headers
     session, token = await _surface(request).handshake(
         headers.get("cf-access-client-id"), headers.get("cf-access-client-secret")
     )
-    reply = JSON(replies.session(session))
     path = request.url.path.rstrip("/") or PREFIX
-    reply.headers.append(
+    response.headers.append(
         "set-cookie", session_cookie(token, path=path, secure=request.url.scheme == "https")
     )
-    return reply
+    return replies.session(session)
 
 
-@router.get("/rules", response_model=RulesPublic)
-async def rules(request: Request) -> JSON:
+@router.get("/rules")
+async def rules(request: Request, bearer: BearerDep) -> RulesPublic:
     """Every rule by name, and the hash the jobs carry."""
     surface = _surface(request)
-    await surface.store.authentication.worker(surface.presented(request))
-    return JSON(replies.rule_set(surface.rules.current()))
+    await surface.store.authentication.worker(surface.presented(request, bearer))
+    return replies.rule_set(surface.rules.current())
 
 
-@router.post("/jobs", response_model=list[DragonflyJob])
-async def lease_jobs(request: Request) -> JSON:
+@router.post("/jobs")
+async def lease_jobs(
+    request: Request, bearer: BearerDep, batch: BatchQuery = 1
+) -> list[DragonflyJob]:
     """The job poll: up to `batch` due scans of the worker's endpoint, leased as by /api/v1."""
     surface = _surface(request)
-    caller = surface.presented(request)
-    batch = jobs.batch_of(request.query_params.get("batch"))
-    leased = await surface.store.leasing.lease(caller, batch)
+    leased = await surface.store.leasing.lease(surface.presented(request, bearer), batch)
     rules_hash = surface.rules.current().hash
-    return JSON([replies.job(job, rules_hash) for job in leased])
+    return [replies.job(job, rules_hash) for job in leased]
 
 
-@router.put("/package", response_model=ResultPublic)
-async def report_package(request: Request) -> JSON:
+@router.put("/package")
+async def report_package(request: Request, bearer: BearerDep) -> ResultPublic:
     """A result for (name, version): it closes the attempt of the scan leased to this worker,
-    through the same close as /api/v1's result route."""
+    through the same close as /api/v1's result route. Its body is read as the worker sends
+    it, whatever its content type (`reports.py`)."""
     surface = _surface(request)
-    caller = surface.presented(request)
+    caller = surface.presented(request, bearer)
     keyed = read_report(await request.body())
     scan_id = await surface.store.packages.resolve(
         caller,
@@ -87,4 +93,4 @@ async def report_package(request: Request) -> JSON:
     if outcome.error is not None:
         raise outcome.error
     assert outcome.closed is not None
-    return JSON(shapes.closed(outcome.closed))
+    return shapes.closed(outcome.closed)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fastapi.security import HTTPAuthorizationCredentials
 from starlette.requests import Request
 
 from mainframe.dragonfly.rules import RulesDirectory
 from mainframe.dragonfly.session import ASSERTION_HEADER, COOKIE, PURPOSE, Session, SessionKeys
 from mainframe.settings import Settings
 from mainframe.store import Presented, Store, Unauthorized, Unavailable
-from mainframe.web import bearer
+from mainframe.web import presented
 
 NO_KEY = (
     "dragonfly sessions need a key: set MAINFRAME_SECRET_KEY (a Fernet key, the one hooks use) "
@@ -34,16 +35,13 @@ class Surface:
     sessions: SessionKeys | None
     rules: RulesDirectory
 
-    def presented(self, request: Request) -> Presented:
+    def presented(self, request: Request, bearer: HTTPAuthorizationCredentials | None) -> Presented:
         """The worker token a request presents, as its digest (checked by the store)."""
-        found = self._presented(request)
+        found = presented(bearer) if bearer is not None else self._session(request)
         self.store.authentication.note(found.digest)
         return found
 
-    def _presented(self, request: Request) -> Presented:
-        found = bearer(request)
-        if found is not None:
-            return found
+    def _session(self, request: Request) -> Presented:
         token = request.headers.get(ASSERTION_HEADER) or request.cookies.get(COOKIE)
         if not token:
             raise Unauthorized(HANDSHAKE_FIRST)

@@ -1,10 +1,38 @@
-"""Operator records to JSON-ready dicts, and the dead-letter listing's cursor."""
+"""Operator records as the contract's replies (each function builds the model a route
+returns), and the dead-letter listing's cursor."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from mainframe.clock import rfc3339
+from mainframe.contract.hook_schemas import DeliveryStats
+from mainframe.contract.operator_schemas import (
+    AuditPage,
+    AuditPublic,
+    CauseNamePublic,
+    CausePublic,
+    DeadLetterPublic,
+    EndpointCardPublic,
+    EndpointDetail,
+    EndpointPublic,
+    FacetPublic,
+    FinalAttemptPublic,
+    HookHealthPublic,
+    HourPublic,
+    Origin,
+    OverviewPublic,
+    PausedQueuePublic,
+    QueueChangePublic,
+    RedrivePublic,
+    RevokedPublic,
+    SkippedPublic,
+    TokenPublic,
+    WorkerPublic,
+    WorkersPublic,
+)
+from mainframe.contract.operator_schemas import CausePage as CausePageReply
+from mainframe.contract.operator_schemas import DeadLetterPage as DeadLetterPageReply
 from mainframe.contract.text import counted
 from mainframe.lifecycle.causes import Cause
 from mainframe.lifecycle.workers import failure_share, stands_out
@@ -22,33 +50,37 @@ from mainframe.store.redrive import Redriven
 
 # The origin of the redrives recorded before origins were.
 UNKNOWN_ORIGIN = "unknown"
-NO_ATTEMPT = {"seq": None, "outcome": None, "summary": None, "artifact": None, "worker": None}
+NO_ATTEMPT = FinalAttemptPublic(
+    seq=None, outcome=None, summary=None, artifact=None, worker=None, at=None
+)
 
 
-def dead_letter(item: DeadLetter) -> dict[str, Any]:
-    body = shapes.scan(item.scan)
-    body["redriven_at"] = rfc3339(item.scan.redriven_at)
-    body["redrive_count"] = item.scan.redrive_count
+def dead_letter(item: DeadLetter) -> DeadLetterPublic:
     a = item.final_attempt
-    body["final_attempt"] = (
-        {**NO_ATTEMPT, "at": None}
+    final = (
+        NO_ATTEMPT
         if a is None
-        else {
-            "seq": a.seq,
-            "outcome": a.outcome,
-            "summary": a.summary,
-            "artifact": a.artifact,
-            "worker": a.worker,
-            "at": rfc3339(a.closed_at),
-        }
+        else FinalAttemptPublic(
+            seq=a.seq,
+            outcome=a.outcome,
+            summary=a.summary,
+            artifact=a.artifact,
+            worker=a.worker,
+            at=rfc3339(a.closed_at),
+        )
     )
-    body["cause"] = cause_name(item.cause)
-    return body
+    return DeadLetterPublic(
+        **dict(shapes.scan(item.scan)),
+        redriven_at=rfc3339(item.scan.redriven_at),
+        redrive_count=item.scan.redrive_count,
+        final_attempt=final,
+        cause=cause_name(item.cause),
+    )
 
 
-def cause_name(found: Cause | None) -> dict[str, str] | None:
-    """A dead letter's cause by its key and pattern (CauseNamePublic), None if it has none."""
-    return None if found is None else {"cause": found.key, "pattern": found.pattern}
+def cause_name(found: Cause | None) -> CauseNamePublic | None:
+    """A dead letter's cause by its key and pattern, None if it has none."""
+    return None if found is None else CauseNamePublic(cause=found.key, pattern=found.pattern)
 
 
 def cursor(keyset: tuple[int, int] | None) -> str | None:
@@ -128,162 +160,162 @@ def audit_target(entry: AuditEntry) -> str:
     return "the board" if entry.action == Action.SIGNED_IN else entry.endpoint or ""
 
 
-def audit_entry(entry: AuditEntry, owner: str) -> dict[str, Any]:
+def audit_entry(entry: AuditEntry, owner: str) -> AuditPublic:
     """An audit entry of `owner` (whose entries are the only ones ever read) as shown."""
-    return {
-        "audit_id": entry.id,
-        "at": rfc3339(entry.at),
-        "owner": owner,
-        "action": entry.action,
-        "target": audit_target(entry),
-        "origin": entry.origin or UNKNOWN_ORIGIN,
-        "endpoint": entry.endpoint,
-        "count": entry.count,
-        "scan_ids": entry.scan_ids,
-        "filter": entry.filter,
-        "detail": entry.detail,
-    }
+    return AuditPublic(
+        audit_id=entry.id,
+        at=rfc3339(entry.at),
+        owner=owner,
+        action=Action(entry.action),
+        target=audit_target(entry),
+        origin=cast(Origin, entry.origin or UNKNOWN_ORIGIN),
+        endpoint=entry.endpoint,
+        count=entry.count,
+        scan_ids=entry.scan_ids,
+        filter=entry.filter,
+        detail=entry.detail,
+    )
 
 
-def card(c: EndpointCard, now: int) -> dict[str, Any]:
+def card(c: EndpointCard, now: int) -> EndpointCardPublic:
     age = None if c.oldest_queued_at is None else round((now - c.oldest_queued_at) / 1e6, 3)
-    return {
-        "endpoint": c.name,
-        "open_intake": c.open_intake,
-        "revoked_at": rfc3339(c.revoked_at),
-        "counts": c.counts,
-        "oldest_queued_at": rfc3339(c.oldest_queued_at),
-        "oldest_queued_age_seconds": age,
-        "hooks": [
-            {
-                "hook_id": h.hook_id,
-                "url": h.url,
-                "queue": h.queue,
-                "enabled": h.enabled,
-                "disabled_reason": h.disabled_reason,
-                "consecutive_failures": h.consecutive_failures,
-                "last_delivery_at": rfc3339(h.last_delivery_at),
-            }
+    return EndpointCardPublic(
+        endpoint=c.name,
+        open_intake=c.open_intake,
+        revoked_at=rfc3339(c.revoked_at),
+        counts=c.counts,
+        oldest_queued_at=rfc3339(c.oldest_queued_at),
+        oldest_queued_age_seconds=age,
+        hooks=[
+            HookHealthPublic(
+                hook_id=h.hook_id,
+                url=h.url,
+                queue=h.queue,
+                enabled=h.enabled,
+                disabled_reason=h.disabled_reason,
+                consecutive_failures=h.consecutive_failures,
+                last_delivery_at=rfc3339(h.last_delivery_at),
+            )
             for h in c.hooks
         ],
-    }
+    )
 
 
-def overview(o: Overview) -> dict[str, Any]:
-    return {
-        "taken_at": rfc3339(o.taken_at),
-        "endpoints": [card(c, o.taken_at) for c in o.endpoints],
-        "totals": o.totals,
-    }
+def overview(o: Overview) -> OverviewPublic:
+    return OverviewPublic(
+        taken_at=rfc3339(o.taken_at),
+        endpoints=[card(c, o.taken_at) for c in o.endpoints],
+        totals=o.totals,
+    )
 
 
-def endpoint(view: EndpointView) -> dict[str, object]:
-    return {
-        "endpoint": view.name,
-        "open_intake": view.open_intake,
-        "created_at": rfc3339(view.created_at),
-        "revoked_at": rfc3339(view.revoked_at),
-    }
+def endpoint(view: EndpointView) -> EndpointPublic:
+    return EndpointPublic(
+        endpoint=view.name,
+        open_intake=view.open_intake,
+        created_at=rfc3339(view.created_at),
+        revoked_at=rfc3339(view.revoked_at),
+    )
 
 
-def endpoint_detail(view: EndpointView, paused: list[PausedQueue]) -> dict[str, object]:
-    """An endpoint with its paused queues (EndpointDetail)."""
+def endpoint_detail(view: EndpointView, paused: list[PausedQueue]) -> EndpointDetail:
+    """An endpoint with its paused queues."""
     queues = [
-        {"queue": q.queue, "paused_at": rfc3339(q.paused_at), "paused_by": q.paused_by}
+        PausedQueuePublic(queue=q.queue, paused_at=rfc3339(q.paused_at), paused_by=q.paused_by)
         for q in paused
     ]
-    return endpoint(view) | {"paused_queues": queues}
+    return EndpointDetail(**dict(endpoint(view)), paused_queues=queues)
 
 
-def queue_change(change: QueueChange) -> dict[str, object]:
-    """What a pause or resume did (QueueChangePublic)."""
-    return {
-        "endpoint": change.endpoint,
-        "queue": change.queue,
-        "paused": change.paused,
-        "changed": change.changed,
-        "scans": change.scans,
-    }
+def queue_change(change: QueueChange) -> QueueChangePublic:
+    """What a pause or resume did."""
+    return QueueChangePublic(
+        endpoint=change.endpoint,
+        queue=change.queue,
+        paused=change.paused,
+        changed=change.changed,
+        scans=change.scans,
+    )
 
 
-def token(view: TokenView) -> dict[str, object]:
-    return {
-        "token_id": view.id,
-        "name": view.name,
-        "kind": view.kind,
-        "created_at": rfc3339(view.created_at),
-        "last_used_at": rfc3339(view.last_used_at),
-    }
+def token(view: TokenView) -> TokenPublic:
+    return TokenPublic(
+        token_id=view.id,
+        name=view.name,
+        kind=view.kind,
+        created_at=rfc3339(view.created_at),
+        last_used_at=rfc3339(view.last_used_at),
+    )
 
 
-def redrive(done: Redriven) -> dict[str, object]:
-    return {
-        "redriven": done.redriven,
-        "skipped": [{"scan_id": s.scan_id, "reason": s.reason} for s in done.skipped],
-        "audit_id": done.audit_id,
-    }
+def redrive(done: Redriven) -> RedrivePublic:
+    return RedrivePublic(
+        redriven=done.redriven,
+        skipped=[SkippedPublic(scan_id=s.scan_id, reason=s.reason) for s in done.skipped],
+        audit_id=done.audit_id,
+    )
 
 
-def dead_letter_page(found: DeadLetterPage) -> dict[str, Any]:
-    return {
-        "scans": [dead_letter(item) for item in found.items],
-        "next_cursor": cursor(found.next_cursor),
-        "count": found.count,
-    }
+def dead_letter_page(found: DeadLetterPage) -> DeadLetterPageReply:
+    return DeadLetterPageReply(
+        scans=[dead_letter(item) for item in found.items],
+        next_cursor=cursor(found.next_cursor),
+        count=found.count,
+    )
 
 
-def audit_page(entries: list[AuditEntry], owner: str, *, full: bool) -> dict[str, Any]:
+def audit_page(entries: list[AuditEntry], owner: str, *, full: bool) -> AuditPage:
     """A page of the audit trail; a full page has a cursor to the next, older one."""
     next_cursor = str(entries[-1].id) if full and entries else None
-    return {"entries": [audit_entry(e, owner) for e in entries], "next_cursor": next_cursor}
+    return AuditPage(entries=[audit_entry(e, owner) for e in entries], next_cursor=next_cursor)
 
 
-def revoked(endpoint: str, dead_lettered: int) -> dict[str, Any]:
-    return {"endpoint": endpoint, "revoked": True, "dead_lettered": dead_lettered}
+def revoked(endpoint: str, dead_lettered: int) -> RevokedPublic:
+    return RevokedPublic(endpoint=endpoint, revoked=True, dead_lettered=dead_lettered)
 
 
 def delivery_stats(
     start_us: int, end_us: int, totals: DeliveryTotals, *, complete: bool
-) -> dict[str, Any]:
-    return {
-        "start": rfc3339(start_us),
-        "end": rfc3339(end_us),
-        "attempts": totals.attempts,
-        "failures": totals.failures,
-        "complete": complete,
-    }
+) -> DeliveryStats:
+    return DeliveryStats(
+        start=rfc3339(start_us),
+        end=rfc3339(end_us),
+        attempts=totals.attempts,
+        failures=totals.failures,
+        complete=complete,
+    )
 
 
-def cause(item: CauseSummary) -> dict[str, Any]:
-    """A cause as the causes view shows it (CausePublic)."""
+def cause(item: CauseSummary) -> CausePublic:
+    """A cause as the causes view shows it."""
 
-    def facet(name: str) -> list[dict[str, Any]]:
+    def facet(name: str) -> list[FacetPublic]:
         return [
-            {"endpoint": f.endpoint, "value": f.value, "dead_letters": f.dead_letters}
+            FacetPublic(endpoint=f.endpoint, value=f.value, dead_letters=f.dead_letters)
             for f in item.facets.get(name, [])
         ]
 
-    return {
-        "cause": item.cause,
-        "pattern": item.pattern,
-        "count": item.dead_letters,
-        "first_seen_at": rfc3339(item.first_seen_at),
-        "last_seen_at": rfc3339(item.last_seen_at),
-        "example_scan_id": item.example_scan_id,
-        "queues": facet("queue"),
-        "kinds": facet("kind"),
-        "workers": facet("worker"),
-        "last_24_hours": list(item.hours),
-    }
+    return CausePublic(
+        cause=item.cause,
+        pattern=item.pattern,
+        count=item.dead_letters,
+        first_seen_at=rfc3339(item.first_seen_at),
+        last_seen_at=rfc3339(item.last_seen_at),
+        example_scan_id=item.example_scan_id,
+        queues=facet("queue"),
+        kinds=facet("kind"),
+        workers=facet("worker"),
+        last_24_hours=list(item.hours),
+    )
 
 
-def cause_page(found: CausePage) -> dict[str, Any]:
-    """A page of causes (CausePage), with the cursor of the next."""
+def cause_page(found: CausePage) -> CausePageReply:
+    """A page of causes, with the cursor of the next."""
     nxt = found.next_cursor
-    return {
-        "causes": [cause(item) for item in found.items],
-        "next_cursor": None if nxt is None else f"{nxt[0]}-{nxt[1]}",
-    }
+    return CausePageReply(
+        causes=[cause(item) for item in found.items],
+        next_cursor=None if nxt is None else f"{nxt[0]}-{nxt[1]}",
+    )
 
 
 def parse_cause_cursor(text: str | None) -> tuple[int, str] | None:
@@ -300,9 +332,9 @@ def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdef" for c in text)
 
 
-def workers(endpoint: str, tokens: list[TokenView], hours: dict[str, WorkerHour]) -> dict[str, Any]:
-    """An endpoint's workers at a glance (WorkersPublic): each worker credential and any
-    worker seen in the hour without one, its hour, its leases, and whether it stands out."""
+def workers(endpoint: str, tokens: list[TokenView], hours: dict[str, WorkerHour]) -> WorkersPublic:
+    """An endpoint's workers at a glance: each worker credential and any worker seen in the
+    hour without one, its hour, its leases, and whether it stands out."""
     credentials = {t.name: t for t in tokens if t.kind == "worker"}
     names = sorted(set(credentials) | {w for w in hours if w})
     failed, finished, lapsed = (sum(getattr(h, k) for h in hours.values()) for k in _HOUR)
@@ -312,17 +344,17 @@ def workers(endpoint: str, tokens: list[TokenView], hours: dict[str, WorkerHour]
         hour = hours.get(name, WorkerHour(0, 0, 0, 0))
         mine = (hour.failed, hour.finished, hour.lapsed)
         token = credentials.get(name)
-        rows.append({
-            "worker": name,
-            "token_id": token.id if token else None,
-            "last_used_at": rfc3339(token.last_used_at) if token else None,
-            "leases_held": hour.leases_held,
-            "last_hour": {"finished": hour.finished, "failed": hour.failed,
-                          "lapsed": hour.lapsed},
-            "failure_share": failure_share(*mine),
-            "stands_out": stands_out(worker=mine, endpoint=total),
-        })  # fmt: skip
-    return {"endpoint": endpoint, "failure_share": failure_share(*total), "workers": rows}
+        rows.append(WorkerPublic(
+            worker=name,
+            token_id=token.id if token else None,
+            last_used_at=rfc3339(token.last_used_at) if token else None,
+            leases_held=hour.leases_held,
+            last_hour=HourPublic(finished=hour.finished, failed=hour.failed,
+                                 lapsed=hour.lapsed),
+            failure_share=failure_share(*mine),
+            stands_out=stands_out(worker=mine, endpoint=total),
+        ))  # fmt: skip
+    return WorkersPublic(endpoint=endpoint, failure_share=failure_share(*total), workers=rows)
 
 
 _HOUR = ("failed", "finished", "lapsed")  # the order failure_share and stands_out take

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from mainframe.clock import rfc3339
+from mainframe.contract.schemas import AcceptedResult, ErrorBody, Outcome
 from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized, Unavailable
 from mainframe.store.errors import ResultConflict
 
@@ -25,24 +26,18 @@ def status_of(exc: StoreError) -> int:
     return 400
 
 
-def store_error_body(exc: StoreError) -> tuple[int, str, Any]:
-    """The status, error code and detail of an ErrorBody for `exc`."""
+def refusal(exc: StoreError) -> tuple[int, ErrorBody]:
+    """The status and the error body of `exc`; a result conflict names the accepted result,
+    so a worker can tell what was recorded."""
     if isinstance(exc, Invalid):
-        return 422, exc.code, [{"field": exc.field, "message": exc.detail}]
-    return status_of(exc), exc.code, exc.detail
-
-
-def refusal_fields(exc: StoreError) -> dict[str, Any]:
-    """Fields a refusal's body carries beside `error` and `detail`: for a result conflict,
-    the accepted result (AcceptedResult), so a worker can tell what was recorded."""
-    if not isinstance(exc, ResultConflict):
-        return {}
-    accepted = exc.accepted
-    return {
-        "accepted": {
-            "outcome": accepted.outcome,
-            "status": accepted.status,
-            "fail_reason": accepted.fail_reason,
-            "accepted_at": rfc3339(accepted.accepted_at),
-        }
-    }
+        return 422, ErrorBody(error=exc.code, detail=[{"field": exc.field, "message": exc.detail}])
+    accepted = None
+    if isinstance(exc, ResultConflict):
+        found = exc.accepted
+        accepted = AcceptedResult(
+            outcome=cast(Outcome, found.outcome),
+            status=found.status,
+            fail_reason=found.fail_reason,
+            accepted_at=rfc3339(found.accepted_at),
+        )
+    return status_of(exc), ErrorBody(error=exc.code, detail=exc.detail, accepted=accepted)

@@ -1,0 +1,273 @@
+"""The hot routes (a worker's poll, results, heartbeats, waits and resumes, and a source's
+intake) as Starlette routes, one per path. FastAPI's dependency solving and body handling
+cost more per request than the statement behind them (docs/performance.md), so a hot route
+reads its inputs through its contract models with pydantic-core alone: its path and query
+parameters as one model, its body with `validate_json`, its reply serialised from its model.
+
+A hot route is declared once, by its function's signature: `(rt, token, params, body) ->
+Reply`, where `token` is a `Presented` (a worker's token, required) or `Presented | None`
+(intake, which takes none on an open endpoint), and `params` and `body` are present only
+when the route takes them. The same declaration answers the request and writes the route's
+entry in the OpenAPI document (`document`). A refusal is raised as FastAPI's own
+`RequestValidationError`, so every route's invalid input gets the one answer
+(`api/errors.py`)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import types
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import orjson
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import Scope
+
+from mainframe.api.responses import REFUSED
+from mainframe.contract.schemas import ErrorBody
+from mainframe.store import Invalid, Presented, Unauthorized
+from mainframe.store.authentication import digest
+from mainframe.web import bearer_scheme
+from mainframe.wiring import Runtime
+
+Endpoint = Callable[..., Awaitable[Any]]
+REF = "#/components/schemas/{model}"
+MAX_DEPTH = 254  # orjson's own bound on nesting; a deeper value cannot be serialized at all
+# A token the route needs; intake's may be absent (an endpoint with open intake).
+NEEDS_TOKEN = "send 'Authorization: Bearer <{role} token>'"
+# The refusal of a body that is not JSON at all (a 400), in FastAPI's own words.
+NOT_JSON = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {}}
+
+
+class HotRoute(Route):
+    """One hot route: a POST path served by its declared function."""
+
+    def __init__(self, path: str, declared: Endpoint, *, tag: str, answers: dict[int, str]):
+        super().__init__(path, self.serve, methods=["POST"], name=declared.__name__)
+        hints = get_type_hints(declared)
+        self.declared, self.tag, self.answers = declared, tag, answers
+        self.status = next(iter(answers))  # the first answer's status, unless it returns one
+        self.optional_token = _is_optional(hints["token"])
+        self.params: type[BaseModel] | None = hints.get("params")
+        self.body: type[BaseModel] | None = hints.get("body")
+        self.reply_type: Any = _reply_type(hints["return"])
+        self._params = None if self.params is None else TypeAdapter(self.params)
+        self._body = None if self.body is None else TypeAdapter(self.body)
+        self._reply = TypeAdapter(self.reply_type)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match != Match.NONE:
+            child["route"] = self  # the template the request metrics are filed under, as FastAPI's
+        return match, child
+
+    async def serve(self, request: Request) -> Response:
+        rt: Runtime = request.app.state.runtime
+        token = await self._token(rt, request)  # a missing token is a 401 before any 422
+        inputs: dict[str, Any] = {}
+        if self._params is not None:
+            inputs["params"] = self._read_params(request, self._params)
+        if self._body is not None:
+            inputs["body"] = await _read_body(request, self._body)
+        reply = await self.declared(rt, token, **inputs)
+        if isinstance(reply, Response):
+            return reply
+        content = self._reply.dump_json(reply)
+        return Response(content, status_code=self.status, media_type="application/json")
+
+    async def _token(self, rt: Runtime, request: Request) -> Presented | None:
+        credentials = await bearer_scheme(request)
+        if credentials is None:
+            if self.optional_token and "authorization" not in request.headers:
+                return None
+            role = "source or owner" if self.optional_token else "worker"
+            raise Unauthorized(NEEDS_TOKEN.format(role=role))
+        found = Presented(digest(credentials.credentials))  # checked by the store's statement
+        rt.store.authentication.note(found.digest)  # its last use, flushed coarsely later
+        return found
+
+    def _read_params(self, request: Request, adapter: TypeAdapter[Any]) -> Any:
+        given = {**request.query_params, **request.path_params}
+        try:
+            return adapter.validate_python(given)
+        except ValidationError as exc:
+            raise RequestValidationError(
+                [self._located(p) for p in exc.errors(include_url=False)]
+            ) from None
+
+    def _located(self, problem: ErrorDetails) -> ErrorDetails:
+        name = problem["loc"][0] if problem["loc"] else ""
+        where = "path" if name in self.param_convertors else "query"
+        return {**problem, "loc": (where, *problem["loc"])}
+
+
+async def _read_body(request: Request, adapter: TypeAdapter[Any]) -> Any:
+    """The body through its model, parsed by pydantic-core; Python's parser only reads what
+    pydantic-core refuses as JSON (lone surrogates, deep nesting), so that the field's own
+    check can name what cannot be stored (a 422, not a 400)."""
+    raw = await request.body()
+    try:
+        return adapter.validate_json(raw or b"null")
+    except ValidationError as exc:
+        problems = exc.errors(include_url=False)
+        if not any(p["type"] == "json_invalid" for p in problems):
+            raise _invalid(problems) from None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise RequestValidationError([NOT_JSON]) from None
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        raise _invalid(exc.errors(include_url=False)) from None
+
+
+def _invalid(problems: list[ErrorDetails]) -> RequestValidationError:
+    return RequestValidationError([{**p, "loc": ("body", *p["loc"])} for p in problems])
+
+
+def _is_optional(hint: Any) -> bool:
+    return get_origin(hint) in (Union, types.UnionType) and type(None) in get_args(hint)
+
+
+def _reply_type(hint: Any) -> Any:
+    """The model of a reply: the return annotation, less a Response the route may return
+    instead (a status of its own)."""
+    if get_origin(hint) not in (Union, types.UnionType):
+        return hint
+    [model] = [a for a in get_args(hint) if not (isinstance(a, type) and issubclass(a, Response))]
+    return model
+
+
+@dataclass
+class HotRoutes:
+    """The hot routes of one part of the API, under one prefix and tag."""
+
+    prefix: str
+    tag: str
+    routes: list[HotRoute] = field(default_factory=list)
+
+    def post(
+        self, path: str, *, answers: dict[int, str] | None = None
+    ) -> Callable[[Endpoint], Endpoint]:
+        """Declare the decorated function the POST route of `path`. `answers` are its
+        successful statuses with what each means, the first the one it answers with unless
+        it returns a reply of its own (200 by default)."""
+
+        def declare(declared: Endpoint) -> Endpoint:
+            found = answers or {200: "Successful Response"}
+            self.routes.append(HotRoute(self.prefix + path, declared, tag=self.tag, answers=found))
+            return declared
+
+        return declare
+
+
+def document(schema: dict[str, Any], routes: list[HotRoute]) -> None:
+    """Add the hot routes' operations to an OpenAPI document FastAPI wrote, from the same
+    models the routes read and reply with."""
+    components: dict[str, Any] = schema.setdefault("components", {}).setdefault("schemas", {})
+    paths: dict[str, Any] = schema.setdefault("paths", {})
+    for route in routes:
+        paths.setdefault(route.path, {})["post"] = _operation(route, components)
+
+
+def _operation(route: HotRoute, components: dict[str, Any]) -> dict[str, Any]:
+    name = route.declared.__name__
+    reply = _content(route.reply_type, "serialization", components)
+    refusal = _content(ErrorBody, "serialization", components)
+    responses = {
+        str(code): {"description": what, "content": reply} for code, what in route.answers.items()
+    }
+    for code in REFUSED:
+        responses[str(code)] = {"description": HTTPStatus(code).phrase, "content": refusal}
+    operation: dict[str, Any] = {
+        "tags": [route.tag],
+        "summary": name.replace("_", " ").title(),
+        "description": inspect.cleandoc(route.declared.__doc__ or ""),
+        "operationId": f"{name}_{route.path.strip('/').replace('/', '_')}_post",
+        "parameters": _parameters(route),
+        "responses": responses,
+        # Intake takes a token, or none on an endpoint with open intake.
+        "security": [{"HTTPBearer": []}, {}] if route.optional_token else [{"HTTPBearer": []}],
+    }
+    if route.body is not None:
+        content = _content(route.body, "validation", components)
+        operation["requestBody"] = {"required": True, "content": content}
+    return operation
+
+
+def _parameters(route: HotRoute) -> list[dict[str, Any]]:
+    if route.params is None:
+        return []
+    properties = route.params.model_json_schema(ref_template=REF)["properties"]
+    found = []
+    for name, declared in route.params.model_fields.items():
+        schema = dict(properties[name])
+        description = schema.pop("description", None)
+        where = "path" if name in route.param_convertors else "query"
+        entry = {"name": name, "in": where, "required": declared.is_required(), "schema": schema}
+        found.append(entry | ({"description": description} if description else {}))
+    return found
+
+
+def _content(model: Any, mode: Any, components: dict[str, Any]) -> dict[str, Any]:
+    """`{"application/json": {"schema": ...}}` for `model`, its models among `components`."""
+    found = TypeAdapter(model).json_schema(mode=mode, ref_template=REF)
+    for key, value in found.pop("$defs", {}).items():
+        components.setdefault(key, value)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        components.setdefault(model.__name__, found)
+        found = {"$ref": REF.format(model=model.__name__)}
+    return {"application/json": {"schema": found}}
+
+
+def stored(value: Any, *, field: str, limit: int) -> str | None:
+    """A sender's free-form value (a scan's payload, a result) as compact JSON text of at
+    most `limit` bytes, stored only if it reads back as the same value: NaN, infinities,
+    integers beyond 64 bits, lone surrogates and too deep nesting are a 422 naming `field`.
+    None stays None."""
+    if value is None:
+        return None
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        raise Invalid(field, _unstorable(str(exc))) from None
+    # orjson writes a non-finite float as null: look for one only when a null was written.
+    if b"null" in text and _has_non_finite(value):
+        raise Invalid(field, "NaN and infinite numbers cannot be stored as JSON")
+    if len(text) > limit:
+        raise Invalid(field, f"JSON is limited to {limit} bytes")
+    return text.decode()
+
+
+def _unstorable(message: str) -> str:
+    if "Recursion" in message:
+        return f"JSON nested deeper than {MAX_DEPTH} levels cannot be stored"
+    if "64-bit" in message or "Integer" in message:
+        return "integers must fit in 64 bits (use a string for larger numbers)"
+    if "surrogate" in message or "UTF-8" in message:
+        return "strings must be valid Unicode (no lone surrogates)"
+    return f"cannot be stored as JSON: {message}"
+
+
+def _has_non_finite(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
