@@ -97,6 +97,16 @@ class Settings(BaseSettings):
     retry_max_seconds: float = Field(
         default=600.0, ge=0, le=7 * 86400, description="The longest a retry waits, in seconds."
     )
+    # A scan a worker failed (or let lapse) goes to another worker of its endpoint that asks
+    # within this long after it is due; past it, or with no other worker asking, to anyone
+    # (docs/reliability.md).
+    retry_elsewhere_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="How long a retry waits for a worker other than the one that failed it; "
+        "0: the next poll takes it.",
+    )
     # How long a request waits for a locked SQLite file (off the event loop) before a 503.
     busy_wait_seconds: float = Field(
         default=5.0,

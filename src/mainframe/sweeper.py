@@ -27,7 +27,7 @@ PRUNE_PAUSE_SECONDS = 0.05
 STATISTICS_SECONDS = 5.0
 # How often the credentials requests presented have their last use written
 # (store/authentication.py).
-TOKEN_USE_SECONDS = 30.0
+TOKEN_USE_SECONDS = 5.0
 # How often this process's activity counts are added to the database (store/activity.py).
 ACTIVITY_SECONDS = 5.0
 

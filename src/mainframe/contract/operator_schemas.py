@@ -233,7 +233,7 @@ class HourPublic(BaseModel):
 class WorkerPublic(BaseModel):
     worker: str
     token_id: int | None = Field(description="Its credential; null once deleted.")
-    last_used_at: str | None = Field(description="The credential's last request, to the minute.")
+    last_used_at: str | None = Field(description="The credential's last request, to about 15 s.")
     leases_held: int = Field(description="Scans it holds now (a lapsed lease until reaped).")
     last_hour: HourPublic
     failure_share: float | None = Field(description="Failed and lapsed over what it closed.")
@@ -278,7 +278,7 @@ class TokenPublic(BaseModel):
     kind: str
     created_at: str
     last_used_at: str | None = Field(
-        description="The last request that presented it, to the minute; null: none yet."
+        description="The last request that presented it, to about 15 s; null: none yet."
     )
 
 

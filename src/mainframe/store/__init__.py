@@ -105,6 +105,7 @@ def open_store(
         max_attempts=settings.max_job_attempts,
         reap_per_poll=settings.reap_per_poll,
         max_wait=settings.max_wait_seconds,
+        elsewhere=settings.retry_elsewhere_seconds,
     )
     retry = RetryPolicy(base=settings.retry_base_seconds, cap=settings.retry_max_seconds)
     key = settings.secret_key.get_secret_value() if settings.secret_key else None

@@ -4,9 +4,10 @@ the unique digest (and the endpoint's key).
 
 A credential's last use is kept coarse so that no request writes for it: the request only
 notes the digest it presented (a set, in memory), and a periodic flush writes the noted ones
-in one transaction, each at most once a minute (`COARSE_US`). A digest that names no token
-updates nothing; the set is bounded, so a flood of made-up tokens costs a fixed amount of
-memory and drops only last-use notes, never a request.
+in one transaction, each at most every ten seconds (`COARSE_US`): fresh enough for a poll
+to tell whether another worker of its endpoint is asking (lifecycle/elsewhere.py). A digest
+that names no token updates nothing; the set is bounded, so a flood of made-up tokens costs a
+fixed amount of memory and drops only last-use notes, never a request.
 
 Endpoint names are read once per process (`EndpointNames`): a name never changes once its
 endpoint exists, so principals, records and events carry it without a join in every hot
@@ -22,7 +23,7 @@ from mainframe.store.database import Database, Sql, Tx, first, value
 from mainframe.store.errors import Unauthorized
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
-COARSE_US = 60_000_000  # a credential's last use is as fresh as this, at best
+COARSE_US = 10_000_000  # a credential's last use is as fresh as this, at best
 MAX_NOTED = 10_000  # digests noted between two flushes at most
 
 # One probe of the unique token_hash index and the endpoint's primary key.

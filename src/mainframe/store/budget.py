@@ -13,6 +13,7 @@ class Budget:
     max_attempts: int
     reap_per_poll: int
     max_wait_us: int
+    elsewhere_us: int = 60_000_000  # a retry waits this long for another worker; 0: off
 
     @classmethod
     def of(
@@ -22,5 +23,8 @@ class Budget:
         max_attempts: int,
         reap_per_poll: int = 100,
         max_wait: float = 86400.0,
+        elsewhere: float = 60.0,
     ) -> Budget:
-        return cls(to_us(job_timeout), max_attempts, reap_per_poll, to_us(max_wait))
+        return cls(
+            to_us(job_timeout), max_attempts, reap_per_poll, to_us(max_wait), to_us(elsewhere)
+        )

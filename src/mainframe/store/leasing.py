@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
 from mainframe.lifecycle.causes import Cause, cause_of, named
+from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.lifecycle.events import (
     AttemptFailed,
     Event,
@@ -38,6 +39,23 @@ from mainframe.store.database import Database, Row, Sql, Tx
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
 PROBE_INTERVAL_US = 1_000_000
+
+# A retry goes to another worker for a while (the SQL twin of lifecycle.elsewhere.may_lease,
+# tests hold them equal): a due scan whose last attempt was this worker's is passed over until
+# :elsewhere after it fell due, while another worker of the endpoint used its token within
+# :asking. The cheap arms of the OR come first, so the probe of ix_tokens_endpoint runs only
+# for a row that is this worker's own failure, and the walk of ix_scans_queued passes over
+# only those.
+ELSEWHERE = """
+          AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
+               OR scans.available_at <= mf_now() - :elsewhere
+               OR NOT EXISTS (
+                   SELECT 1 FROM tokens AS other
+                   WHERE other.endpoint_id = (SELECT endpoint_id FROM who)
+                     AND other.role = 'worker'
+                     AND other.principal <> (SELECT principal FROM who)
+                     AND other.last_used_at > mf_now() - :asking
+               ))"""
 
 # The worker's token checked and up to :limit due scans of its endpoint leased, oldest first,
 # in one statement. The due scans are a walk of ix_scans_queued (endpoint_id, available_at,
@@ -64,7 +82,9 @@ LEASE = Sql(
           AND available_at <= mf_now()
           AND queue NOT IN (
               SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-          )
+          )"""
+    + ELSEWHERE
+    + """
         ORDER BY available_at, id LIMIT :limit
     )
     RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -84,7 +104,9 @@ LEASE = Sql(
           AND available_at <= mf_now()
           AND queue NOT IN (
               SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-          )
+          )"""
+    + ELSEWHERE
+    + """
         ORDER BY available_at, id LIMIT :limit
         FOR UPDATE SKIP LOCKED
     )
@@ -251,6 +273,8 @@ def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object
         "prefix": secrets.token_hex(8) + "-",
         "timeout": budget.job_timeout_us,
         "limit": batch,
+        "elsewhere": budget.elsewhere_us,
+        "asking": ASKING_US,
     }
 
 

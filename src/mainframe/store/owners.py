@@ -122,7 +122,7 @@ class TokenView:
     name: str
     kind: str  # worker | source
     created_at: int
-    last_used_at: int | None = None  # to the minute (store/authentication.py); None: never since
+    last_used_at: int | None = None  # to about 15 s (store/authentication.py); None: never since
 
 
 @dataclass(frozen=True, slots=True)

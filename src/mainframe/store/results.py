@@ -23,6 +23,7 @@ import orjson
 
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.causes import named
+from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.lifecycle.events import StaleResultRejected
 from mainframe.lifecycle.outcomes import increments, shard_of
 from mainframe.lifecycle.reports import (
@@ -41,7 +42,7 @@ from mainframe.store.budget import Budget
 from mainframe.store.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
 from mainframe.store.database import Database, Row, Sql, Tx
 from mainframe.store.errors import ResultConflict, StoreError
-from mainframe.store.leasing import LEASE, Caller, Leasing, lease_params
+from mainframe.store.leasing import ELSEWHERE, LEASE, Caller, Leasing, lease_params
 from mainframe.store.refusals import refusal
 from mainframe.store.replays import Answers
 
@@ -111,7 +112,9 @@ COMPLETE = Sql(
           AND scans.available_at <= mf_now()
           AND scans.queue NOT IN (
               SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-          )
+          )"""
+    + ELSEWHERE
+    + """
           AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
         ORDER BY scans.available_at, scans.id LIMIT :fetch
         FOR UPDATE SKIP LOCKED
@@ -287,6 +290,8 @@ class Results:
             "fetch": fetch,
             "prefix": secrets.token_hex(8) + "-",
             "timeout": self.budget.job_timeout_us,
+            "elsewhere": self.budget.elsewhere_us,
+            "asking": ASKING_US,
             # The totals row of this session, as every other close picks it.
             "shard": shard_of(tx.session),
         }

@@ -64,7 +64,7 @@ tokens = Table(
     Column("endpoint_id", Id, ForeignKey("endpoints.id")),
     Column("principal", String(200), nullable=False),
     Column("created_at", BigInteger, nullable=False),
-    # Written at most once a minute by a periodic flush, never by a request (revision 0014).
+    # Written at most every 10 s by a periodic flush, never by a request (revision 0014).
     Column("last_used_at", BigInteger),
     # An endpoint's credentials, for its owner's listing (revision 0010).
     Index("ix_tokens_endpoint", "endpoint_id", "id"),
