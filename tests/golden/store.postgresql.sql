@@ -179,14 +179,23 @@ WITH who AS (
       AND scans.queue NOT IN (
           SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
       )
+      AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
+           OR scans.available_at <= mf_now() - $3
+           OR NOT EXISTS (
+               SELECT 1 FROM tokens AS other
+               WHERE other.endpoint_id = (SELECT endpoint_id FROM who)
+                 AND other.role = 'worker'
+                 AND other.principal <> (SELECT principal FROM who)
+                 AND other.last_used_at > mf_now() - $4
+           ))
       AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
-    ORDER BY scans.available_at, scans.id LIMIT $3
+    ORDER BY scans.available_at, scans.id LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), leased AS (
     UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
-        assignment_id = $4 || CAST(scans.id AS text),
+        assignment_id = $6 || CAST(scans.id AS text),
         worker = (SELECT principal FROM who), leased_at = mf_now(),
-        lease_expires_at = mf_now() + $5, wait_reason = NULL, updated_at = mf_now()
+        lease_expires_at = mf_now() + $7, wait_reason = NULL, updated_at = mf_now()
     FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
     RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
               scans.kind, scans.payload, scans.status, scans.verified, scans.source,
@@ -215,7 +224,7 @@ WITH who AS (
         FROM closed WHERE status IN ('FINISHED', 'FAILED') GROUP BY 1
     ) AS ended
     WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
-      AND scan_totals.outcome = ended.outcome AND scan_totals.shard = $6
+      AND scan_totals.outcome = ended.outcome AND scan_totals.shard = $8
 )
 SELECT 'closed', id, endpoint_id, queue, name, version, kind, NULL, status, verified,
        source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
@@ -584,12 +593,21 @@ WITH who AS (
       AND queue NOT IN (
           SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
       )
-    ORDER BY available_at, id LIMIT $2
+      AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
+           OR scans.available_at <= mf_now() - $2
+           OR NOT EXISTS (
+               SELECT 1 FROM tokens AS other
+               WHERE other.endpoint_id = (SELECT endpoint_id FROM who)
+                 AND other.role = 'worker'
+                 AND other.principal <> (SELECT principal FROM who)
+                 AND other.last_used_at > mf_now() - $3
+           ))
+    ORDER BY available_at, id LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
 UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
-    assignment_id = $3 || CAST(scans.id AS text), worker = (SELECT principal FROM who),
-    leased_at = mf_now(), lease_expires_at = mf_now() + $4, wait_reason = NULL,
+    assignment_id = $5 || CAST(scans.id AS text), worker = (SELECT principal FROM who),
+    leased_at = mf_now(), lease_expires_at = mf_now() + $6, wait_reason = NULL,
     updated_at = mf_now()
 FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
 RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,

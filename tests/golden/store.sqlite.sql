@@ -499,6 +499,15 @@ WHERE id IN (
       AND queue NOT IN (
           SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
       )
+      AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
+           OR scans.available_at <= mf_now() - :elsewhere
+           OR NOT EXISTS (
+               SELECT 1 FROM tokens AS other
+               WHERE other.endpoint_id = (SELECT endpoint_id FROM who)
+                 AND other.role = 'worker'
+                 AND other.principal <> (SELECT principal FROM who)
+                 AND other.last_used_at > mf_now() - :asking
+           ))
     ORDER BY available_at, id LIMIT :limit
 )
 RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,

@@ -49,10 +49,12 @@ from sqlalchemy import Engine, text
 from mainframe.api.app import create_app
 from mainframe.cli.stats import stats_figures
 from mainframe.clock import MICROS, FakeClock
+from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import reconcile_once
 from mainframe.settings import Settings
 from mainframe.store import Conflict, Principal, Report, ScanSpec, StoreError, Unauthorized
+from mainframe.store.authentication import COARSE_US
 from mainframe.store.dead_letters import DeadLetterFilter
 from mainframe.store.redrive import Redriven
 from mainframe.store.sqlalchemy_engine import create_store_engine
@@ -107,7 +109,7 @@ INVARIANTS = {
     "redrive_outcome": "what a redrive requeues and skips, and why",
     "redrive_audit": "a redrive's audit entry: its count and the ids it requeued",
 }
-KNOWN_BROKEN: frozenset[str] = frozenset({"retry_elsewhere"})
+KNOWN_BROKEN: frozenset[str] = frozenset()
 
 ENDPOINTS = ("pypi", "npm")  # one owner's; pypi takes anonymous scans into quarantine
 QUEUES = ("default", "priority")
@@ -121,7 +123,9 @@ MAX_ATTEMPTS = 2
 # counted and not drawn.
 RETENTION_DAYS = {"finished": 0.25, "failed": 0.5, "dead_lettered": 1.5}
 # How long a scan a worker failed (or let lapse) is kept from that worker while another one
-# asks: the bound's default.
+# asks: the bound's default. Another worker asks when its token was used within ASKING_US by
+# the last use the flush wrote, which trails its last request by up to COARSE_US: so it
+# surely asks within ASKING_US - COARSE_US of its last poll, and surely not past ASKING_US.
 RETRY_ELSEWHERE_US = 60 * MICROS
 MAX_SCANS = 24  # every listing fits one page, of the board (50) and of the API (PAGE)
 PAGE = 500
@@ -425,8 +429,17 @@ class FiguresMachine(RuleBasedStateMachine):
         leased = [job.scan_id for job in jobs]
         self.say(f"{what}: reaped {reaped}, leased {leased} of the due {sorted(due)}")
         self.expect("lease_due_work", sorted(set(leased) - due), [], f"{what}: leased, not due")
-        # A poll may pass over what its worker just failed; never over anything else.
-        others = {i for i in due if not _was_failed_by(m.scans[i].skippable_by, worker, now)}
+        other = next(w for w in WORKERS if w != worker)
+        asked = self.polled.get((endpoint, other))
+        since = None if asked is None else now - asked
+        # A poll may pass over what its worker just failed while the other may be asking;
+        # never over anything else.
+        may_skip = since is not None and since < ASKING_US
+        others = {
+            i
+            for i in due
+            if not (may_skip and _was_failed_by(m.scans[i].skippable_by, worker, now))
+        }
         least = min(batch, len(others))
         self.expect(
             "lease_due_work",
@@ -434,12 +447,13 @@ class FiguresMachine(RuleBasedStateMachine):
             True,
             f"{what}: {len(leased)} leased, {len(due)} due of which {len(others)} not its own",
         )
-        other = next(w for w in WORKERS if w != worker)
-        asked = self.polled.get((endpoint, other))
-        if asked is not None and now - asked < RETRY_ELSEWHERE_US:
+        if since is not None and since <= ASKING_US - COARSE_US:
             own = [i for i in leased if _was_failed_by(m.scans[i].failed_by, worker, now)]
             self.expect("retry_elsewhere", own, [], f"{what}: its own failures while {other} asks")
         self.polled[endpoint, worker] = now
+        # Its token's use, as the request notes it and the periodic flush writes it.
+        self.d.store.authentication.note(self.d.workers[endpoint, worker].digest)
+        self.d.store.authentication.flush()
         for job in jobs:
             scan = m.scans[job.scan_id]
             self.expect("model", job.attempt, scan.attempts + 1, f"{what}: #{scan.id}'s attempt")

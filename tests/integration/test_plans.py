@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Engine, insert, text
 
 import mainframe.store
 from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.lifecycle.outcomes import SHARDS
 from mainframe.lifecycle.reports import Report, plan
 from mainframe.lifecycle.rules import LIVE
@@ -305,6 +306,9 @@ def planned(
 WHO = sqlite_index("sqlite_autoindex_tokens_1", "tokens") + r"token_hash=\?\)"
 PG_WHO = pg_index("tokens_token_hash_key", "tokens")
 PK = sqlite_pk()
+# Whether another worker of the endpoint is asking (leasing.ELSEWHERE): its tokens by key.
+OTHERS = sqlite_index("ix_tokens_endpoint", "other") + r"endpoint_id=\?\)"
+PG_OTHERS = pg_index("ix_tokens_endpoint", "tokens other")
 PG_PK = pg_index("scans_pkey")
 QUEUED_DUE = sqlite_index("ix_scans_queued") + r"endpoint_id=\? AND available_at<\?\)"
 # A paused queue's unparked scans: its endpoint's QUEUED rows that have a due time, never the
@@ -369,7 +373,8 @@ PG_CLOSES = pg_within("closed", pg_index("scans_pkey"))
 CASES = {
     # Leasing and reaping.
     "lease": Case(leasing.LEASE, leasing.lease_params(Presented(WORKER), 10, BUDGET),
-                  (WHO, QUEUED_DUE, PK), (PG_WHO, pg_index("ix_scans_queued"), PG_PK)),
+                  (WHO, QUEUED_DUE, PK, OTHERS), (PG_WHO, pg_index("ix_scans_queued"), PG_PK,
+                                                  PG_OTHERS)),
     "lapsed_of_endpoint": Case(leasing.LAPSED_OF_ENDPOINT, {"endpoint": 1, "limit": 100},
                                sqlite_index("ix_scans_pending_lease") + r"endpoint_id=\? AND",
                                PG_PENDING),
@@ -384,9 +389,10 @@ CASES = {
     "complete": Case(results.COMPLETE,
                      {"digest": WORKER, "items": orjson.dumps([FINISH, RETRY]).decode(),
                       "fetch": 2, "prefix": "0123456789abcdef-", "timeout": JOB_TIMEOUT_US,
-                      "shard": 3},
+                      "elsewhere": BUDGET.elsewhere_us, "asking": ASKING_US, "shard": 3},
                      None,
                      (PG_WHO, PG_CLOSES, pg_within("due", pg_index("ix_scans_queued")),
+                      pg_within("due", PG_OTHERS),
                       pg_index("uq_attempts_assignment", "attempts"),
                       pg_index("scan_totals_pkey", "scan_totals"))),
     "close_results": Case(results.CLOSE_RESULTS,
