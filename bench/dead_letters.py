@@ -27,10 +27,14 @@ from sqlalchemy.pool import NullPool
 
 from mainframe.lifecycle.outcomes import SHARDS
 from mainframe.store import Budget, Store, open_database
-from mainframe.store.database import first
-from mainframe.store.dead_letters import COUNT_DEAD_LETTERS, PLAN_WITH_VALUES, DeadLetterFilter
-from mainframe.store.migrate import upgrade
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.database import first
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator.dead_letters import (
+    COUNT_DEAD_LETTERS,
+    PLAN_WITH_VALUES,
+    DeadLetterFilter,
+)
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 NOW = 1_790_000_000_000_000

@@ -26,11 +26,11 @@ from sqlalchemy import Engine, text
 
 from dead_letters import _database, _series
 from mainframe.store import Budget, Store, open_database
-from mainframe.store.audit import CLI
-from mainframe.store.database import Sql, value
-from mainframe.store.fleet_snapshot import OLDEST_DUE, QUEUED_STATES
-from mainframe.store.migrate import upgrade
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.audit import CLI
+from mainframe.store.engine.database import Sql, value
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator.fleet_snapshot import OLDEST_DUE, QUEUED_STATES
 
 BIG = 150_000
 SMALL = 50_000

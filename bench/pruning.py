@@ -25,10 +25,10 @@ from pathlib import Path
 
 from mainframe.lifecycle.retention import RetentionPolicy
 from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
-from mainframe.store.migrate import upgrade
-from mainframe.store.owners import OPERATOR
-from mainframe.store.retention import Retention
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator.retention import Retention
 from mainframe.sweeper import prune_forever, prune_once
 
 PAYLOAD = '{"distributions": ["https://files.example/pkg-1.0.tar.gz"]}'

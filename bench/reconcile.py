@@ -2,7 +2,7 @@
 
 Writes FINISHED history plus a QUEUED backlog straight into the table with SQL
 (bench/synthetic.py), leases some through the store, then times `store.listings.snapshot()`
-(what the refresh loop runs: the statements of store/fleet_snapshot.py, in one read
+(what the refresh loop runs: the statements of store/operator/fleet_snapshot.py, in one read
 transaction) and prints median, p95 and max, plus each statement's plan. The aim is under
 50 ms at 1M scans, flat as the finished history grows.
 
@@ -25,24 +25,24 @@ from pathlib import Path
 from sqlalchemy import Engine, text
 
 from mainframe.store import Budget, Store, open_database
-from mainframe.store.audit import CLI
-from mainframe.store.database import Sql
-from mainframe.store.fleet_snapshot import (
+from mainframe.store.accounts.audit import CLI
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.accounts.totals import TOTALS
+from mainframe.store.engine.database import Sql
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator.fleet_snapshot import (
     OLDEST_DUE,
     PENDING_STATES,
     QUARANTINED_COUNT,
     QUEUED_STATES,
 )
-from mainframe.store.migrate import upgrade
-from mainframe.store.owners import OPERATOR
-from mainframe.store.sqlalchemy_engine import create_store_engine
-from mainframe.store.totals import TOTALS
 from synthetic import analyze, create_database, drop_database, endpoint_id_of, seed_scans
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 IN_FLIGHT = 2_000  # of the queued scans, leased through the store before the timing
 MAX_ATTEMPTS = 3
-# What one snapshot runs (store/fleet_snapshot.py::snapshot), with its parameters.
+# What one snapshot runs (store/operator/fleet_snapshot.py::snapshot), with its parameters.
 SNAPSHOT: tuple[tuple[Sql, dict[str, int]], ...] = (
     (QUEUED_STATES, {}),
     (PENDING_STATES, {"max_attempts": MAX_ATTEMPTS}),
@@ -92,7 +92,7 @@ def _plans(engine: Engine, now_us: int) -> None:
     postgres = engine.dialect.name == "postgresql"
     prefix = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
     with engine.connect() as conn:
-        if postgres:  # as the server's sessions have it (store/pg_settings.py)
+        if postgres:  # as the server's sessions have it (store/engine/pg_settings.py)
             conn.execute(text("SET jit = off"))
         else:  # the store's SQLite connections answer mf_now() from the process
             driver = conn.connection.driver_connection

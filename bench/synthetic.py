@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, insert, select
 from sqlalchemy.engine import make_url
 
-from mainframe.store.schema import endpoints, scans
-from mainframe.store.sqlalchemy_engine import sqlalchemy_url
+from mainframe.store.engine.schema import endpoints, scans
+from mainframe.store.engine.sqlalchemy_engine import sqlalchemy_url
 
 # Rows per executemany (SQLite) or per COPY (PostgreSQL) transaction.
 CHUNK_ROWS = 10_000

@@ -19,8 +19,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from mainframe import logs
-from mainframe.store.migrate import upgrade
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from mainframe.watch.database import create_watch_engine
 from mainframe.watch.migrate import upgrade as upgrade_watch
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpcore
 
 from mainframe.clock import Clock, SystemClock
-from mainframe.store.hooks import HookTarget
+from mainframe.store.hooks.hooks import HookTarget
 
 
 class FakeResolver:

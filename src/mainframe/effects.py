@@ -25,8 +25,7 @@ from mainframe.lifecycle.events import (
 from mainframe.lifecycle.retention import PruneKind
 from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
-from mainframe.store.activity import Activity
-from mainframe.store.database import Publish
+from mainframe.store import Activity, Publish
 
 
 def wire(

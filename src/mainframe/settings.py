@@ -118,8 +118,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="Larger request bodies get 413."
     )
-    # PostgreSQL connections per server process (store/postgres.py, no thread per call). 16 lets
-    # commits of a fleet's concurrent results share WAL flushes (batch 1: 121 → 308 scans/s).
+    # PostgreSQL connections per server process (store/engine/postgres.py, no thread per call). 16
+    # lets commits of a fleet's concurrent results share WAL flushes (batch 1: 121 → 308 scans/s).
     pool_size: int = Field(
         default=16, ge=1, le=200, description="PostgreSQL connections per server process."
     )

@@ -1,5 +1,5 @@
 """The periodic sweeper: reaps lapsed, budget-spent scans so dead letters are announced even
-when no worker polls, and prunes what is past its retention (store/retention.py) so the
+when no worker polls, and prunes what is past its retention (store/operator/retention.py) so the
 database stops growing in a steady state."""
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ PRUNE_BATCH = 500
 # The pause after a full batch, so requests waiting for the write lock go first and pruning
 # a large backlog takes a small share of the database (docs/performance.md: the loop's cost).
 PRUNE_PAUSE_SECONDS = 0.05
-# How often the planner's statistics are checked on PostgreSQL (store/planner_statistics.py).
+# How often the planner's statistics are checked on PostgreSQL (store/engine/planner_statistics.py).
 STATISTICS_SECONDS = 5.0
 # How often the credentials requests presented have their last use written
-# (store/authentication.py).
+# (store/accounts/authentication.py).
 TOKEN_USE_SECONDS = 5.0
-# How often this process's activity counts are added to the database (store/activity.py).
+# How often this process's activity counts are added to the database (store/operator/activity.py).
 ACTIVITY_SECONDS = 5.0
 
 

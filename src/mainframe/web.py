@@ -12,8 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.responses import Response
 
-from mainframe.store import Presented
-from mainframe.store.authentication import digest
+from mainframe.store import Presented, digest
 from mainframe.wiring import Runtime
 
 

@@ -20,8 +20,7 @@ from mainframe.metrics.reconcile import reconcile_forever, reconcile_once
 from mainframe.parsers import redact_url
 from mainframe.ratelimit import TokenBucket
 from mainframe.settings import Settings
-from mainframe.store import Principal, Store, StoreError, open_store
-from mainframe.store.sqlite import SERVER_BUSY_MS
+from mainframe.store import SERVER_BUSY_MS, Principal, Store, StoreError, open_store
 from mainframe.sweeper import (
     ACTIVITY_SECONDS,
     STATISTICS_SECONDS,

@@ -115,7 +115,7 @@ def test_a_pooler_that_refuses_the_startup_parameters_is_named(pg_database: str)
 
 
 def _head() -> str:
-    from mainframe.store.migrate import head_revision
+    from mainframe.store.engine.migrate import head_revision
 
     found = head_revision()
     assert found is not None

@@ -23,7 +23,7 @@ import pytest
 
 from mainframe.settings import Settings
 from mainframe.store import open_store
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts.owners import OPERATOR
 from tests.serverproc import ServerProcess, cli
 
 SCANS = 5_000

@@ -16,9 +16,9 @@ import pytest
 
 from mainframe.lifecycle.causes import cause_of
 from mainframe.store import Budget, Principal, Report, ScanSpec, Store, open_database
-from mainframe.store.migrate import upgrade
-from mainframe.store.owners import OPERATOR
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking, portal
 from tests.serverproc import cli, mainframe_env
 

@@ -25,8 +25,8 @@ from cryptography.fernet import Fernet
 from mainframe.dragonfly.session import PURPOSE
 from mainframe.settings import Settings
 from mainframe.store import open_store
-from mainframe.store.hook_secrets import KEY_FILE_SUFFIX, SecretBox
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.hooks.hook_secrets import KEY_FILE_SUFFIX, SecretBox
 from tests.dragonflyworker import ScriptedWorker
 from tests.e2e.test_hooks import Fleet, dead_letters, start_fleet
 from tests.hookreceiver import Receiver, receiver

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import inspect
 
 from mainframe.clock import MICROS, FakeClock
-from mainframe.store.migrate import upgrade
-from mainframe.store.schema import delivery_counts, endpoints
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.schema import delivery_counts, endpoints
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from mainframe.watch import tables
 from mainframe.watch.command import build_watcher
 from mainframe.watch.config import load_config

@@ -18,8 +18,8 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import Event
 from mainframe.settings import Settings
 from mainframe.store import Budget, Principal, Publish, ScanRecord, ScanSpec, Store, open_database
-from mainframe.store.owners import OPERATOR
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from mainframe.watch.database import create_watch_engine
 from tests.blocking import Blocking, portal
 

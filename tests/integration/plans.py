@@ -21,10 +21,10 @@ import pytest
 from psycopg import sql as pgsql
 from sqlalchemy import Connection, Engine, text
 
-from mainframe.store import schema
-from mainframe.store.database import Sql, numbered
-from mainframe.store.migrate import upgrade
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine import schema
+from mainframe.store.engine.database import Sql, numbered
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests import conftest
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 

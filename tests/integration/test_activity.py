@@ -11,8 +11,8 @@ import pytest
 
 from mainframe.shapes import operator as shapes
 from mainframe.store import Report
-from mainframe.store.activity import Activity
-from mainframe.store.audit import CLI
+from mainframe.store.accounts.audit import CLI
+from mainframe.store.operator.activity import Activity
 from tests.blocking import Blocking
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World
 

@@ -22,13 +22,14 @@ from mainframe.board.render import shown
 from mainframe.clock import FakeClock
 from mainframe.settings import Settings
 from mainframe.shapes import operator as operator_shapes
-from mainframe.store import Budget, Conflict, NotFound, Principal, Report, ScanSpec, owners
-from mainframe.store.audit import AuditEntry
-from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.hook_secrets import SecretBox
-from mainframe.store.migrate import upgrade
-from mainframe.store.owners import OPERATOR, NameTaken
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store import Budget, Conflict, NotFound, Principal, Report, ScanSpec
+from mainframe.store.accounts import owners
+from mainframe.store.accounts.audit import AuditEntry
+from mainframe.store.accounts.owners import OPERATOR, NameTaken
+from mainframe.store.engine.migrate import upgrade
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.hooks.hook_secrets import SecretBox
+from mainframe.store.operator.dead_letters import DeadLetterFilter
 from tests.integration.conftest import blocking_store
 from tests.integration.test_board_pages import HOSTILE, sign_in
 from tests.integration.test_dead_letters import Desk, open_desk

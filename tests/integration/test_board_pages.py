@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from mainframe.board import filters
 from mainframe.settings import Settings
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.integration.conftest import issue
 from tests.integration.test_dead_letters import Desk, open_desk
 

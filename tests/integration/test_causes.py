@@ -17,10 +17,10 @@ from sqlalchemy import Engine, text
 from mainframe.lifecycle.causes import cause_of
 from mainframe.lifecycle.retention import PruneKind, RetentionPolicy
 from mainframe.store import Principal, Report
-from mainframe.store.audit import CLI
-from mainframe.store.causes import CauseSummary
-from mainframe.store.dead_letters import DeadLetter, DeadLetterFilter
-from mainframe.store.retention import Retention
+from mainframe.store.accounts.audit import CLI
+from mainframe.store.operator.causes import CauseSummary
+from mainframe.store.operator.dead_letters import DeadLetter, DeadLetterFilter
+from mainframe.store.operator.retention import Retention
 from tests.blocking import Blocking
 from tests.integration.conftest import (
     JOB_TIMEOUT,

@@ -27,7 +27,7 @@ from mainframe.clock import MICROS
 from mainframe.lifecycle.retention import DAY_US, PruneKind
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.settings import Settings
-from mainframe.store.dead_letters import DeadLetterFilter
+from mainframe.store.operator.dead_letters import DeadLetterFilter
 from tests.integration.conftest import issue
 from tests.integration.test_board_pages import sign_in
 from tests.integration.test_dead_letters import Desk, open_desk

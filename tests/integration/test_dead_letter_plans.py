@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, text
 
-from mainframe.store import audit, causes, overview, redrive
-from mainframe.store.dead_letters import (
+from mainframe.store.accounts import audit
+from mainframe.store.operator import causes, overview, redrive
+from mainframe.store.operator.dead_letters import (
     COUNT_DEAD_LETTERS,
     DEAD_LETTER_IDS,
     DEAD_LETTER_TOTAL,
@@ -248,7 +249,7 @@ CASES = {
                          SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "count_of_a_search": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(q=TERM).params(1),
                               SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
-    # Planned with their values too (store/dead_letters.py::_with_values): `since` seeks.
+    # Planned with their values too (store/operator/dead_letters.py::_with_values): `since` seeks.
     "count_of_a_filter": Case(COUNT_DEAD_LETTERS, LEASE_EXPIRED.params(1), SQLITE_DEAD, PG_DEAD,
                               custom_plan=True),
     "count_of_a_queue": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(queue="priority").params(1),

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from mainframe.api.app import build_runtime, create_app
 from mainframe.clock import FakeClock
 from mainframe.settings import Settings
-from mainframe.store import redrive as redrive_module
-from mainframe.store.dead_letters import DeadLetterFilter
+from mainframe.store.operator import redrive as redrive_module
+from mainframe.store.operator.dead_letters import DeadLetterFilter
 from tests.blocking import Blocking
 from tests.integration.conftest import add_endpoint, issue
 

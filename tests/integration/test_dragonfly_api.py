@@ -24,8 +24,8 @@ from mainframe.api.app import build_runtime, create_app
 from mainframe.clock import FakeClock
 from mainframe.dragonfly.session import PURPOSE
 from mainframe.settings import Settings
-from mainframe.store.hook_secrets import SecretBox
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.hooks.hook_secrets import SecretBox
 from tests.blocking import Blocking
 
 SESSION_SECONDS = 600

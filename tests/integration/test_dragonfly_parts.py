@@ -21,7 +21,7 @@ from mainframe.dragonfly.rules import RulesDirectory, rule_set
 from mainframe.dragonfly.session import SessionKeys
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Invalid
-from mainframe.store.packages import Candidate, pick
+from mainframe.store.work.packages import Candidate, pick
 
 DIGEST = "a" * 64
 OLD, NEW = b"o" * 32, b"n" * 32

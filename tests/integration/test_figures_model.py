@@ -54,10 +54,10 @@ from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import reconcile_once
 from mainframe.settings import Settings
 from mainframe.store import Conflict, Principal, Report, ScanSpec, StoreError, Unauthorized
-from mainframe.store.authentication import COARSE_US
-from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.redrive import Redriven
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.authentication import COARSE_US
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator.dead_letters import DeadLetterFilter
+from mainframe.store.operator.redrive import Redriven
 from mainframe.sweeper import prune_once, sweep_once
 from mainframe.wiring import build_runtime
 from tests.blocking import Blocking

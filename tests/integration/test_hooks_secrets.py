@@ -11,7 +11,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from mainframe.parsers import parse_keys
-from mainframe.store.hook_secrets import SecretBox, key_file_for, open_box
+from mainframe.store.hooks.hook_secrets import SecretBox, key_file_for, open_box
 
 
 def test_sealed_secret_is_not_the_secret_and_opens_again() -> None:

@@ -17,11 +17,11 @@ from sqlalchemy import select
 from mainframe.clock import MICROS, FakeClock
 from mainframe.hooks import signing
 from mainframe.store import Conflict, NotFound
-from mainframe.store.deliveries import MINUTE_US
-from mainframe.store.hook_secrets import SecretBox
-from mainframe.store.hooks import HookView
-from mainframe.store.schema import hooks
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.schema import hooks
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.hooks.deliveries import MINUTE_US
+from mainframe.store.hooks.hook_secrets import SecretBox
+from mainframe.store.hooks.hooks import HookView
 from tests.integration.conftest import blocking_store
 
 GRACE_US = 3_600_000_000

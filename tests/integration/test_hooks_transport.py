@@ -24,7 +24,7 @@ from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.parsers import parse_cidrs
-from mainframe.store.hooks import HookTarget
+from mainframe.store.hooks.hooks import HookTarget
 from tests.hookreceiver import Answer, Receiver, receiver
 from tests.hooks_fakes import FakeResolver, LoopbackOnlyNetwork, MemoryHookBook
 from tests.unit.test_hooks_addresses import REFUSED

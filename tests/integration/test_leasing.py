@@ -7,7 +7,7 @@ import pytest
 from mainframe.lifecycle.events import LeasesGranted, ScanDeadLettered
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Report, Stale, Unauthorized
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts.owners import OPERATOR
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 

@@ -32,11 +32,11 @@ from sqlalchemy import (
 )
 
 from mainframe.lifecycle.outcomes import SHARDS
-from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.migrate import current_revision, head_revision, upgrade
-from mainframe.store.owners import OPERATOR
-from mainframe.store.schema import attempts, metadata, scans
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.migrate import current_revision, head_revision, upgrade
+from mainframe.store.engine.schema import attempts, metadata, scans
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator.dead_letters import DeadLetterFilter
 from mainframe.watch import migrate as watch_migrate
 from mainframe.watch import tables as watch_tables
 from mainframe.watch.database import create_watch_engine
@@ -250,7 +250,7 @@ def test_dead_letters_from_before_causes_get_theirs_and_are_counted(
 ) -> None:
     from mainframe.clock import FakeClock
     from mainframe.lifecycle.causes import cause_of
-    from mainframe.store.audit import CLI
+    from mainframe.store.accounts.audit import CLI
 
     engine = create_store_engine(empty_database_url)
     upgrade(engine, revision="0016")
@@ -361,7 +361,7 @@ def test_causes_are_regrouped_once_and_their_figures_follow(
 ) -> None:
     from mainframe.clock import FakeClock
     from mainframe.lifecycle.causes import GROUPING_VERSION, cause_of
-    from mainframe.store.audit import CLI
+    from mainframe.store.accounts.audit import CLI
     from tests.integration.test_causes import kept, truth
 
     engine = create_store_engine(empty_database_url)
@@ -530,7 +530,7 @@ def test_counts_now_start_from_what_exists_and_move_with_it(
 ) -> None:
     from mainframe.clock import FakeClock
     from mainframe.lifecycle.retention import DAY_US, PruneKind, RetentionPolicy
-    from mainframe.store.audit import CLI
+    from mainframe.store.accounts.audit import CLI
 
     engine = create_store_engine(empty_database_url)
     upgrade(engine, revision=BEFORE_COUNTS_NOW)

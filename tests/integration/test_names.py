@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from mainframe.contract import names
-from mainframe.store import owners
-from mainframe.store.errors import Invalid
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts import owners
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.errors import Invalid
 from tests.blocking import Blocking
 from tests.integration import test_board_pages
 from tests.integration.conftest import Api

@@ -14,10 +14,10 @@ from sqlalchemy import create_engine, text
 
 from mainframe.clock import FakeClock
 from mainframe.store import Budget, Store, Unavailable, open_database
-from mainframe.store.migrate import set_role_defaults
-from mainframe.store.owners import OPERATOR
-from mainframe.store.pg_settings import SessionPolicy
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.migrate import set_role_defaults
+from mainframe.store.engine.pg_settings import SessionPolicy
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
 from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.integration.conftest import Api

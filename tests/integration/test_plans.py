@@ -33,37 +33,13 @@ from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.lifecycle.outcomes import SHARDS
 from mainframe.lifecycle.reports import Report, plan
 from mainframe.lifecycle.rules import LIVE
-from mainframe.store import (
-    Budget,
-    Presented,
-    activity,
-    assignments,
-    authentication,
-    closing,
-    deliveries,
-    fleet_snapshot,
-    hooks,
-    intake,
-    interventions,
-    leasing,
-    open_database,
-    overview,
-    packages,
-    queries,
-    queues,
-    refusals,
-    replays,
-    results,
-    retention,
-    revoke,
-    sessions,
-    totals,
-)
-from mainframe.store import audit as store_audit
-from mainframe.store import owners as store_owners
-from mainframe.store.database import REGISTRY, Sql
-from mainframe.store.planner_statistics import PlannerStatistics
-from mainframe.store.schema import (
+from mainframe.store import Budget, Presented, open_database
+from mainframe.store.accounts import audit as store_audit
+from mainframe.store.accounts import authentication, sessions, totals
+from mainframe.store.accounts import owners as store_owners
+from mainframe.store.engine.database import REGISTRY, Sql
+from mainframe.store.engine.planner_statistics import PlannerStatistics
+from mainframe.store.engine.schema import (
     audit,
     board_sessions,
     delivery_counts,
@@ -74,8 +50,22 @@ from mainframe.store.schema import (
     scan_totals,
     tokens,
 )
-from mainframe.store.search import terms
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.hooks import deliveries, hooks
+from mainframe.store.operator import activity, fleet_snapshot, overview, queues, retention, revoke
+from mainframe.store.work import (
+    assignments,
+    closing,
+    intake,
+    interventions,
+    leasing,
+    packages,
+    queries,
+    refusals,
+    replays,
+    results,
+)
+from mainframe.store.work.search import terms
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.integration import test_dead_letter_plans
 from tests.integration.plans import (
@@ -620,7 +610,7 @@ CASES = {
     "unpark_queue": Case(queues.UNPARK, PAUSED | {"after_id": 0, "limit": queues.CHUNK},
                          (sqlite_pk(), sqlite_index("ix_scans_queued")),
                          pg_index("ix_scans_queued")),
-    # Activity (store/activity.py): a flush adds by key and prunes by time; the charts and
+    # Activity (store/operator/activity.py): a flush adds by key and prunes by time; the charts and
     # an endpoint's workers read a few rows a minute or hour; the leases held are the
     # endpoint's PENDING scans, read through either partial index over PENDING: the fill
     # splits its leases between two endpoints, so the generic plan may filter the smaller

@@ -24,14 +24,14 @@ from mainframe.lifecycle.events import QueuePaused, ScanDeadLettered, ScanReady
 from mainframe.lifecycle.rules import QueueState, lapse_outcome
 from mainframe.metrics.reconcile import reconcile_once
 from mainframe.store import Budget, NotFound, Report, ScanSpec
-from mainframe.store.audit import CLI
-from mainframe.store.database import Sql
-from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.fleet_snapshot import OLDEST_DUE
-from mainframe.store.intake import PROMOTE
-from mainframe.store.leasing import LEASE, lease_params
-from mainframe.store.redrive import REQUEUE
-from mainframe.store.schema import scans
+from mainframe.store.accounts.audit import CLI
+from mainframe.store.engine.database import Sql
+from mainframe.store.engine.schema import scans
+from mainframe.store.operator.dead_letters import DeadLetterFilter
+from mainframe.store.operator.fleet_snapshot import OLDEST_DUE
+from mainframe.store.operator.redrive import REQUEUE
+from mainframe.store.work.intake import PROMOTE
+from mainframe.store.work.leasing import LEASE, lease_params
 from tests.integration.conftest import (
     JOB_TIMEOUT,
     MAX_ATTEMPTS,

@@ -9,7 +9,7 @@ the route's function and serialises its reply) to the route's SQL and back. Not 
 functional core (`lifecycle/`, `contract/`, the injected clock), which a reader reads on its
 own terms; what the committed transaction's events set off (`effects.py` and the
 subscribers it calls), which is the same for every write and walked in its own section; and
-the statements a step runs from a module of statements alone (`store/closing.py`, the
+the statements a step runs from a module of statements alone (`store/work/closing.py`, the
 history, cause and totals writes every close shares), read as SQL like the golden file."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sqlalchemy import text
 from mainframe.api import jobs
 from mainframe.api.app import HOT
 from mainframe.api.hot import HotRoute
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
 from tests.integration.conftest import Api, issue
 

@@ -17,8 +17,8 @@ from mainframe.lifecycle.events import (
 )
 from mainframe.lifecycle.rules import StaleCode, Status
 from mainframe.store import Job, NotFound, Report, Stale
-from mainframe.store.errors import Accepted, ResultConflict
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.errors import Accepted, ResultConflict
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 

@@ -23,8 +23,8 @@ from mainframe.lifecycle.retention import DAY_US, PruneKind, RetentionPolicy
 from mainframe.lifecycle.rules import Status
 from mainframe.metrics import Metrics
 from mainframe.store import Job, NotFound, Report, ScanSpec
-from mainframe.store.audit import CLI
-from mainframe.store.deliveries import minute_of
+from mainframe.store.accounts.audit import CLI
+from mainframe.store.hooks.deliveries import minute_of
 from mainframe.sweeper import prune_once
 from tests.integration.conftest import MAX_ATTEMPTS, World, open_world
 

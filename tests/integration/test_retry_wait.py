@@ -13,9 +13,9 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import QueueState, Status
 from mainframe.store import Report
-from mainframe.store.database import Sql
-from mainframe.store.postgres import PgTx
-from mainframe.store.sqlite import SqliteTx
+from mainframe.store.engine.database import Sql
+from mainframe.store.engine.postgres import PgTx
+from mainframe.store.engine.sqlite import SqliteTx
 from tests.integration.conftest import (
     JOB_TIMEOUT,
     MAX_ATTEMPTS,

@@ -7,7 +7,7 @@ the rule calls `queued`;
 `lifecycle.rules.diagnose_stale` says why a report misses the current assignment, and the
 compare-and-set the server runs to close a result (COMPLETE on PostgreSQL, CLOSE_RESULTS on
 SQLite) or to touch a lease (HEARTBEAT, WAIT, RESUME) must miss exactly then, refusing with
-the rule's code; and pruning (`store/retention.py`) removes exactly the scans and delivery
+the rule's code; and pruning (`store/operator/retention.py`) removes exactly the scans and delivery
 minutes `lifecycle.retention` finds past their retention. Hypothesis draws rows around the
 boundaries (equal times, the attempt cap, the rollout form); each is written directly,
 judged through the store on the fake clock that pins the database's clock, and removed
@@ -36,12 +36,13 @@ from mainframe.lifecycle.retention import (
     scan_is_due,
 )
 from mainframe.lifecycle.rules import Holding, QueueState, Status, diagnose_stale, queue_state
-from mainframe.store import Presented, Report, Stale, fleet_snapshot
-from mainframe.store.authentication import digest
-from mainframe.store.database import Database
-from mainframe.store.owners import OPERATOR
-from mainframe.store.schema import delivery_counts, paused_queues, scans
-from mainframe.store.sqlalchemy_engine import create_store_engine
+from mainframe.store import Presented, Report, Stale
+from mainframe.store.accounts.authentication import digest
+from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.database import Database
+from mainframe.store.engine.schema import delivery_counts, paused_queues, scans
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine
+from mainframe.store.operator import fleet_snapshot
 from tests.integration.conftest import MAX_ATTEMPTS, blocking_store
 
 NOW = 1_750_000_000_000_000  # the fake clock, and so `mf_now()` on both databases
@@ -304,7 +305,7 @@ def test_the_compare_and_set_takes_exactly_when_the_rule_names_no_reason(
 
 
 # Retention: `lifecycle.retention.scan_is_due` and `delivery_minute_is_due` against the
-# pruning statements (store/retention.py), at the default policy the twins' store has.
+# pruning statements (store/operator/retention.py), at the default policy the twins' store has.
 POLICY = RetentionPolicy()
 
 

@@ -5,8 +5,8 @@ the board and the CLI show it."""
 from __future__ import annotations
 
 from mainframe.clock import rfc3339
-from mainframe.store.authentication import COARSE_US, digest
-from mainframe.store.owners import OPERATOR
+from mainframe.store.accounts.authentication import COARSE_US, digest
+from mainframe.store.accounts.owners import OPERATOR
 from tests.blocking import Blocking
 from tests.integration import test_board_pages
 from tests.integration.conftest import Api, World

@@ -31,5 +31,7 @@ def test_the_watch_package_never_imports_the_server() -> None:
 
 
 def test_the_server_store_never_imports_the_watcher() -> None:
-    loaded = loaded_after(["mainframe.store", "mainframe.store.schema", "mainframe.store.migrate"])
+    loaded = loaded_after(
+        ["mainframe.store", "mainframe.store.engine.schema", "mainframe.store.engine.migrate"]
+    )
     assert sorted(m for m in loaded if m.startswith("mainframe.watch")) == []

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from mainframe.board.charts import CHART_HEIGHT, MIN_BAR, activity, sparkline, stacked_heights
-from mainframe.store.activity import Bar
+from mainframe.store.operator.activity import Bar
 
 
 def test_a_sparkline_scales_to_its_peak_and_says_its_numbers() -> None:

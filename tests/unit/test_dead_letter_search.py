@@ -14,8 +14,8 @@ import pytest
 
 from mainframe.lifecycle.events import Event
 from mainframe.store import Conflict
-from mainframe.store.database import NO_PARAMS, Row, Sql
-from mainframe.store.dead_letters import DeadLetterFilter, DeadLetters
+from mainframe.store.engine.database import NO_PARAMS, Row, Sql
+from mainframe.store.operator.dead_letters import DeadLetterFilter, DeadLetters
 
 
 class RecordingTx:

@@ -137,7 +137,7 @@ def test_every_task_beside_the_requests_is_in_architecture() -> None:
 
 @pytest.mark.parametrize(
     ("chain", "pattern"),
-    [("store", r"\d{4}_\w+\.py"), ("watch", r"w\d{4}_\w+\.py")],
+    [("store/engine", r"\d{4}_\w+\.py"), ("watch", r"w\d{4}_\w+\.py")],
 )
 def test_the_newest_migrations_contributing_names_are_the_newest(chain: str, pattern: str) -> None:
     text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")

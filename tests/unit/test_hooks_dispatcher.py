@@ -23,7 +23,7 @@ from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
 from mainframe.lifecycle.events import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics.hooks import HookMetrics
-from mainframe.store.hooks import HookTarget
+from mainframe.store.hooks.hooks import HookTarget
 from tests.hooks_fakes import MemoryHookBook
 from tests.polling import wait_until
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mainframe.parsers import libpq_url, redact_url
-from mainframe.store.pg_settings import SessionPolicy, not_in_force
+from mainframe.store.engine.pg_settings import SessionPolicy, not_in_force
 
 # What PgBouncer passes on in the startup packet; anything else it refuses.
 POOLER_PARAMETERS = {

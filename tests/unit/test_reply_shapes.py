@@ -29,18 +29,18 @@ from mainframe.lifecycle.scans import Job, ScanRecord
 from mainframe.shapes import hooks, operator, scans
 from mainframe.shapes.refusals import refusal
 from mainframe.store import Conflict, Invalid, ItemOutcome
-from mainframe.store.activity import WorkerHour
-from mainframe.store.audit import AuditEntry
-from mainframe.store.causes import CausePage, CauseSummary
-from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
-from mainframe.store.deliveries import DeliveryTotals
-from mainframe.store.errors import Accepted, ResultConflict
-from mainframe.store.hooks import HookView, Rotation
-from mainframe.store.intake import Submitted
-from mainframe.store.overview import Overview
-from mainframe.store.owners import EndpointView, TokenView
-from mainframe.store.queues import PausedQueue, QueueChange
-from mainframe.store.redrive import Redriven
+from mainframe.store.accounts.audit import AuditEntry
+from mainframe.store.accounts.owners import EndpointView, TokenView
+from mainframe.store.engine.errors import Accepted, ResultConflict
+from mainframe.store.hooks.deliveries import DeliveryTotals
+from mainframe.store.hooks.hooks import HookView, Rotation
+from mainframe.store.operator.activity import WorkerHour
+from mainframe.store.operator.causes import CausePage, CauseSummary
+from mainframe.store.operator.dead_letters import DeadLetter, DeadLetterPage
+from mainframe.store.operator.overview import Overview
+from mainframe.store.operator.queues import PausedQueue, QueueChange
+from mainframe.store.operator.redrive import Redriven
+from mainframe.store.work.intake import Submitted
 
 NOW = 1_780_000_000_000_000  # µs: a valid time, and a valid count or id
 NOW_S = NOW // 1_000_000  # the same time in seconds, as a session's `exp`

@@ -27,7 +27,7 @@ from mainframe.lifecycle.retention import (
 from mainframe.lifecycle.rules import LIVE, Status
 from mainframe.parsers import parse_retention_days
 from mainframe.settings import Settings
-from mainframe.store.totals import OUTCOMES
+from mainframe.store.accounts.totals import OUTCOMES
 
 NOW = 1_790_000_000_000_000
 DEFAULTS = RetentionPolicy()

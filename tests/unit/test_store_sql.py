@@ -18,7 +18,7 @@ import pytest
 
 import mainframe.store
 from mainframe.lifecycle.scans import SCAN_COLUMNS
-from mainframe.store.database import REGISTRY, Sql
+from mainframe.store.engine.database import REGISTRY, Sql
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 

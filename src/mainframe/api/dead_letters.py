@@ -24,9 +24,7 @@ from mainframe.contract.operator_schemas import (
 )
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.shapes import operator as shape
-from mainframe.store import Invalid
-from mainframe.store.audit import API
-from mainframe.store.dead_letters import DeadLetterFilter
+from mainframe.store import API, DeadLetterFilter, Invalid
 
 router = APIRouter(prefix="/api/v1", tags=["dead letters"])
 

@@ -24,7 +24,7 @@ from mainframe.contract.operator_schemas import (
     WorkersPublic,
 )
 from mainframe.shapes import operator as shape
-from mainframe.store.audit import API
+from mainframe.store import API
 
 router = APIRouter(prefix="/api/v1/endpoints", tags=["endpoints"])
 EndpointPath = Annotated[

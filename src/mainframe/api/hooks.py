@@ -20,7 +20,7 @@ from mainframe.contract.limits import MAX_ID
 from mainframe.contract.schemas import AsciiInt
 from mainframe.hooks import manage
 from mainframe.shapes import hooks as hook_shapes
-from mainframe.store.audit import API
+from mainframe.store import API
 
 router = APIRouter(prefix="/api/v1/endpoints/{name}/hooks", tags=["hooks"])
 EndpointPath = Annotated[str, Path(max_length=200, description="The endpoint's name.")]

@@ -34,8 +34,7 @@ from starlette.types import Scope
 
 from mainframe.api.responses import REFUSED
 from mainframe.contract.schemas import ErrorBody
-from mainframe.store import Invalid, Presented, Unauthorized
-from mainframe.store.authentication import digest
+from mainframe.store import Invalid, Presented, Unauthorized, digest
 from mainframe.web import bearer_scheme
 from mainframe.wiring import Runtime
 

@@ -27,8 +27,7 @@ from mainframe.contract.schemas import (
 from mainframe.lifecycle.rules import Status
 from mainframe.shapes import operator as shape
 from mainframe.shapes import scans as shapes
-from mainframe.store import Invalid, Presented, ScanSpec
-from mainframe.store.audit import API
+from mainframe.store import API, Invalid, Presented, ScanSpec
 from mainframe.web import RuntimeDep
 from mainframe.wiring import Runtime
 

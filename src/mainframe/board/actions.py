@@ -30,10 +30,7 @@ from mainframe.contract.operator_schemas import PRINTABLE
 from mainframe.contract.text import printable
 from mainframe.logs import get_logger
 from mainframe.ratelimit import retry_after_header
-from mainframe.store import Conflict, StoreError
-from mainframe.store.audit import BOARD
-from mainframe.store.authentication import digest
-from mainframe.store.sessions import Session
+from mainframe.store import BOARD, Conflict, Session, StoreError, digest
 from mainframe.web import RuntimeDep
 from mainframe.wiring import Runtime
 

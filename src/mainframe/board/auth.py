@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from mainframe.board.render import here
 from mainframe.contract.text import printable
-from mainframe.store.sessions import ENDED_KEPT_US, Session
+from mainframe.store import ENDED_KEPT_US, Session
 from mainframe.wiring import Runtime
 
 SESSION_COOKIE = "mf_session"

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
-from mainframe.store.activity import Bar
+from mainframe.store import Bar
 
 SPARK_WIDTH = 96  # px: 24 bars of 4
 SPARK_HEIGHT = 20

@@ -17,9 +17,7 @@ from mainframe.contract.names import name_problem
 from mainframe.contract.operator_schemas import EndpointCardPublic
 from mainframe.contract.text import printable
 from mainframe.shapes import operator as operator_shapes
-from mainframe.store import NotFound
-from mainframe.store.owners import TokenView
-from mainframe.store.sessions import Session
+from mainframe.store import NotFound, Session, TokenView
 from mainframe.web import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)

@@ -14,8 +14,7 @@ from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.contract.operator_schemas import CAUSE_KEY
 from mainframe.contract.text import printable
 from mainframe.lifecycle.rules import DeadLetterReason, Status
-from mainframe.store.dead_letters import DeadLetterFilter
-from mainframe.store.queries import ListingFilter
+from mainframe.store import DeadLetterFilter, ListingFilter
 
 # The pills, in the order shown, and the status each lists (None: every status). Queued and
 # Paused part the QUEUED scans: Paused lists those a paused queue holds, which no poll leases.

@@ -27,11 +27,7 @@ from mainframe.contract.limits import MAX_ID
 from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT, Action
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
-from mainframe.store import Invalid, NotFound
-from mainframe.store.activity import HOUR_US, MINUTE_US
-from mainframe.store.audit import AuditEntry
-from mainframe.store.overview import Overview
-from mainframe.store.sessions import Session
+from mainframe.store import HOUR_US, MINUTE_US, AuditEntry, Invalid, NotFound, Overview, Session
 from mainframe.web import RuntimeDep
 
 router = APIRouter(prefix="/board", include_in_schema=False)
@@ -146,7 +142,7 @@ async def board(request: Request, rt: RuntimeDep) -> Response:
 
 async def _charts(rt: RuntimeDep, session: Session) -> dict[str, Any]:
     """The front page's pictures of what the fleet did: per hour over the last day, per
-    minute over the last hour (store/activity.py, counted as it happened)."""
+    minute over the last hour (store/operator/activity.py, counted as it happened)."""
     hours = await rt.store.activity.chart(session.owner_id, span="hour", bars=24)
     minutes = await rt.store.activity.chart(session.owner_id, span="minute", bars=60)
     return {

@@ -1,7 +1,7 @@
 """A scan's history as the board shows it: every attempt as its worker saw it, and a mark
 where each redrive started a fresh attempt budget.
 
-A redrive raises `attempt_base` and restarts `attempt_count` (store/redrive.py), so the
+A redrive raises `attempt_base` and restarts `attempt_count` (store/operator/redrive.py), so the
 worker's attempt number starts again at 1 while the history's `seq` keeps rising: an
 attempt numbered 1 at a seq above 1 is the first of a budget a redrive opened. Only the last
 redrive's time is stored (`redriven_at`); the audit trail holds the others."""

@@ -23,16 +23,20 @@ from mainframe.cli.retention import db_prune
 from mainframe.cli.shell import USAGE, fail
 from mainframe.contract.text import counted
 from mainframe.settings import Settings
-from mainframe.store import Store, StoreError, session_policy
-from mainframe.store.audit import CLI
-from mainframe.store.migrate import (
+from mainframe.store import (
+    CLI,
+    OPERATOR,
+    EndpointView,
+    Store,
+    StoreError,
+    UnknownName,
+    create_store_engine,
     current_revision,
     is_known_revision,
+    session_policy,
     set_role_defaults,
     upgrade,
 )
-from mainframe.store.owners import OPERATOR, EndpointView, UnknownName
-from mainframe.store.sqlalchemy_engine import create_store_engine
 
 db_app = typer.Typer(
     no_args_is_help=True, help="Database schema and retention.", rich_markup_mode=None

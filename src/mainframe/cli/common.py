@@ -16,9 +16,17 @@ from mainframe import logs
 from mainframe.cli.failures import SchemaMismatch, database_errors, refuse
 from mainframe.cli.shell import REFUSED, USAGE, Verbose, fail
 from mainframe.settings import Settings
-from mainframe.store import Store, StoreError, open_store
-from mainframe.store.migrate import current_revision, head_revision, is_known_revision, upgrade
-from mainframe.store.sqlalchemy_engine import create_store_engine, is_sqlite
+from mainframe.store import (
+    Store,
+    StoreError,
+    create_store_engine,
+    current_revision,
+    head_revision,
+    is_known_revision,
+    is_sqlite,
+    open_store,
+    upgrade,
+)
 
 T = TypeVar("T")
 

@@ -41,12 +41,19 @@ from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.metrics import Metrics
 from mainframe.shapes import operator as operator_shapes
 from mainframe.shapes import scans as shapes
-from mainframe.store import ScanRecord, Store, StoreError, open_store
-from mainframe.store.audit import CLI
-from mainframe.store.causes import CausePage
-from mainframe.store.dead_letters import DeadLetterFilter, DeadLetterPage
-from mainframe.store.owners import UnknownName
-from mainframe.store.redrive import Progress, Redriven
+from mainframe.store import (
+    CLI,
+    CausePage,
+    DeadLetterFilter,
+    DeadLetterPage,
+    Progress,
+    Redriven,
+    ScanRecord,
+    Store,
+    StoreError,
+    UnknownName,
+    open_store,
+)
 
 dead_app = typer.Typer(
     no_args_is_help=True, help="Dead letters: list, show, redrive.", rich_markup_mode=None

@@ -11,7 +11,7 @@ from mainframe.cli.common import (
     load_settings,
     on_store_or_fail,
 )
-from mainframe.store.audit import CLI
+from mainframe.store import CLI
 
 hook_app = typer.Typer(
     no_args_is_help=True, help="Outbound webhooks of an endpoint.", rich_markup_mode=None

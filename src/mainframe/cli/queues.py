@@ -8,9 +8,7 @@ import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store_or_fail
 from mainframe.contract.text import counted
-from mainframe.store import Store
-from mainframe.store.audit import CLI
-from mainframe.store.queues import QueueChange
+from mainframe.store import CLI, QueueChange, Store
 
 queue_app = typer.Typer(
     no_args_is_help=True, help="Pause and resume an endpoint's queues.", rich_markup_mode=None

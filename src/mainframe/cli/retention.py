@@ -12,8 +12,7 @@ from mainframe.cli.common import DatabaseOpt, load_settings, on_store
 from mainframe.contract.text import counted
 from mainframe.lifecycle.events import RowsPruned
 from mainframe.lifecycle.retention import DAY_US, RETAINED, SCAN_KINDS, PruneKind, RetentionPolicy
-from mainframe.store import Store
-from mainframe.store.retention import Due
+from mainframe.store import Due, Store
 from mainframe.sweeper import prune_once
 
 

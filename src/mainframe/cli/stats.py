@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store
-from mainframe.store.fleet_snapshot import Snapshot
+from mainframe.store import Snapshot
 
 stats_command = typer.Typer(add_completion=False, rich_markup_mode=None)
 

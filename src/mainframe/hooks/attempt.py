@@ -13,7 +13,7 @@ from mainframe.clock import MICROS, Clock
 from mainframe.hooks import policy, signing
 from mainframe.hooks.body import Notification
 from mainframe.hooks.transport import RefusedAddress
-from mainframe.store.hooks import HookTarget
+from mainframe.store import HookTarget
 
 USER_AGENT = f"Mainframe-Hooks/{__version__}"
 

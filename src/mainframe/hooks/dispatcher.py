@@ -25,7 +25,7 @@ from mainframe.lifecycle.events import Event, ScanDeadLettered, ScanReady
 from mainframe.logs import get_logger
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.ratelimit import TokenBucket
-from mainframe.store.hooks import CONSECUTIVE_FAILURES, SECRET_UNREADABLE, HookTarget
+from mainframe.store import CONSECUTIVE_FAILURES, SECRET_UNREADABLE, HookTarget
 
 Sleep = Callable[[float], Awaitable[None]]
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]

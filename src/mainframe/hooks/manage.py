@@ -9,9 +9,7 @@ from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.targets import url_problem
 from mainframe.parsers import parse_cidrs
 from mainframe.settings import Settings
-from mainframe.store.audit import Origin
-from mainframe.store.errors import Invalid
-from mainframe.store.hooks import Hooks, HookView, Rotation
+from mainframe.store import Hooks, HookView, Invalid, Origin, Rotation
 
 
 def address_policy(settings: Settings) -> AddressPolicy:

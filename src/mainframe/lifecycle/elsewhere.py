@@ -1,13 +1,13 @@
 """Whether a poll may lease a retry: a scan whose last attempt a worker failed (or let lapse)
 goes to another worker of its endpoint when one is asking, for a while after it is due; past
 that bound, or with no other worker asking, anyone gets it. The SQL twin is in
-`store/leasing.py` (`ELSEWHERE`); tests hold the two equal. No database, no clock."""
+`store/work/leasing.py` (`ELSEWHERE`); tests hold the two equal. No database, no clock."""
 
 from __future__ import annotations
 
-# Another worker is asking when its token was used this recently. Token use is written at
-# most every `COARSE_US` of store/authentication.py and flushed every few seconds, so a worker
-# that keeps polling always reads as asking; one that stopped reads so for at most this long.
+# Another worker is asking when its token was used this recently. Token use is written at most every
+# `COARSE_US` of store/accounts/authentication.py and flushed every few seconds, so a worker that
+# keeps polling always reads as asking; one that stopped reads so for at most this long.
 ASKING_US = 30_000_000
 
 

@@ -2,7 +2,7 @@
 and outcome, as increments of the totals' rows. Each (endpoint, outcome) is kept in SHARDS
 rows (migration 0010 creates them) and a transaction adds to the row of its database
 session, so concurrent commits on PostgreSQL seldom queue on one row lock. Pure: the store
-runs the increments (store/closing.py::BUMP) in the transaction that ended the scans."""
+runs the increments (store/work/closing.py::BUMP) in the transaction that ended the scans."""
 
 from __future__ import annotations
 

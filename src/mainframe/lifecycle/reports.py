@@ -2,7 +2,7 @@
 current attempt, the plan it becomes by the lifecycle's rules (where the scan goes, the
 values the close writes, the cause of a failure), what a closed scan tells the worker, the
 domain events a close produces, and the answer given again to a replayed result. Pure: the
-store runs the plan (store/results.py for a worker, store/interventions.py for an
+store runs the plan (store/work/results.py for a worker, store/work/interventions.py for an
 operator)."""
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ AUDIT_DAYS = 365.0
 # API's 24-hour window, and enough for a month-over-month comparison on a 31-day month.
 DELIVERY_DAYS = 35.0
 # An ended board session: a browser back the next morning is told its session ended (its
-# cookie outlives the session by as long, store/sessions.py).
+# cookie outlives the session by as long, store/accounts/sessions.py).
 BOARD_SESSION_DAYS = 1.0
 
 

@@ -159,10 +159,10 @@ def queue_state(
 ) -> QueueState | None:
     """The `packages_queue{state}` a live scan counts under; None for a terminal scan.
 
-    A QUEUED scan is `paused` while its queue is paused, due or not, and while it is still
-    parked (no `available_at`: a resume gives due times back chunk by chunk, and one cut short
-    leaves the rest parked until the queue is resumed again); no poll leases it. The store
-    counts the same states in SQL (`store/fleet_snapshot.py`); a test holds the two equal."""
+    A QUEUED scan is `paused` while its queue is paused, due or not, and while it is still parked
+    (no `available_at`: a resume gives due times back chunk by chunk, and one cut short leaves the
+    rest parked until the queue is resumed again); no poll leases it. The store counts the same
+    states in SQL (`store/operator/fleet_snapshot.py`); a test holds the two equal."""
     if status is Status.QUEUED:
         if queue_paused or available_at is None:
             return QueueState.PAUSED

@@ -10,8 +10,7 @@ from mainframe.clock import MICROS
 from mainframe.lifecycle.rules import QueueState
 from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
-from mainframe.store import Store
-from mainframe.store.fleet_snapshot import Snapshot
+from mainframe.store import Snapshot, Store
 
 
 def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:

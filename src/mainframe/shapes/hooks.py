@@ -6,7 +6,7 @@ from typing import Any
 
 from mainframe.clock import rfc3339
 from mainframe.contract.hook_schemas import HookCreated, HookFields, HookPublic, HookRotated
-from mainframe.store.hooks import HookView, Rotation
+from mainframe.store import HookView, Rotation
 
 
 def public(view: HookView) -> HookPublic:

@@ -37,16 +37,24 @@ from mainframe.contract.text import counted
 from mainframe.lifecycle.causes import Cause
 from mainframe.lifecycle.workers import failure_share, stands_out
 from mainframe.shapes import scans as shapes
-from mainframe.store import Invalid
-from mainframe.store.activity import WorkerHour
-from mainframe.store.audit import Action, AuditEntry
-from mainframe.store.causes import CausePage, CauseSummary
-from mainframe.store.dead_letters import DeadLetter, DeadLetterPage
-from mainframe.store.deliveries import DeliveryTotals
-from mainframe.store.overview import EndpointCard, Overview
-from mainframe.store.owners import EndpointView, TokenView
-from mainframe.store.queues import PausedQueue, QueueChange
-from mainframe.store.redrive import Redriven
+from mainframe.store import (
+    Action,
+    AuditEntry,
+    CausePage,
+    CauseSummary,
+    DeadLetter,
+    DeadLetterPage,
+    DeliveryTotals,
+    EndpointCard,
+    EndpointView,
+    Invalid,
+    Overview,
+    PausedQueue,
+    QueueChange,
+    Redriven,
+    TokenView,
+    WorkerHour,
+)
 
 # The origin of the redrives recorded before origins were.
 UNKNOWN_ORIGIN = "unknown"

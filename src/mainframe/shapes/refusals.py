@@ -7,8 +7,15 @@ from typing import cast
 
 from mainframe.clock import rfc3339
 from mainframe.contract.schemas import AcceptedResult, ErrorBody, Outcome
-from mainframe.store import Conflict, Invalid, NotFound, StoreError, Unauthorized, Unavailable
-from mainframe.store.errors import ResultConflict
+from mainframe.store import (
+    Conflict,
+    Invalid,
+    NotFound,
+    ResultConflict,
+    StoreError,
+    Unauthorized,
+    Unavailable,
+)
 
 STATUS_OF: dict[type[StoreError], int] = {
     NotFound: 404,

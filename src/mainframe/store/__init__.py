@@ -7,54 +7,130 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.reports import Closed, Report
 from mainframe.lifecycle.scans import Job, ScanRecord
 from mainframe.settings import Settings
-from mainframe.store.authentication import Presented, Principal
-from mainframe.store.budget import Budget
-from mainframe.store.database import Database, Publish, discard
-from mainframe.store.errors import (
+from mainframe.store.accounts.audit import API, BOARD, CLI, Action, AuditEntry, Origin
+from mainframe.store.accounts.authentication import Presented, Principal, digest
+from mainframe.store.accounts.owners import OPERATOR, EndpointView, TokenView, UnknownName
+from mainframe.store.accounts.sessions import ENDED_KEPT_US, Session
+from mainframe.store.engine.database import Database, Publish, discard
+from mainframe.store.engine.errors import (
     Conflict,
     Invalid,
     NotFound,
+    ResultConflict,
     Stale,
     StoreError,
     Unauthorized,
     Unavailable,
 )
-from mainframe.store.hook_secrets import open_box
-from mainframe.store.intake import ScanSpec, Submitted
-from mainframe.store.pg_settings import SessionPolicy
-from mainframe.store.postgres import PostgresDatabase
-from mainframe.store.results import Completion, ItemOutcome
-from mainframe.store.sqlalchemy_engine import database_path, is_sqlite
-from mainframe.store.sqlite import COMMAND_BUSY_MS, SqliteDatabase
+from mainframe.store.engine.migrate import (
+    current_revision,
+    head_revision,
+    is_known_revision,
+    set_role_defaults,
+    upgrade,
+)
+from mainframe.store.engine.pg_settings import SessionPolicy
+from mainframe.store.engine.postgres import PostgresDatabase
+from mainframe.store.engine.sqlalchemy_engine import create_store_engine, database_path, is_sqlite
+from mainframe.store.engine.sqlite import COMMAND_BUSY_MS, SERVER_BUSY_MS, SqliteDatabase
+from mainframe.store.hooks.deliveries import DeliveryTotals
+from mainframe.store.hooks.hook_secrets import open_box
+from mainframe.store.hooks.hooks import (
+    CONSECUTIVE_FAILURES,
+    SECRET_UNREADABLE,
+    Hooks,
+    HookTarget,
+    HookView,
+    Rotation,
+)
+from mainframe.store.operator.activity import HOUR_US, MINUTE_US, Activity, Bar, WorkerHour
+from mainframe.store.operator.causes import CausePage, CauseSummary
+from mainframe.store.operator.dead_letters import DeadLetter, DeadLetterFilter, DeadLetterPage
+from mainframe.store.operator.fleet_snapshot import Snapshot
+from mainframe.store.operator.overview import EndpointCard, Overview
+from mainframe.store.operator.queues import PausedQueue, QueueChange
+from mainframe.store.operator.redrive import Progress, Redriven
+from mainframe.store.operator.retention import Due
 from mainframe.store.store import Store
+from mainframe.store.work.budget import Budget
+from mainframe.store.work.intake import ScanSpec, Submitted
+from mainframe.store.work.queries import ListingFilter
+from mainframe.store.work.results import Completion, ItemOutcome
 
 __all__ = [
+    "API",
+    "BOARD",
+    "CLI",
+    "CONSECUTIVE_FAILURES",
+    "ENDED_KEPT_US",
+    "HOUR_US",
+    "MINUTE_US",
+    "OPERATOR",
+    "SECRET_UNREADABLE",
+    "SERVER_BUSY_MS",
+    "Action",
+    "Activity",
+    "AuditEntry",
+    "Bar",
     "Budget",
+    "CausePage",
+    "CauseSummary",
     "Closed",
     "Completion",
     "Conflict",
     "Database",
+    "DeadLetter",
+    "DeadLetterFilter",
+    "DeadLetterPage",
+    "DeliveryTotals",
+    "Due",
+    "EndpointCard",
+    "EndpointView",
+    "HookTarget",
+    "HookView",
+    "Hooks",
     "Invalid",
     "ItemOutcome",
     "Job",
+    "ListingFilter",
     "NotFound",
+    "Origin",
+    "Overview",
+    "PausedQueue",
     "Presented",
     "Principal",
+    "Progress",
     "Publish",
+    "QueueChange",
+    "Redriven",
     "Report",
+    "ResultConflict",
+    "Rotation",
     "ScanRecord",
     "ScanSpec",
+    "Session",
+    "Snapshot",
     "Stale",
     "Store",
     "StoreError",
     "Submitted",
+    "TokenView",
     "Unauthorized",
     "Unavailable",
+    "UnknownName",
+    "WorkerHour",
+    "create_store_engine",
+    "current_revision",
+    "digest",
     "discard",
+    "head_revision",
+    "is_known_revision",
     "is_sqlite",
     "open_database",
     "open_store",
     "session_policy",
+    "set_role_defaults",
+    "upgrade",
 ]
 
 

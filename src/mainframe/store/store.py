@@ -10,32 +10,32 @@ from dataclasses import dataclass
 from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.retention import RetentionPolicy
-from mainframe.store.activity import Activity
-from mainframe.store.assignments import Assignments
-from mainframe.store.audit import AuditTrail
-from mainframe.store.authentication import Authentication, EndpointNames
-from mainframe.store.budget import Budget
-from mainframe.store.causes import Causes
-from mainframe.store.database import Database, Sql
-from mainframe.store.dead_letters import DeadLetters
-from mainframe.store.deliveries import Deliveries
-from mainframe.store.errors import ReadOnly
-from mainframe.store.hook_secrets import SecretBox
-from mainframe.store.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
-from mainframe.store.intake import Intake
-from mainframe.store.interventions import Interventions
-from mainframe.store.leasing import LapseWatch, Leasing
-from mainframe.store.listings import Listings
-from mainframe.store.owners import Owners
-from mainframe.store.packages import Packages
-from mainframe.store.pg_settings import host_writable, settings_found
-from mainframe.store.planner_statistics import PlannerStatistics
-from mainframe.store.postgres import PostgresDatabase
-from mainframe.store.queues import Queues
-from mainframe.store.results import Results
-from mainframe.store.retention import Retention
-from mainframe.store.revoke import Revocations
-from mainframe.store.sessions import Sessions
+from mainframe.store.accounts.audit import AuditTrail
+from mainframe.store.accounts.authentication import Authentication, EndpointNames
+from mainframe.store.accounts.owners import Owners
+from mainframe.store.accounts.sessions import Sessions
+from mainframe.store.engine.database import Database, Sql
+from mainframe.store.engine.errors import ReadOnly
+from mainframe.store.engine.pg_settings import host_writable, settings_found
+from mainframe.store.engine.planner_statistics import PlannerStatistics
+from mainframe.store.engine.postgres import PostgresDatabase
+from mainframe.store.hooks.deliveries import Deliveries
+from mainframe.store.hooks.hook_secrets import SecretBox
+from mainframe.store.hooks.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
+from mainframe.store.operator.activity import Activity
+from mainframe.store.operator.causes import Causes
+from mainframe.store.operator.dead_letters import DeadLetters
+from mainframe.store.operator.listings import Listings
+from mainframe.store.operator.queues import Queues
+from mainframe.store.operator.retention import Retention
+from mainframe.store.operator.revoke import Revocations
+from mainframe.store.work.assignments import Assignments
+from mainframe.store.work.budget import Budget
+from mainframe.store.work.intake import Intake
+from mainframe.store.work.interventions import Interventions
+from mainframe.store.work.leasing import LapseWatch, Leasing
+from mainframe.store.work.packages import Packages
+from mainframe.store.work.results import Results
 
 PING = Sql("ping", "SELECT 1")
 

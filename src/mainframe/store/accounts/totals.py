@@ -1,0 +1,40 @@
+"""Terminal outcome totals, as the metrics reconciliation and `mainframe stats` read them:
+a few dozen rows however large the scans table grows. They are kept in the same transaction
+as the transitions that end scans (store/work/closing.py::BUMP) and count every scan that ended,
+pruned or not; the owner's overview subtracts what was pruned (store/operator/overview.py)."""
+
+from __future__ import annotations
+
+from mainframe.lifecycle.outcomes import SHARDS
+from mainframe.store.engine.database import Sql, Tx
+
+OUTCOMES = ("finished", "failed", "dead_lettered")
+INSERT_ZERO = Sql(
+    "insert_zero_total",
+    """
+    INSERT INTO scan_totals (endpoint_id, outcome, shard, count)
+    VALUES (:endpoint, :outcome, :shard, 0)
+    """,
+)
+TOTALS = Sql(
+    "outcome_totals",
+    "SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome",
+)
+
+
+async def create_rows(tx: Tx, endpoint_id: int) -> None:
+    """Zeroed totals for a new endpoint, so every later write is a plain UPDATE."""
+    await tx.many(
+        INSERT_ZERO,
+        [
+            {"endpoint": endpoint_id, "outcome": outcome, "shard": n}
+            for outcome in OUTCOMES
+            for n in range(SHARDS)
+        ],
+    )
+
+
+async def read(tx: Tx) -> dict[str, int]:
+    """Totals over every endpoint, by outcome."""
+    found = {outcome: int(total or 0) for outcome, total in await tx.rows(TOTALS)}
+    return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}

@@ -1,0 +1,2 @@
+"""The engine: the transaction interface over SQLite and PostgreSQL, the schema and its
+migrations."""

@@ -1,0 +1,131 @@
+"""The PostgreSQL session settings the store relies on, and where each way of connecting gets
+them: in the startup packet (directly), one SET after connecting (session pooling), or from
+the role's defaults in the database, which `mainframe db upgrade` writes and the server
+checks at start-up (transaction pooling, where nothing set on a session outlives its
+transaction). Also what a server learns of its host at start-up: whether it takes writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from mainframe.store.engine.database import Sql, Tx, value
+
+# What the store's statements rely on, in the units pg_settings reports. A transaction left
+# idle (none of ours waits between statements) is ended within 30 s. JIT compiling a hot CTE
+# costs more than running it. Every prepared statement runs its generic plan, the one the
+# plan tests pin (tests/integration/test_plans.py): left to choose, PostgreSQL keeps planning
+# a statement whose generic plan looks dearer than its custom ones, and planning the whole
+# result request costs more than running it. A search that needs its values planned asks for
+# that itself (store/operator/dead_letters.py).
+RELIED_ON = {
+    "jit": "off",
+    "plan_cache_mode": "force_generic_plan",
+    "idle_in_transaction_session_timeout": "30000",
+}
+# A server host that vanishes (its link down, its process gone) must not keep its row locks
+# until TCP gives up after minutes or hours: the database drops a peer that stops answering
+# within ~10 s. Behind a pooler they guard the pooler's link instead; a Unix socket shows 0.
+KEEPALIVES = {
+    "tcp_keepalives_idle": "5",
+    "tcp_keepalives_interval": "2",
+    "tcp_keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+APPLICATION_NAME = "mainframe"
+
+# The relied-on settings as this session has them.
+SETTINGS_IN_FORCE = Sql(
+    "settings_in_force",
+    "-- PostgreSQL only: SQLite has no session settings.",
+    """
+    SELECT name, setting FROM pg_settings
+    WHERE name IN (SELECT jsonb_object_keys(CAST(:names AS jsonb)))
+    """,
+)
+# Whether this host takes writes: a standby is in recovery; a primary may be set read-only.
+HOST_WRITABLE = Sql(
+    "host_writable",
+    "-- PostgreSQL only: a SQLite file is writable or the server does not start.",
+    """
+    SELECT NOT pg_is_in_recovery()
+           AND current_setting('default_transaction_read_only') = 'off'
+    """,
+)
+# The statements that make the settings the role's defaults in this database, built by the
+# database itself so names and values are quoted as it quotes them (run by db upgrade).
+ROLE_DEFAULTS = Sql(
+    "role_defaults",
+    "-- PostgreSQL only: SQLite has no roles.",
+    """
+    SELECT format('ALTER ROLE CURRENT_USER IN DATABASE %I SET %I = %L',
+                  current_database(), setting.key, setting.value)
+    FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting
+    ORDER BY setting.key
+    """,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPolicy:
+    """How the server connects (`MAINFRAME_DATABASE_POOLER`) and the statement bound it keeps."""
+
+    pooler: str = "none"
+    statement_timeout_ms: int = 30_000
+
+    @property
+    def prepares(self) -> bool:
+        """Whether a connection may keep prepared statements (not in transaction pooling)."""
+        return self.pooler != "transaction"
+
+    def relied_on(self) -> dict[str, str]:
+        """Every setting the store relies on, with the value it needs."""
+        return RELIED_ON | {"statement_timeout": str(self.statement_timeout_ms)}
+
+    def role_defaults(self) -> dict[str, str]:
+        """What `mainframe db upgrade` makes the role's defaults in the database."""
+        return self.relied_on() | KEEPALIVES
+
+    def startup(self) -> dict[str, str]:
+        """The startup parameters: all of them directly; a pooler refuses all but a few."""
+        if self.pooler == "none":
+            return self.role_defaults() | {"application_name": APPLICATION_NAME}
+        return {"application_name": APPLICATION_NAME}
+
+    def sets_after_connect(self) -> bool:
+        """Session pooling keeps a session's settings for its client: set them once."""
+        return self.pooler == "session"
+
+    def set_statement(self) -> str:
+        """The SET of every setting, for a connection that could not send them at start."""
+        return "; ".join(f"SET {name} = '{value}'" for name, value in self.role_defaults().items())
+
+
+def not_in_force(policy: SessionPolicy, found: dict[str, str]) -> dict[str, str]:
+    """The relied-on settings whose value in the session is not the one the store needs,
+    each with the value found."""
+    wanted = policy.relied_on()
+    return {
+        name: found.get(name, "?") for name, value in wanted.items() if found.get(name) != value
+    }
+
+
+def names_json(policy: SessionPolicy) -> str:
+    """The relied-on settings (their names are the keys) as SETTINGS_IN_FORCE takes them."""
+    return orjson.dumps(policy.relied_on()).decode()
+
+
+async def host_writable(tx: Tx) -> bool:
+    """Whether the host this session reached takes writes (SQLite's always does)."""
+    if tx.dialect != "postgresql":
+        return True
+    return bool(await value(tx, HOST_WRITABLE))
+
+
+async def settings_found(tx: Tx, policy: SessionPolicy) -> dict[str, str]:
+    """The relied-on settings that are not in force in this session, with their values."""
+    if tx.dialect != "postgresql":
+        return {}
+    rows = await tx.rows(SETTINGS_IN_FORCE, {"names": names_json(policy)})
+    return not_in_force(policy, {name: setting for name, setting in rows})

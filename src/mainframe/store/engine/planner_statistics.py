@@ -1,0 +1,48 @@
+"""The planner's statistics of the two tables that grow with every scan. PostgreSQL keeps a
+cached generic plan until a table's statistics change, and its autovacuum looks at most once
+a minute: after a large intake into an empty or small queue, a plan made for small tables
+(read them whole, sort) would stay for that minute. The server looks every few seconds and
+analyses a table once a tenth of it (at least 1,000 rows) changed, which also makes every
+session plan its statements again. SQLite needs none of this: its plans do not depend on
+statistics (tests/integration/test_plans.py plans it with and without)."""
+
+from __future__ import annotations
+
+from mainframe.store.engine.database import Database, Sql
+
+# How much of a table may change before its statistics are taken again.
+CHANGED_SHARE = 0.1
+CHANGED_AT_LEAST = 1_000
+
+STALE_TABLES = Sql(
+    "stale_tables",
+    "-- PostgreSQL only: SQLite's plans do not follow statistics.",
+    """
+    SELECT relname FROM pg_stat_user_tables
+    WHERE relname IN ('scans', 'attempts')
+      AND n_mod_since_analyze >= GREATEST(:at_least, :share * n_live_tup)
+    ORDER BY relname
+    """,
+)
+# SKIP_LOCKED: when another server process is analysing the table, this one need not.
+ANALYZE_SCANS = Sql("analyze_scans", "-- PostgreSQL only.", "ANALYZE (SKIP_LOCKED) scans")
+ANALYZE_ATTEMPTS = Sql("analyze_attempts", "-- PostgreSQL only.", "ANALYZE (SKIP_LOCKED) attempts")
+ANALYZE = {"scans": ANALYZE_SCANS, "attempts": ANALYZE_ATTEMPTS}
+
+
+class PlannerStatistics:
+    """Keeps the planner's statistics of `scans` and `attempts` current on PostgreSQL."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def refresh(self) -> list[str]:
+        """Analyse the tables that changed enough since they were last analysed; their names."""
+        if self.db.dialect != "postgresql":
+            return []
+        params = {"at_least": CHANGED_AT_LEAST, "share": CHANGED_SHARE}
+        async with self.db.single() as tx:
+            stale = [str(table) for (table,) in await tx.rows(STALE_TABLES, params)]
+            for table in stale:
+                await tx.run(ANALYZE[table])
+        return stale

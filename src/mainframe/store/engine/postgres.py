@@ -1,0 +1,288 @@
+"""PostgreSQL, the scale-out engine: several server processes or hosts share it. The store
+runs on the event loop through asyncpg, with no thread per call; every statement is a
+server-side prepared statement asyncpg caches per connection. `single()` runs one statement
+in autocommit (no BEGIN or COMMIT round trips), and the hot paths are written so that one
+statement does their whole work. `mf_now()` is the database's clock; a test may pin it
+through the session setting `mainframe.clock_us`, which production never sets.
+
+Connections come from a small last-in-first-out pool of its own: taking and giving back a
+connection is a list operation, where asyncpg's pool spends a task, a timeout and (by
+default) a reset query on every release: about 60 µs and one round trip per request here.
+
+Behind a pooler (`MAINFRAME_DATABASE_POOLER`, docs/scale-out.md) a connection sends only the startup
+parameters a pooler passes on; in session pooling the session settings follow as one SET after
+connecting, and in transaction pooling, where nothing outlives a transaction, no statement is kept
+prepared and the settings come from the database (`mainframe db upgrade` sets them on the role,
+`store/engine/pg_settings.py`). A host that turns out to be read-only (a standby, a demoted primary)
+answers 503 and its connection is dropped, so the next connection looks for the read-write host
+again (libpq's `target_session_attrs`, which asyncpg reads too)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from mainframe.clock import Clock
+from mainframe.lifecycle.events import Event
+from mainframe.parsers import libpq_url
+from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
+from mainframe.store.engine.errors import Invalid, ReadOnly, StoreError, Unavailable
+from mainframe.store.engine.pg_settings import SessionPolicy
+
+# A host that cannot be reached fails a request within this bound (then 503), never hangs it.
+CONNECT_TIMEOUT_S = 5.0
+# Prepared statements asyncpg keeps per connection: every named statement, with room.
+STATEMENT_CACHE = 512
+# Errors that mean the database cannot serve the call now, not that the call is wrong. The
+# client-side ones are a connection left mid-operation by a link that failed under it (seen
+# while PostgreSQL restarts): it is closed, and the call answered 503 like the others.
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+
+# A write sent to a host that is not (or no longer) the primary.
+READ_ONLY: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
+    asyncpg.exceptions.TargetServerAttributeNotMatched,
+)
+
+Setup = Callable[[asyncpg.Connection], Awaitable[None]]
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The user-facing URL as asyncpg takes it (it knows no driver suffix)."""
+    return libpq_url(url)
+
+
+class PgTx:
+    __slots__ = ("_conn", "dialect", "events", "session")
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+        self.dialect = "postgresql"
+        self.events: list[Event] = []
+        self.session: int = conn.get_server_pid()
+
+    async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
+        found: list[Row] = await self._conn.fetch(sql.pg_text, *sql.pg_args(params))
+        return found
+
+    async def run(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> int:
+        status: str = await self._conn.execute(sql.pg_text, *sql.pg_args(params))
+        last = status.rpartition(" ")[2]
+        return int(last) if last.isdigit() else 0
+
+    async def many(self, sql: Sql, params: Sequence[Mapping[str, Any]]) -> None:
+        if params:
+            await self._conn.executemany(sql.pg_text, [sql.pg_args(p) for p in params])
+
+
+class Connections:
+    """Up to `size` connections, the most recently used handed out first; a broken one (or
+    one a cancelled call left mid-statement) is closed and replaced on demand."""
+
+    def __init__(
+        self,
+        dsn: str,
+        size: int,
+        *,
+        setup: Setup | None = None,
+        policy: SessionPolicy | None = None,
+    ) -> None:
+        self.dsn = dsn
+        self.size = size
+        self.setup = setup
+        self.policy = policy or SessionPolicy()
+        self._idle: list[asyncpg.Connection] = []
+        self._open = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    def counts(self) -> tuple[int, int, int]:
+        """Connections in use and idle, and callers waiting for one (the pool's gauges)."""
+        idle = len(self._idle)
+        return self._open - idle, idle, len(self._waiting)
+
+    async def acquire(self) -> asyncpg.Connection:
+        while True:
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.is_closed():
+                    return await self._ready(conn)
+                self._open -= 1
+            if self._open < self.size:
+                return await self._ready(await self._connect())
+            await self._wait()
+
+    async def _connect(self) -> asyncpg.Connection:
+        self._open += 1
+        try:
+            conn: asyncpg.Connection = await asyncpg.connect(
+                self.dsn,
+                timeout=CONNECT_TIMEOUT_S,
+                # Transaction pooling hands each transaction any server connection, where a
+                # statement prepared by another would be missing or named twice.
+                statement_cache_size=STATEMENT_CACHE if self.policy.prepares else 0,
+                server_settings=self.policy.startup(),
+            )
+            if self.policy.sets_after_connect():
+                await conn.execute(self.policy.set_statement())
+        except BaseException:
+            self._open -= 1
+            self._wake()
+            raise
+        return conn
+
+    async def _ready(self, conn: asyncpg.Connection) -> asyncpg.Connection:
+        if self.setup is not None:
+            try:
+                await self.setup(conn)
+            except BaseException:
+                self.discard(conn)
+                raise
+        return conn
+
+    async def _wait(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            # Cancelled after being woken: the turn goes to the next in line.
+            if waiter.done() and not waiter.cancelled():
+                self._wake()
+            raise
+
+    def release(self, conn: asyncpg.Connection) -> None:
+        if conn.is_closed() or conn.is_in_transaction():
+            self.discard(conn)
+            return
+        self._idle.append(conn)
+        self._wake()
+
+    def discard(self, conn: asyncpg.Connection) -> None:
+        conn.terminate()
+        self._open -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            self._open -= 1
+            try:
+                await asyncio.wait_for(conn.close(), CONNECT_TIMEOUT_S)
+            except (*UNREACHABLE, asyncpg.InterfaceError):
+                conn.terminate()
+
+
+class PostgresDatabase:
+    dialect = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 16,
+        clock: Clock | None = None,
+        publish: Publish = discard,
+        policy: SessionPolicy | None = None,
+    ) -> None:
+        # clock None: the database's own. A test clock is pinned at every checkout instead.
+        self.clock = clock
+        self.publish = publish
+        self.policy = policy or SessionPolicy()
+        setup = self._pin_clock if clock is not None else None
+        self._connections = Connections(
+            asyncpg_dsn(url), pool_size, setup=setup, policy=self.policy
+        )
+
+    def pool_counts(self) -> tuple[int, int, int]:
+        """Connections in use and idle, and callers waiting for one."""
+        return self._connections.counts()
+
+    async def _pin_clock(self, conn: asyncpg.Connection) -> None:
+        assert self.clock is not None
+        await conn.execute(
+            "SELECT set_config('mainframe.clock_us', $1, false)", str(self.clock.now_us())
+        )
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        with outermost():
+            try:
+                conn = await self._connections.acquire()
+                try:
+                    yield conn
+                except (StoreError, asyncpg.PostgresError) as exc:
+                    # A refusal, or a statement the database refused (it answered in full):
+                    # the connection is as good as before, unless it is the link that failed
+                    # or a host that cannot take writes (the next connection looks again).
+                    if isinstance(exc, (*UNREACHABLE, *READ_ONLY, ReadOnly)):
+                        self._connections.discard(conn)
+                    else:
+                        self._connections.release(conn)
+                    raise
+                except BaseException:
+                    # Anything else (a cancelled call, a broken link, a client-side error) may
+                    # have left a statement half done on it.
+                    self._connections.discard(conn)
+                    raise
+                self._connections.release(conn)
+            except READ_ONLY as exc:
+                raise ReadOnly() from exc
+            except asyncpg.exceptions.QueryCanceledError as exc:
+                # statement_timeout (or an operator's cancel): the database gave up on it.
+                raise Unavailable(
+                    "database_busy", "a statement ran past its time limit; try again"
+                ) from exc
+            except UNREACHABLE as exc:
+                raise Unavailable("database_unavailable", "the database cannot be reached") from exc
+            except asyncpg.exceptions.DataError as exc:
+                # The statements are fixed, so a value PostgreSQL refuses to store or compare
+                # (a NUL, a number out of range) came from the request: a 422, never a 500.
+                raise Invalid("request", f"a value the database refuses: {exc}") from exc
+            except asyncpg.exceptions.TransactionRollbackError as exc:
+                raise Unavailable(
+                    "database_busy", "a concurrent transaction got in the way; try again"
+                ) from exc
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[PgTx]:
+        async with self._connection() as conn, conn.transaction():
+            tx = PgTx(conn)
+            yield tx
+        if tx.events:
+            self.publish(tx.events)
+
+    @asynccontextmanager
+    async def single(self) -> AsyncIterator[PgTx]:
+        async with self._connection() as conn:
+            tx = PgTx(conn)
+            yield tx
+        if tx.events:
+            self.publish(tx.events)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[PgTx]:
+        async with self._connection() as conn, conn.transaction(readonly=True):
+            yield PgTx(conn)
+
+    async def close(self) -> None:
+        await self._connections.close()

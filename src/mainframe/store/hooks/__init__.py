@@ -1,0 +1,1 @@
+"""Hooks: their targets and encrypted secrets, and the delivery counts."""

@@ -1,0 +1,71 @@
+"""Webhook delivery counts per endpoint per minute: written by the hook dispatcher, read in
+closed windows by the stats API that the watcher polls. The minute an attempt counts in is
+taken from `mf_now()`, so every server process of a fleet files it under the same minute."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mainframe.store.engine.database import Database, Sql, first, value
+
+MINUTE_US = 60_000_000
+
+# One statement: a bump then an insert would race on PostgreSQL, where two attempts opening a
+# minute at once both find no row and the second insert fails on the primary key.
+RECORD_MINUTE = Sql(
+    "record_delivery_minute",
+    """
+    INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)
+    VALUES (:endpoint, mf_now() - mf_now() % 60000000, :attempts, :failures)
+    ON CONFLICT (endpoint_id, minute_us) DO UPDATE
+    SET attempts = delivery_counts.attempts + excluded.attempts,
+        failures = delivery_counts.failures + excluded.failures
+    """,
+)
+WINDOW_TOTALS = Sql(
+    "delivery_window_totals",
+    """
+    SELECT SUM(delivery_counts.attempts), SUM(delivery_counts.failures)
+    FROM delivery_counts JOIN endpoints ON endpoints.id = delivery_counts.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND delivery_counts.minute_us >= :start AND delivery_counts.minute_us < :end
+    """,
+)
+NOW = Sql("delivery_clock", "SELECT mf_now()")
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryTotals:
+    attempts: int
+    failures: int
+
+
+def minute_of(instant_us: int) -> int:
+    return instant_us - instant_us % MINUTE_US
+
+
+class Deliveries:
+    """Webhook delivery counts: added by the dispatcher, summed for the stats API."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def record(self, endpoint_id: int, *, attempts: int, failures: int) -> None:
+        """Add delivery outcomes to the current minute of the database's clock."""
+        params = {"endpoint": endpoint_id, "attempts": attempts, "failures": failures}
+        async with self.db.single() as tx:
+            await tx.run(RECORD_MINUTE, params)
+
+    async def totals(self, owner_id: int, *, start_us: int, end_us: int) -> DeliveryTotals:
+        """Delivery attempts and failures of the owner's endpoints in [start, end)."""
+        params = {"owner": owner_id, "start": start_us, "end": end_us}
+        async with self.db.read() as tx:
+            row = await first(tx, WINDOW_TOTALS, params)
+        assert row is not None
+        attempts, failures = row
+        return DeliveryTotals(int(attempts or 0), int(failures or 0))
+
+    async def now(self) -> int:
+        """The database's clock, which decides whether a window has closed."""
+        async with self.db.read() as tx:
+            return int(await value(tx, NOW))

@@ -1,0 +1,359 @@
+"""The hooks of each endpoint: the owners' management calls and the dispatcher's reads and
+bookkeeping. Signing secrets are stored only as Fernet tokens (store/hooks/hook_secrets.py). Every
+stamp (creation, a rotation's grace, the last delivery) and the end of a rotation's grace are
+taken from `mf_now()`, so every server process of a fleet agrees on them. Each owner's
+change (create, enable, rotate, delete) writes its audit row in its own transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mainframe.store.accounts import audit
+from mainframe.store.accounts.audit import Action, Origin
+from mainframe.store.accounts.owners import EndpointRecord, endpoint_by_name
+from mainframe.store.engine.database import Database, Row, Sql, Tx, first, value
+from mainframe.store.engine.errors import Conflict, NotFound
+from mainframe.store.hooks.deliveries import Deliveries
+from mainframe.store.hooks.hook_secrets import SecretBox
+
+MAX_HOOKS_PER_ENDPOINT = 5  # a sixth is a 409 too_many_hooks (docs/hooks.md)
+DEFAULT_ROTATION_GRACE_US = 86_400_000_000  # the previous secret signs for a day
+CONSECUTIVE_FAILURES = "consecutive_failures"  # disabled_reason after too many failures
+SECRET_UNREADABLE = "secret_unreadable"  # disabled_reason when no key opens the secret
+
+# Whether the endpoint is revoked, read under a lock of its row on PostgreSQL: two creations
+# at once then count each other's hooks (the cap holds), and a revocation cannot slip between
+# the check and the insert. SQLite's BEGIN IMMEDIATE already admits one writer at a time.
+LOCK_ENDPOINT = Sql(
+    "lock_hook_endpoint",
+    "SELECT revoked_at FROM endpoints WHERE id = :endpoint",
+    "SELECT revoked_at FROM endpoints WHERE id = :endpoint FOR UPDATE",
+)
+COUNT_HOOKS = Sql("count_hooks", "SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint")
+INSERT_HOOK = Sql(
+    "insert_hook",
+    """
+    INSERT INTO hooks (endpoint_id, url, queue, rate_per_minute, enabled, secret,
+                       consecutive_failures, created_at)
+    VALUES (:endpoint, :url, :queue, :rate, TRUE, :secret, 0, mf_now())
+    RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+              created_at, consecutive_failures, last_delivery_at
+    """,
+)
+LIST_HOOKS = Sql(
+    "list_hooks",
+    """
+    SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
+           consecutive_failures, last_delivery_at
+    FROM hooks WHERE endpoint_id = :endpoint ORDER BY id
+    """,
+)
+DELETE_HOOK = Sql(
+    "delete_hook", "DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url"
+)
+# The old token moves as it is: rotating never needs to read the old secret, so a hook whose
+# secret no key can open is rotated like any other (its unreadable token never co-signs).
+ROTATE_HOOK = Sql(
+    "rotate_hook",
+    """
+    UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
+        secret = :secret
+    WHERE id = :hook AND endpoint_id = :endpoint
+    RETURNING previous_valid_until, url
+    """,
+)
+ENABLE_HOOK = Sql(
+    "enable_hook",
+    """
+    UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
+    WHERE id = :hook AND endpoint_id = :endpoint
+    RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
+              created_at, consecutive_failures, last_delivery_at
+    """,
+)
+# The dispatcher's read (ix_hooks_endpoint). The previous secret comes back only while its
+# rotation grace lasts by the database's clock, so every process stops co-signing together.
+TARGETS = Sql(
+    "hook_targets",
+    """
+    SELECT hooks.id, hooks.endpoint_id, hooks.url, hooks.queue, hooks.rate_per_minute,
+           hooks.secret,
+           CASE WHEN hooks.previous_valid_until > mf_now() THEN hooks.previous_secret END
+    FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
+    WHERE hooks.endpoint_id = :endpoint AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
+    ORDER BY hooks.id
+    """,
+)
+NOTE_DELIVERED = Sql(
+    "note_hook_delivered",
+    """
+    UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
+    WHERE id = :hook
+    """,
+)
+NOTE_FAILED = Sql(
+    "note_hook_failed",
+    "UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = :hook",
+)
+# Changes a row only when the hook is still enabled, so exactly one caller learns that it
+# disabled the hook (and counts it).
+DISABLE_HOOK = Sql(
+    "disable_hook",
+    """
+    UPDATE hooks SET enabled = FALSE, disabled_reason = :reason
+    WHERE id = :hook AND enabled = TRUE AND consecutive_failures >= :at_least
+    """,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HookView:
+    """A hook as its owner sees it: everything but the secret."""
+
+    hook_id: int
+    endpoint_id: int
+    endpoint: str
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    enabled: bool
+    disabled_reason: str | None
+    created_at: int
+    consecutive_failures: int
+    last_delivery_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    hook_id: int
+    endpoint_id: int
+    secret: str
+    previous_valid_until: int
+
+
+@dataclass(frozen=True, slots=True)
+class HookTarget:
+    """What the dispatcher needs to deliver to one enabled hook; secrets in the clear."""
+
+    hook_id: int
+    endpoint_id: int
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    secret: str | None  # None when no configured key can open it
+    previous_secret: str | None  # only while its rotation grace lasted, when read
+
+    def signing_secrets(self) -> tuple[str, ...]:
+        """The secrets that sign: current first, then the previous one during its grace."""
+        return tuple(s for s in (self.secret, self.previous_secret) if s is not None)
+
+
+class HooksUnavailable(Conflict):
+    def __init__(self) -> None:
+        super().__init__(
+            "hooks_unavailable",
+            "no key to encrypt hook secrets with: set MAINFRAME_SECRET_KEY (a Fernet key)",
+        )
+
+
+class HookRow(NamedTuple):
+    """A row of INSERT_HOOK, LIST_HOOKS and ENABLE_HOOK."""
+
+    id: int
+    endpoint_id: int
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    enabled: bool
+    disabled_reason: str | None
+    created_at: int
+    consecutive_failures: int
+    last_delivery_at: int | None
+
+
+class TargetRow(NamedTuple):
+    """A row of TARGETS: the secrets still sealed."""
+
+    id: int
+    endpoint_id: int
+    url: str
+    queue: str | None
+    rate_per_minute: int
+    secret: str
+    previous_secret: str | None
+
+
+def _view(row: Row, endpoint: str) -> HookView:
+    hook = HookRow._make(row)
+    return HookView(
+        hook_id=hook.id,
+        endpoint_id=hook.endpoint_id,
+        endpoint=endpoint,
+        url=hook.url,
+        queue=hook.queue,
+        rate_per_minute=hook.rate_per_minute,
+        enabled=bool(hook.enabled),
+        disabled_reason=hook.disabled_reason,
+        created_at=hook.created_at,
+        consecutive_failures=hook.consecutive_failures,
+        last_delivery_at=hook.last_delivery_at,
+    )
+
+
+async def _endpoint(tx: Tx, owner_id: int | None, name: str) -> EndpointRecord:
+    # owner_id None is the operator at the database (the CLI): every endpoint is theirs.
+    found = await endpoint_by_name(tx, name)
+    if found is None or (owner_id is not None and found.owner_id != owner_id):
+        raise NotFound(f"no endpoint named {name!r}")
+    return found
+
+
+async def _audit(
+    tx: Tx, found: EndpointRecord, action: Action, hook_id: int, url: str, origin: Origin
+) -> None:
+    # Who is the endpoint's owner, whoever acted: the CLI (owner_id None) acts for them.
+    detail = {"hook_id": hook_id, "url": url}
+    await audit.record(
+        tx, found.owner_id, action, origin=origin, endpoint=found.name, detail=detail
+    )
+
+
+class Hooks:
+    """The hooks role of the store: one transaction per call."""
+
+    def __init__(self, db: Database, *, box: SecretBox | None, rotation_grace_us: int) -> None:
+        self.db = db
+        self.box = box
+        self.rotation_grace_us = rotation_grace_us
+        self.deliveries = Deliveries(db)
+
+    def _seal(self, secret: str) -> str:
+        if self.box is None:
+            raise HooksUnavailable()
+        return self.box.seal(secret)
+
+    # Owners ---------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        owner_id: int | None,
+        endpoint: str,
+        *,
+        url: str,
+        queue: str | None,
+        rate_per_minute: int,
+        secret: str,
+        origin: Origin,
+    ) -> HookView:
+        """Add a hook signing with `secret` (the caller mints it and shows it once)."""
+        sealed = self._seal(secret)
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            if await value(tx, LOCK_ENDPOINT, {"endpoint": found.id}) is not None:
+                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
+            if await value(tx, COUNT_HOOKS, {"endpoint": found.id}) >= MAX_HOOKS_PER_ENDPOINT:
+                raise Conflict(
+                    "too_many_hooks", f"an endpoint has at most {MAX_HOOKS_PER_ENDPOINT} hooks"
+                )
+            params = {
+                "endpoint": found.id,
+                "url": url,
+                "queue": queue,
+                "rate": rate_per_minute,
+                "secret": sealed,
+            }
+            row = await first(tx, INSERT_HOOK, params)
+            assert row is not None
+            await _audit(tx, found, Action.HOOK_CREATED, HookRow._make(row).id, url, origin)
+        return _view(row, found.name)
+
+    async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
+        async with self.db.read() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            rows = await tx.rows(LIST_HOOKS, {"endpoint": found.id})
+        return [_view(row, found.name) for row in rows]
+
+    async def delete(
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
+    ) -> int:
+        """Remove a hook; returns its endpoint's id."""
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            url = await value(tx, DELETE_HOOK, {"hook": hook_id, "endpoint": found.id})
+            if url is None:
+                raise NotFound(f"no hook {hook_id}")
+            await _audit(tx, found, Action.HOOK_DELETED, hook_id, url, origin)
+        return found.id
+
+    async def rotate(
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, secret: str, origin: Origin
+    ) -> Rotation:
+        """Sign with `secret` from now on, and with the old one too until the grace ends."""
+        sealed = self._seal(secret)
+        params = {"grace": self.rotation_grace_us, "secret": sealed, "hook": hook_id}
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            row = await first(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
+            if row is None:
+                raise NotFound(f"no hook {hook_id}")
+            valid_until, url = row
+            await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, url, origin)
+        return Rotation(hook_id, found.id, secret, int(valid_until))
+
+    async def enable(
+        self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
+    ) -> HookView:
+        """Turn a disabled hook back on, its failure count reset."""
+        async with self.db.write() as tx:
+            found = await _endpoint(tx, owner_id, endpoint)
+            row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
+            if row is None:
+                raise NotFound(f"no hook {hook_id}")
+            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, HookRow._make(row).url, origin)
+        return _view(row, found.name)
+
+    # The dispatcher -------------------------------------------------------------------------
+
+    async def targets(self, endpoint_id: int) -> list[HookTarget]:
+        """The enabled hooks of a live endpoint, secrets opened."""
+        async with self.db.read() as tx:
+            rows = await tx.rows(TARGETS, {"endpoint": endpoint_id})
+        return [self._target(row) for row in rows]
+
+    def _target(self, row: Row) -> HookTarget:
+        box, target = self.box, TargetRow._make(row)
+        return HookTarget(
+            hook_id=target.id,
+            endpoint_id=target.endpoint_id,
+            url=target.url,
+            queue=target.queue,
+            rate_per_minute=target.rate_per_minute,
+            secret=None if box is None else box.open(target.secret),
+            previous_secret=None if box is None else box.open(target.previous_secret),
+        )
+
+    async def record_attempt(self, endpoint_id: int, *, failed: bool) -> None:
+        """Count one delivery attempt in the current minute of the delivery counts."""
+        await self.deliveries.record(endpoint_id, attempts=1, failures=int(failed))
+
+    async def record_notification(
+        self, hook_id: int, *, delivered: bool, disable_after: int
+    ) -> bool:
+        """Note how a notification ended; True when this failure disabled the hook."""
+        if delivered:
+            async with self.db.single() as tx:
+                await tx.run(NOTE_DELIVERED, {"hook": hook_id})
+            return False
+        async with self.db.write() as tx:
+            await tx.run(NOTE_FAILED, {"hook": hook_id})
+            params = {"hook": hook_id, "reason": CONSECUTIVE_FAILURES, "at_least": disable_after}
+            disabled: int = await tx.run(DISABLE_HOOK, params)
+        return disabled > 0
+
+    async def disable(self, hook_id: int, *, reason: str) -> bool:
+        """Disable an enabled hook; True when it was enabled."""
+        params = {"hook": hook_id, "reason": reason, "at_least": 0}
+        async with self.db.single() as tx:
+            disabled: int = await tx.run(DISABLE_HOOK, params)
+        return disabled > 0

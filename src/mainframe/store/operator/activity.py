@@ -1,0 +1,216 @@
+"""What the fleet did, per endpoint and worker, by minute and by hour: scans finished, plainly
+failed and dead-lettered, attempts that failed and leases that lapsed. Counted as things
+happen, never by reading the scans: each process notes its committed events in memory
+(`note`, from the after-commit wiring) and a periodic flush adds them to the current minute
+and hour of the database's clock, so no request writes for it. A count is late by up to one
+flush period, and a process that dies loses at most that much; the outcome totals and the
+metrics stay exact. Read by the board's charts and an endpoint's workers at a glance."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mainframe.lifecycle.events import (
+    AttemptFailed,
+    EndpointRevoked,
+    Event,
+    ScanDeadLettered,
+    ScanFailed,
+    ScanFinished,
+)
+from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason
+from mainframe.store.accounts.owners import endpoint_by_name
+from mainframe.store.engine.database import Database, Sql, Tx, value
+from mainframe.store.engine.errors import NotFound
+from mainframe.store.operator.overview import NOW
+
+MINUTE_US = 60_000_000
+HOUR_US = 3_600_000_000
+# How long each span's rows are kept: the charts show the last hour by minute and the last
+# day by hour; a little more, so the oldest bar is whole.
+KEPT_US = {"minute": 2 * HOUR_US, "hour": 48 * HOUR_US}
+KINDS = ("finished", "failed", "dead_lettered", "attempt_failures", "lapsed")
+NO_WORKER = ""  # what a revocation's dead letters count under: nobody held them
+MAX_NOTED = 10_000  # (endpoint, worker) pairs noted between two flushes at most
+_LAPSES = frozenset({AttemptOutcome.LEASE_EXPIRED.value, AttemptOutcome.INTERRUPT_EXPIRED.value})
+_LAPSE_REASONS = frozenset({DeadLetterReason.LEASE_EXPIRED, DeadLetterReason.INTERRUPT_EXPIRED})
+
+ADD = Sql(
+    "add_activity",
+    """
+    INSERT INTO activity (endpoint_id, worker, span, at_us, finished, failed, dead_lettered,
+                          attempt_failures, lapsed)
+    VALUES (:endpoint, :worker, :span, mf_now() - mf_now() % :span_us, :finished, :failed,
+            :dead_lettered, :attempt_failures, :lapsed)
+    ON CONFLICT (endpoint_id, worker, span, at_us) DO UPDATE SET
+        finished = activity.finished + excluded.finished,
+        failed = activity.failed + excluded.failed,
+        dead_lettered = activity.dead_lettered + excluded.dead_lettered,
+        attempt_failures = activity.attempt_failures + excluded.attempt_failures,
+        lapsed = activity.lapsed + excluded.lapsed
+    """,
+)
+# Rows of a span past what the charts show, oldest first (ix_activity_at).
+PRUNE = Sql(
+    "prune_activity",
+    "DELETE FROM activity WHERE span = :span AND at_us < mf_now() - :kept",
+)
+# The owner's counts per bar of a span since :since, every endpoint and worker summed.
+CHART = Sql(
+    "activity_chart",
+    """
+    SELECT activity.at_us, SUM(activity.finished), SUM(activity.failed),
+           SUM(activity.dead_lettered)
+    FROM activity JOIN endpoints ON endpoints.id = activity.endpoint_id
+    WHERE endpoints.owner_id = :owner AND activity.span = :span AND activity.at_us >= :since
+    GROUP BY activity.at_us
+    """,
+)
+# One endpoint's workers over the last hour, by minute rows.
+WORKERS_LAST_HOUR = Sql(
+    "workers_last_hour",
+    """
+    SELECT worker, SUM(finished), SUM(attempt_failures), SUM(lapsed)
+    FROM activity
+    WHERE endpoint_id = :endpoint AND span = 'minute' AND at_us >= mf_now() - 3600000000
+    GROUP BY worker
+    """,
+)
+# The leases each worker of the endpoint holds now (live or lapsed, not yet reaped).
+LEASES_HELD = Sql(
+    "leases_held",
+    """
+    SELECT worker, count(*) FROM scans
+    WHERE endpoint_id = :endpoint AND status = 'PENDING'
+    GROUP BY worker
+    """,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One bar of a chart: what the owner's fleet did in one minute or hour."""
+
+    at: int
+    finished: int
+    failed: int
+    dead_lettered: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerHour:
+    """A worker over the last hour, and the leases it holds now."""
+
+    finished: int
+    failed: int  # failed attempts, the last of a dead letter's included
+    lapsed: int
+    leases_held: int
+
+
+def counted(event: Event) -> tuple[int, str, str] | None:
+    """Which (endpoint, worker, kind) an event adds one to; None for one that counts
+    nothing here (a revocation adds its count separately)."""
+    match event:
+        case ScanFinished():
+            return event.scan.endpoint_id, event.worker or NO_WORKER, "finished"
+        case ScanFailed():
+            return event.scan.endpoint_id, event.worker or NO_WORKER, "failed"
+        case AttemptFailed():
+            kind = "lapsed" if event.outcome in _LAPSES else "attempt_failures"
+            return event.scan.endpoint_id, event.worker or NO_WORKER, kind
+        case ScanDeadLettered():
+            return event.scan.endpoint_id, event.prior_worker or NO_WORKER, "dead_lettered"
+    return None
+
+
+class Activity:
+    """This process's activity since the last flush, and the reads of what was flushed."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._noted: Counter[tuple[int, str, str]] = Counter()
+
+    def note(self, events: Sequence[Event]) -> None:
+        """Count committed events (called after commit, never inside a transaction)."""
+        for event in events:
+            if isinstance(event, EndpointRevoked):
+                self._add((event.endpoint_id, NO_WORKER, "dead_lettered"), event.dead_lettered)
+                continue
+            key = counted(event)
+            if key is not None:
+                self._add(key, 1)
+                if isinstance(event, ScanDeadLettered):
+                    self._final_attempt(event)
+                elif isinstance(event, ScanFailed):  # its attempt failed like any other
+                    self._add((key[0], key[1], "attempt_failures"), 1)
+
+    def _final_attempt(self, event: ScanDeadLettered) -> None:
+        # The attempt that made a dead letter failed or lapsed like any other.
+        kind = "lapsed" if event.reason in _LAPSE_REASONS else "attempt_failures"
+        if event.reason is not DeadLetterReason.ENDPOINT_REVOKED:
+            self._add((event.scan.endpoint_id, event.prior_worker or NO_WORKER, kind), 1)
+
+    def _add(self, key: tuple[int, str, str], n: int) -> None:
+        if key in self._noted or len(self._noted) < MAX_NOTED:
+            self._noted[key] += n
+
+    async def flush(self) -> int:
+        """Add what was noted to the current minute and hour; how many counts it added."""
+        if not self._noted:
+            return 0
+        noted, self._noted = self._noted, Counter()
+        rows: dict[tuple[int, str], dict[str, int]] = {}
+        for (endpoint, worker, kind), n in noted.items():
+            rows.setdefault((endpoint, worker), dict.fromkeys(KINDS, 0))[kind] += n
+        params = [
+            {"endpoint": e, "worker": w, "span": span, "span_us": span_us} | counts
+            for (e, w), counts in sorted(rows.items())
+            for span, span_us in (("minute", MINUTE_US), ("hour", HOUR_US))
+        ]
+        try:
+            async with self.db.write() as tx:
+                await tx.many(ADD, params)
+                for span, kept in KEPT_US.items():
+                    await tx.run(PRUNE, {"span": span, "kept": kept})
+        except Exception:
+            self._noted.update(noted)  # kept for the next flush, which adds them then
+            raise
+        return sum(noted.values())
+
+    async def chart(self, owner_id: int, *, span: str, bars: int) -> list[Bar]:
+        """The owner's last `bars` minutes or hours, oldest first, empty ones included."""
+        width = MINUTE_US if span == "minute" else HOUR_US
+        async with self.db.read() as tx:
+            now = int(await value(tx, NOW))
+            since = now - now % width - (bars - 1) * width
+            params = {"owner": owner_id, "span": span, "since": since}
+            found = {
+                int(at): Bar(int(at), int(finished), int(failed), int(dead_lettered))
+                for at, finished, failed, dead_lettered in await tx.rows(CHART, params)
+            }
+        starts = [since + i * width for i in range(bars)]
+        return [found.get(at) or Bar(at, 0, 0, 0) for at in starts]
+
+    async def workers(self, owner_id: int, endpoint: str) -> dict[str, WorkerHour]:
+        """Each worker of the owner's endpoint that did anything in the last hour or holds
+        leases now (NotFound for another owner's endpoint)."""
+        async with self.db.read() as tx:
+            found = await endpoint_by_name(tx, endpoint)
+            if found is None or found.owner_id != owner_id:
+                raise NotFound(f"no endpoint named {endpoint!r}")
+            hour = await tx.rows(WORKERS_LAST_HOUR, {"endpoint": found.id})
+            held = dict(await _pairs(tx, found.id))
+        workers = {
+            str(w): WorkerHour(int(f), int(x), int(lapsed), held.get(str(w), 0))
+            for w, f, x, lapsed in hour
+        }
+        for worker, n in held.items():
+            workers.setdefault(worker, WorkerHour(0, 0, 0, n))
+        return workers
+
+
+async def _pairs(tx: Tx, endpoint_id: int) -> list[tuple[str, int]]:
+    rows = await tx.rows(LEASES_HELD, {"endpoint": endpoint_id})
+    return [(str(worker), int(n)) for worker, n in rows if worker is not None]

@@ -1,0 +1,644 @@
+"""The operator's listing of dead letters: every scan in FAILED that will never be retried,
+across the endpoints an owner holds, newest first, searchable, with its final attempt.
+
+Every statement carries `scans.dead_lettered_at IS NOT NULL` as written in the partial
+indexes' predicate, so both planners can use them: `ix_scans_dead_recent` (dead_lettered_at,
+id) walks the listing's order, `ix_scans_dead_letters` (endpoint_id, dead_lettered_at, id)
+one endpoint's, and `ix_scans_dead_search` (trigrams, PostgreSQL) a substring search. The
+keyset is always bound (the first page's is NEWEST): an optional keyset is an OR no planner
+can seek through, so a later page would read every row before it; the way back from a
+later page walks the same index forwards from its cursor. The count without a search or a
+time is a sum of kept counts, never a scan count: the dead letters per endpoint and cause
+(migration 0017), or with a reason or a queue per endpoint, cause, queue and reason (the
+`counts_now` migration), each kept by triggers in the transaction of every change, a
+prune's too. A search's or a time's count reads the matching dead letters, exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mainframe.contract.limits import MAX_QUERY_LENGTH
+from mainframe.lifecycle.causes import Cause
+from mainframe.lifecycle.scans import (
+    SCAN_COLUMNS,
+    AttemptRecord,
+    ScanRecord,
+    attempt_from_row,
+    scan_from_row,
+)
+from mainframe.store.accounts.audit import Origin
+from mainframe.store.engine.database import Database, Row, Sql, Tx, first
+from mainframe.store.engine.errors import Conflict
+from mainframe.store.operator import causes
+from mainframe.store.operator.redrive import Progress, Redriven, redrive
+from mainframe.store.work import queries, search
+
+__all__ = ["MAX_QUERY_LENGTH", "DeadLetterFilter", "DeadLetters"]
+
+# The keyset of the first page: after it in the listing's order comes every dead letter.
+NEWEST = (2**63 - 1, 2**63 - 1)
+
+# One page newest first, strictly after the keyset (:after_at, :after_id), each row with its
+# final attempt (NULLs when it was never leased); every filter optional (NULL: any). The
+# plan walks ix_scans_dead_recent backwards from the keyset and stops after :limit rows.
+# CROSS JOIN keeps scans the outer loop on SQLite, which would otherwise start from the
+# owner's endpoints and sort every dead letter they hold; PostgreSQL plans it as any join.
+# One text for both databases, as the three listings after it: the casts give PostgreSQL
+# each optional parameter's type, and SQLite plans them as it plans the bare parameter.
+LIST_DEAD_LETTERS = Sql(
+    "list_dead_letters",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
+# One cause's page (the causes view opens it): the same, walking ix_scans_dead_cause
+# (cause, dead_lettered_at, id) backwards from the keyset, so a rare cause among a million
+# dead letters reads only its own. Not the listing with an optional cause: that walks
+# ix_scans_dead_recent for a cause on SQLite, and sorts in PostgreSQL's generic plan.
+LIST_DEAD_LETTERS_OF_CAUSE = Sql(
+    "list_dead_letters_of_cause",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
+# A search (store/work/search.py: :pattern over name, source and kind, or :term_id the id) finds
+# its matches first, then sorts them: walking the listing's order instead would read every
+# dead letter for a rare term. On PostgreSQL the matches are a bitmap of the trigram index
+# ix_scans_dead_search, which needs the pattern planned as a constant (see `_with_values`).
+SEARCH_DEAD_LETTERS = Sql(
+    "search_dead_letters",
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name LIKE :pattern ESCAPE '\\' OR scans.source LIKE :pattern ESCAPE '\\'
+               OR scans.kind LIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (:reason IS NULL OR scans.fail_reason = :reason)
+          AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+          AND (:queue IS NULL OR scans.queue = :queue)
+          AND (:cause IS NULL OR scans.cause = :cause)
+          AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name ILIKE :pattern ESCAPE '\\' OR scans.source ILIKE :pattern ESCAPE '\\'
+               OR scans.kind ILIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+          AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+          AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+          AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
+          AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    LIMIT :limit
+    """,
+)
+# The way back from a later page: the dead letters newer than the keyset (:newer_at,
+# :newer_id), oldest first, walking ix_scans_dead_recent forwards; the caller reverses them.
+LIST_DEAD_LETTERS_NEWER = Sql(
+    "list_dead_letters_newer",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+)
+# One cause's page before a keyset, walking ix_scans_dead_cause forwards.
+LIST_DEAD_LETTERS_OF_CAUSE_NEWER = Sql(
+    "list_dead_letters_of_cause_newer",
+    """
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM scans
+    CROSS JOIN endpoints
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    WHERE scans.cause = :cause AND scans.dead_lettered_at IS NOT NULL
+      AND endpoints.id = scans.endpoint_id
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+)
+# A search's page before a keyset: its matches newer than the keyset, oldest first.
+SEARCH_DEAD_LETTERS_NEWER = Sql(
+    "search_dead_letters_newer",
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name LIKE :pattern ESCAPE '\\' OR scans.source LIKE :pattern ESCAPE '\\'
+               OR scans.kind LIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (:reason IS NULL OR scans.fail_reason = :reason)
+          AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+          AND (:queue IS NULL OR scans.queue = :queue)
+          AND (:cause IS NULL OR scans.cause = :cause)
+          AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+    """
+    WITH matched AS MATERIALIZED (
+        SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+        WHERE scans.dead_lettered_at IS NOT NULL
+          AND endpoints.owner_id = :owner
+          AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+          AND (scans.name ILIKE :pattern ESCAPE '\\' OR scans.source ILIKE :pattern ESCAPE '\\'
+               OR scans.kind ILIKE :pattern ESCAPE '\\' OR scans.id = :term_id)
+          AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+          AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+          AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+          AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
+          AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
+    )
+    SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+           scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+           scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
+           scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
+           scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
+           scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+           final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
+           final.outcome, final.summary, final.artifact
+    FROM matched
+    JOIN scans ON scans.id = matched.id
+    JOIN endpoints ON endpoints.id = scans.endpoint_id
+    LEFT JOIN attempts AS final
+        ON final.scan_id = scans.id AND final.seq = scans.attempt_base + scans.attempt_count
+    ORDER BY scans.dead_lettered_at, scans.id
+    LIMIT :limit
+    """,
+)
+# How many dead letters a search or a time matches (with any other filter; the search
+# optional, NULL: none), and how many of them a filter redrive would requeue now (a revoked
+# endpoint's are never redriven): the number its `confirm` states. One pass for both: the
+# endpoint's column is read after the join either way.
+COUNT_DEAD_LETTERS = Sql(
+    "count_dead_letters",
+    """
+    SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+    FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
+    """,
+    """
+    SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+    FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
+    """,
+)
+# Every match a filter redrive requeues, newest first: a revoked endpoint's dead letters are
+# listed and counted on the Dead pill, but never redriven, so they are not here.
+DEAD_LETTER_IDS = Sql(
+    "dead_letter_ids",
+    """
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
+      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
+      AND (:pattern IS NULL OR scans.name LIKE :pattern ESCAPE '\\'
+           OR scans.source LIKE :pattern ESCAPE '\\' OR scans.kind LIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (:reason IS NULL OR scans.fail_reason = :reason)
+      AND (:since IS NULL OR scans.dead_lettered_at >= :since)
+      AND (:queue IS NULL OR scans.queue = :queue)
+      AND (:cause IS NULL OR scans.cause = :cause)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    """,
+    """
+    SELECT scans.id FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
+    WHERE scans.dead_lettered_at IS NOT NULL
+      AND endpoints.owner_id = :owner AND endpoints.revoked_at IS NULL
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:pattern AS text) IS NULL OR scans.name ILIKE :pattern ESCAPE '\\'
+           OR scans.source ILIKE :pattern ESCAPE '\\' OR scans.kind ILIKE :pattern ESCAPE '\\'
+           OR scans.id = :term_id)
+      AND (CAST(:reason AS text) IS NULL OR scans.fail_reason = :reason)
+      AND (CAST(:since AS bigint) IS NULL OR scans.dead_lettered_at >= :since)
+      AND (CAST(:queue AS text) IS NULL OR scans.queue = :queue)
+      AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
+    ORDER BY scans.dead_lettered_at DESC, scans.id DESC
+    """,
+)
+# The owner's dead letters now (or one endpoint's), and of them those on endpoints not
+# revoked: the counts kept per endpoint and cause (a row per endpoint and cause, whatever the
+# scans table holds). Not the outcome totals, which keep counting what was pruned.
+DEAD_LETTER_TOTAL = Sql(
+    "dead_letter_total",
+    """
+    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                             THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+    FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+    """,
+)
+# The dead letters a reason, a queue or both match now (of the owner's endpoints or one, of
+# every cause or one), and of them those on endpoints not revoked: the counts kept per
+# endpoint, cause, queue and reason (the `counts_now` migration), a few rows per endpoint
+# and cause through the primary key, whatever the scans table holds.
+DEAD_LETTERS_BY_KEY = Sql(
+    "dead_letters_by_key",
+    """
+    SELECT COALESCE(SUM(dead_letter_counts.dead_letters), 0),
+           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
+                             THEN dead_letter_counts.dead_letters ELSE 0 END), 0)
+    FROM dead_letter_counts JOIN endpoints ON endpoints.id = dead_letter_counts.endpoint_id
+    WHERE endpoints.owner_id = :owner
+      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
+      AND (CAST(:cause AS text) IS NULL OR dead_letter_counts.cause = :cause)
+      AND (CAST(:queue AS text) IS NULL OR dead_letter_counts.queue = :queue)
+      AND (CAST(:reason AS text) IS NULL OR dead_letter_counts.fail_reason = :reason)
+    """,
+)
+# asyncpg prepares every statement, and after five runs PostgreSQL may keep a generic plan
+# for it, one made without the parameters' values. Such a plan guesses how much a LIKE
+# pattern matches instead of estimating it, and keeps the optional search's `:pattern IS
+# NULL OR` arm, which no index can serve: a search could read every dead letter instead of
+# ix_scans_dead_search (test_dead_letter_plans.py shows the count doing so). Run first in a
+# search's own read transaction, this plans every statement after it with its values, as
+# constants. SQLite plans every statement with its values bound.
+PLAN_WITH_VALUES = Sql(
+    "plan_with_values",
+    "-- PostgreSQL only: SQLite plans every statement with its values bound.",
+    "SET LOCAL plan_cache_mode = force_custom_plan",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    """What narrows the listing; every field optional. `since` is microseconds."""
+
+    q: str | None = None
+    reason: str | None = None
+    since: int | None = None
+    endpoint: str | None = None
+    queue: str | None = None
+    cause: str | None = None  # a cause's key (lifecycle/causes.py)
+
+    @property
+    def narrows(self) -> bool:
+        """Whether anything beyond a choice of endpoint and cause narrows the rows."""
+        return bool(self.q) or any(v is not None for v in (self.reason, self.since, self.queue))
+
+    @property
+    def searches(self) -> bool:
+        """Whether the count must read the dead letters: a search or a time, which no kept
+        count holds."""
+        return bool(self.q) or self.since is not None
+
+    def as_json(self) -> dict[str, Any]:
+        """The filter as a filter redrive's audit row keeps it."""
+        return {
+            "q": self.q,
+            "reason": self.reason,
+            "since": self.since,
+            "endpoint": self.endpoint,
+            "queue": self.queue,
+            "cause": self.cause,
+        }
+
+    def params(self, owner_id: int) -> dict[str, Any]:
+        """The parameters every dead-letter statement of this filter takes."""
+        return {
+            "owner": owner_id,
+            "endpoint": self.endpoint,
+            "reason": self.reason,
+            "since": self.since,
+            "queue": self.queue,
+            "cause": self.cause,
+        } | search.terms(self.q)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A dead letter as listed: the scan, the attempt that closed it (None if none) and its
+    cause (lifecycle/causes.py)."""
+
+    scan: ScanRecord
+    final_attempt: AttemptRecord | None
+    cause: Cause | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """How many dead letters a filter matches now, and how many of them a filter redrive
+    would requeue (those on endpoints that are not revoked)."""
+
+    matching: int
+    redrivable: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    items: list[DeadLetter]
+    next_cursor: tuple[int, int] | None  # (dead_lettered_at, id) of the last item
+    count: int
+    # The first item's keyset, for the page before this one; None on the first page.
+    newer_cursor: tuple[int, int] | None = None
+    redrivable: int = 0  # of the `count`, those a filter redrive would requeue now
+
+
+async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
+    """Before a listing or count narrowed beyond an endpoint on PostgreSQL: plan the
+    transaction's statements with their values (a generic plan guesses a cause holds a few
+    dead letters and would sort all of a big one's, and cannot seek the index to `since`, so
+    it counts every dead letter of the owner)."""
+    if (f.narrows or f.cause) and tx.dialect == "postgresql":
+        await tx.run(PLAN_WITH_VALUES)
+
+
+async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> Tally:
+    """How many dead letters match now, and how many of them could be redriven: the kept
+    counts (of the owner's endpoints, of one cause, or by queue and reason) unless the
+    filter searches or names a time, then a count of the matching dead letters."""
+    params = {"owner": owner_id, "endpoint": f.endpoint}
+    if f.searches:
+        row = await first(tx, COUNT_DEAD_LETTERS, f.params(owner_id))
+    elif f.reason is not None or f.queue is not None:
+        keyed = {"cause": f.cause, "queue": f.queue, "reason": f.reason}
+        row = await first(tx, DEAD_LETTERS_BY_KEY, params | keyed)
+    elif f.cause is not None:
+        row = await first(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause})
+    else:
+        row = await first(tx, DEAD_LETTER_TOTAL, params)
+    matching, redrivable = row or (0, 0)
+    return Tally(int(matching or 0), int(redrivable or 0))
+
+
+async def page(
+    tx: Tx,
+    owner_id: int,
+    f: DeadLetterFilter,
+    *,
+    after: tuple[int, int] | None,
+    limit: int,
+    newer_than: tuple[int, int] | None = None,
+) -> DeadLetterPage:
+    """One page newest first, strictly after the keyset `after` (or, given `newer_than`, the
+    page just before that keyset: the first page when fewer than a page lie above it)."""
+    if newer_than is not None:
+        params = f.params(owner_id) | {
+            "newer_at": newer_than[0], "newer_id": newer_than[1], "limit": limit + 1,
+        }  # fmt: skip
+        rows = await tx.rows(_listing(f, newer=True), params)
+        if len(rows) > limit:
+            items = [_dead_letter(row) for row in reversed(rows[:limit])]
+            tally = await count(tx, owner_id, f)
+            return DeadLetterPage(
+                items, _keyset(items[-1]), tally.matching, _keyset(items[0]), tally.redrivable
+            )
+        after = None
+    after_at, after_id = after or NEWEST
+    params = f.params(owner_id) | {"after_at": after_at, "after_id": after_id, "limit": limit}
+    rows = await tx.rows(_listing(f, newer=False), params)
+    items = [_dead_letter(row) for row in rows]
+    cursor = _keyset(items[-1]) if len(items) == limit else None
+    newer = _keyset(items[0]) if after is not None and items else None
+    tally = await count(tx, owner_id, f)
+    return DeadLetterPage(items, cursor, tally.matching, newer, tally.redrivable)
+
+
+def _listing(f: DeadLetterFilter, *, newer: bool) -> Sql:
+    """The statement that walks the index serving this filter: the search's, one cause's,
+    or the listing's order."""
+    if f.q:
+        return SEARCH_DEAD_LETTERS_NEWER if newer else SEARCH_DEAD_LETTERS
+    if f.cause is not None:
+        return LIST_DEAD_LETTERS_OF_CAUSE_NEWER if newer else LIST_DEAD_LETTERS_OF_CAUSE
+    return LIST_DEAD_LETTERS_NEWER if newer else LIST_DEAD_LETTERS
+
+
+def _keyset(item: DeadLetter) -> tuple[int, int]:
+    return int(item.scan.dead_lettered_at or 0), item.scan.id
+
+
+def _dead_letter(row: Row) -> DeadLetter:
+    """A listed row: the scan's columns, its endpoint's name, then its final attempt's
+    columns (all NULL when it was never leased)."""
+    endpoint, *final = row[len(SCAN_COLUMNS) :]
+    seq, *_ = final
+    final_attempt = None if seq is None else attempt_from_row(final)
+    return DeadLetter(scan_from_row(row, endpoint), final_attempt)
+
+
+class DeadLetters:
+    """The owner's dead letters: list, count, open one, redrive."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def page(
+        self,
+        owner_id: int,
+        f: DeadLetterFilter,
+        *,
+        after: tuple[int, int] | None,
+        limit: int,
+        newer_than: tuple[int, int] | None = None,
+    ) -> DeadLetterPage:
+        """One page newest first after the keyset `after` (or the page before the keyset
+        `newer_than`), with how many match in all."""
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            found = await page(tx, owner_id, f, after=after, limit=limit, newer_than=newer_than)
+            named = await causes.causes_of(tx, owner_id, [item.scan.id for item in found.items])
+        items = [replace(item, cause=named.get(item.scan.id)) for item in found.items]
+        return replace(found, items=items)
+
+    async def count(self, owner_id: int, f: DeadLetterFilter) -> int:
+        """How many dead letters the filter matches (the Dead pill, a redrive's question)."""
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            return (await count(tx, owner_id, f)).matching
+
+    async def redrivable(self, owner_id: int, f: DeadLetterFilter) -> int:
+        """How many dead letters a filter redrive would requeue: what its `confirm` states
+        (a revoked endpoint's dead letters match the filter but are never redriven)."""
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            return (await count(tx, owner_id, f)).redrivable
+
+    async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
+        """The scan with its whole attempt history (any status: a redriven one too)."""
+        async with self.db.read() as tx:
+            return await queries.owned_scan(tx, owner_id, scan_id)
+
+    async def redrive_ids(
+        self,
+        owner_id: int,
+        ids: Sequence[int],
+        *,
+        origin: Origin,
+        progress: Progress | None = None,
+    ) -> Redriven:
+        """Redrive the given scans; those that cannot be are reported as skipped."""
+        return await redrive(self.db, owner_id, ids, by="ids", origin=origin, progress=progress)
+
+    async def redrive_filter(
+        self,
+        owner_id: int,
+        f: DeadLetterFilter,
+        *,
+        confirm: int,
+        origin: Origin,
+        progress: Progress | None = None,
+    ) -> Redriven:
+        """Redrive what the filter matches, refused (nothing changed) unless `confirm` is
+        how many it matches now: a stale screen cannot requeue more than the operator saw."""
+        async with self.db.read() as tx:
+            await _with_values(tx, f)
+            found = await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))
+            ids = [int(scan_id) for (scan_id,) in found]
+        if len(ids) != confirm:
+            raise Conflict(
+                "count_changed",
+                f"the filter matches {len(ids)} dead letters to redrive now, not {confirm}; "
+                "look again and confirm the new count",
+            )
+        return await redrive(
+            self.db, owner_id, ids, by="filter", origin=origin, filter_json=f.as_json(),
+            progress=progress,
+        )  # fmt: skip

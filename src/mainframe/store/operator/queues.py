@@ -1,0 +1,250 @@
+"""Pausing and resuming a queue of an endpoint: while paused, its scans are not leased (a poll
+answers as if the queue were empty), intake goes on, live leases run out as they would, and
+nothing is dead-lettered by the pause; resuming needs no redrive.
+
+A pause names the queue in `paused_queues` (every poll's lease statement leaves its scans out from
+then on) and *parks* its QUEUED scans in chunks: `available_at` NULL, the due time kept in
+`paused_due_at`, so no poll's walk of `ix_scans_queued` steps over them however many there are. New
+scans of a paused queue are parked as they arrive, and so are those a quarantine release or a
+verified resubmission promotes (store/work/intake.py) and the dead letters a redrive puts back
+(store/operator/redrive.py), however many. A resume removes the name and puts the due times back, so
+the queue hands its scans out in the order it had. A scan that went back to QUEUED in the paused
+queue from a lease (a retryable failure, a worker's or an operator's; a lapse) was never parked,
+only left out, and is due as it was: no poll leases in a paused queue, so there are at most as many
+as the leases out when the pause began, and parking them would cost the hot result path a look at
+the paused queues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mainframe.contract.limits import MAX_ID
+from mainframe.contract.names import name_problem
+from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, ScanRef
+from mainframe.store.accounts import audit
+from mainframe.store.accounts.audit import Action, Origin
+from mainframe.store.accounts.owners import endpoint_by_name
+from mainframe.store.engine.database import Database, Sql, Tx, first
+from mainframe.store.engine.errors import Conflict, Invalid, NotFound
+
+CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each
+
+PAUSE = Sql(
+    "pause_queue",
+    """
+    INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by)
+    VALUES (:endpoint, :queue, mf_now(), :by)
+    ON CONFLICT (endpoint_id, queue) DO NOTHING
+    RETURNING paused_at
+    """,
+)
+RESUME = Sql(
+    "resume_queue",
+    "DELETE FROM paused_queues WHERE endpoint_id = :endpoint AND queue = :queue RETURNING 1",
+)
+PAUSED_OF_ENDPOINT = Sql(
+    "paused_queues_of_endpoint",
+    """
+    SELECT queue, paused_at, paused_by FROM paused_queues
+    WHERE endpoint_id = :endpoint ORDER BY queue
+    """,
+)
+# Every paused queue by endpoint name (the metrics' reconciliation): a few rows.
+ALL_PAUSED = Sql(
+    "all_paused_queues",
+    """
+    SELECT endpoints.name, paused_queues.queue
+    FROM paused_queues JOIN endpoints ON endpoints.id = paused_queues.endpoint_id
+    """,
+)
+# The next chunk of the queue's due-ordered scans after the keyset, parked. It walks the
+# endpoint's QUEUED scans in ix_scans_queued order from the keyset, so the whole pause reads
+# the endpoint's backlog once, however the queues interleave in it.
+PARK = Sql(
+    "park_queue",
+    """
+    UPDATE scans SET paused_due_at = available_at, available_at = NULL
+    WHERE id IN (
+        SELECT id FROM scans
+        WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at IS NOT NULL
+          AND (available_at, id) > (:after_at, :after_id) AND queue = :queue
+        ORDER BY available_at, id LIMIT :limit
+    )
+    RETURNING id, paused_due_at
+    """,
+)
+# The next chunk of the queue's parked scans by id (the NULL end of ix_scans_queued, ordered
+# as the index is, NULLs alike, so the walk needs no sort), given their due times back.
+UNPARK = Sql(
+    "unpark_queue",
+    """
+    UPDATE scans SET available_at = paused_due_at, paused_due_at = NULL
+    WHERE id IN (
+        SELECT id FROM scans
+        WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at IS NULL
+          AND id > :after_id AND queue = :queue
+        ORDER BY available_at, id LIMIT :limit
+    )
+    RETURNING id, endpoint_id, queue, name, version, kind, verified, source, created_at,
+              available_at
+    """,
+)
+# Whose endpoint it is (the CLI acts for the endpoint's owner): one row by the name's key.
+ENDPOINT_OWNER = Sql(
+    "endpoint_owner",
+    """
+    SELECT endpoints.owner_id, owners.name
+    FROM endpoints JOIN owners ON owners.id = endpoints.owner_id
+    WHERE endpoints.name = :endpoint
+    """,
+)
+# Before every (available_at, id) keyset: no stamp or id is below -MAX_ID.
+FIRST_KEYSET = (-MAX_ID, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class PausedQueue:
+    queue: str
+    paused_at: int
+    paused_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueChange:
+    """What a pause or a resume did: whether it changed anything, and how many scans it
+    parked (a pause) or made due again (a resume)."""
+
+    endpoint: str
+    queue: str
+    paused: bool
+    changed: bool
+    scans: int
+
+
+class Queues:
+    """An owner pauses and resumes the queues of their endpoints."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def pause(
+        self, owner_id: int, endpoint: str, queue: str, *, by: str, origin: Origin
+    ) -> QueueChange:
+        """Stop leasing the queue's scans; pausing a paused queue changes nothing."""
+        async with self.db.write() as tx:
+            endpoint_id = await _owned(tx, owner_id, endpoint)
+            params = {"endpoint": endpoint_id, "queue": _named(queue), "by": by}
+            changed = await first(tx, PAUSE, params) is not None
+            if changed:
+                await audit.record(
+                    tx, owner_id, Action.QUEUE_PAUSED, origin=origin, endpoint=endpoint,
+                    detail={"queue": queue},
+                )  # fmt: skip
+                tx.events.append(QueuePaused(endpoint, queue, by))
+        parked = await self._park(endpoint_id, queue)
+        return QueueChange(endpoint, queue, True, changed, parked)
+
+    async def resume(
+        self, owner_id: int, endpoint: str, queue: str, *, by: str, origin: Origin
+    ) -> QueueChange:
+        """Lease the queue's scans again, in the order they had; resuming a queue that is
+        not paused changes nothing."""
+        async with self.db.write() as tx:
+            endpoint_id = await _owned(tx, owner_id, endpoint)
+            changed = await first(tx, RESUME, {"endpoint": endpoint_id, "queue": _named(queue)})
+            if changed is not None:
+                await audit.record(
+                    tx, owner_id, Action.QUEUE_RESUMED, origin=origin, endpoint=endpoint,
+                    detail={"queue": queue},
+                )  # fmt: skip
+                tx.events.append(QueueResumed(endpoint, queue, by))
+        due = await self._unpark(endpoint_id, endpoint, queue)
+        return QueueChange(endpoint, queue, False, changed is not None, due)
+
+    async def owner_of(self, endpoint: str) -> tuple[int, str]:
+        """The id and name of the endpoint's owner (NotFound for no such endpoint)."""
+        async with self.db.read() as tx:
+            found = await first(tx, ENDPOINT_OWNER, {"endpoint": endpoint})
+        if found is None:
+            raise NotFound(f"no endpoint named {endpoint!r}")
+        owner_id, owner = found
+        return int(owner_id), str(owner)
+
+    async def paused(self, owner_id: int, endpoint: str) -> list[PausedQueue]:
+        """The owner's endpoint's paused queues, by name (NotFound for another's)."""
+        async with self.db.read() as tx:
+            found = await endpoint_by_name(tx, endpoint)
+            if found is None or found.owner_id != owner_id:
+                raise NotFound(f"no endpoint named {endpoint!r}")
+            rows = await tx.rows(PAUSED_OF_ENDPOINT, {"endpoint": found.id})
+        return [PausedQueue(queue, int(at), by) for queue, at, by in rows]
+
+    async def all_paused(self) -> set[tuple[str, str]]:
+        """Every paused (endpoint, queue): what `mainframe_queue_paused` reports."""
+        async with self.db.read() as tx:
+            return {(endpoint, queue) for endpoint, queue in await tx.rows(ALL_PAUSED)}
+
+    async def _park(self, endpoint_id: int, queue: str) -> int:
+        after, parked = FIRST_KEYSET, 0
+        while True:
+            params = {"endpoint": endpoint_id, "queue": queue, "limit": CHUNK}
+            params |= {"after_at": after[0], "after_id": after[1]}
+            async with self.db.write() as tx:
+                rows = await tx.rows(PARK, params)
+            parked += len(rows)
+            if len(rows) < CHUNK:
+                return parked
+            # PARK returns (id, paused_due_at); the next chunk starts after the last keyset.
+            after = max((int(due_at), int(scan_id)) for scan_id, due_at in rows)
+
+    async def _unpark(self, endpoint_id: int, endpoint: str, queue: str) -> int:
+        after, due = 0, 0
+        while True:
+            params = {"endpoint": endpoint_id, "queue": queue, "limit": CHUNK, "after_id": after}
+            async with self.db.write() as tx:
+                rows = await tx.rows(UNPARK, params)
+                unparked = [UnparkedRow._make(row) for row in rows]
+                tx.events.extend(_ready(row, endpoint) for row in unparked if row.verified)
+            due += len(rows)
+            if len(rows) < CHUNK:
+                return due
+            after = max(int(row.id) for row in unparked)
+
+
+def _named(queue: str) -> str:
+    problem = name_problem(queue)
+    if problem is not None:
+        raise Invalid("queue", problem)
+    return queue
+
+
+async def _owned(tx: Tx, owner_id: int, endpoint: str) -> int:
+    found = await endpoint_by_name(tx, endpoint)
+    if found is None or found.owner_id != owner_id:
+        raise NotFound(f"no endpoint named {endpoint!r}")
+    if found.revoked_at is not None:
+        raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
+    return found.id
+
+
+class UnparkedRow(NamedTuple):
+    """A row of UNPARK: a scan the resume made due again."""
+
+    id: int
+    endpoint_id: int
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+    source: str | None
+    created_at: int
+    due_at: int
+
+
+def _ready(row: UnparkedRow, endpoint: str) -> ScanReady:
+    """A verified scan the resume made claimable again, announced as ready."""
+    ref = ScanRef(row.id, row.endpoint_id, endpoint, row.queue, row.name, row.version, row.kind,
+                  bool(row.verified), row.source, row.created_at)  # fmt: skip
+    return ScanReady(ref, 0, int(row.due_at))

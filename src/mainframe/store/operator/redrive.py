@@ -1,0 +1,266 @@
+"""Redrive: an operator puts dead letters back in the queue with a fresh attempt budget.
+
+A scan goes back to QUEUED, due now (or parked, as intake parks it, when its queue is
+paused: store/operator/queues.py), its attempt count restarting from zero over a raised
+`attempt_base` (attempt history seq keeps rising, every closed attempt is kept), its dead
+letter cleared and its redrive noted. Work runs in chunks of CHUNK scans, one transaction
+each, so a redrive of tens of thousands never holds the write lock for long; the audit row
+is written by the first chunk, and every chunk that requeues keeps its count and the first
+ids it requeued (contract/vocabulary.py::requeued_detail) true."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+
+from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
+from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
+from mainframe.lifecycle.outcomes import increments
+from mainframe.store.accounts import audit
+from mainframe.store.engine.database import Database, Sql, Tx
+from mainframe.store.work.closing import BUMP
+
+CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
+NOT_DEAD_LETTERED = "not_dead_lettered"
+NOT_FOUND = "not_found"  # unknown, or another owner's: existence is not revealed
+ENDPOINT_REVOKED = "endpoint_revoked"
+# Requeuing it would give its key a second live scan (the same package was resubmitted).
+LIVE_DUPLICATE = "live_duplicate"
+
+Progress = Callable[[int, int], None]  # (done so far, total)
+
+# The chunk's scans of the owner's endpoints (the others are not found), by primary key:
+# CROSS JOIN keeps SQLite on the ids, never starting from the owner's endpoints, whose every
+# scan it would read. PostgreSQL plans it as any join and locks the rows in id order: a
+# second redrive of the same scans waits, then sees them requeued, and two overlapping
+# redrives never take their rows in opposite orders.
+CANDIDATES = Sql(
+    "redrive_candidates",
+    """
+    SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+           scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
+           endpoints.revoked_at, scans.dead_lettered_at
+    FROM scans CROSS JOIN endpoints
+    WHERE scans.id IN (SELECT value FROM json_each(:ids))
+      AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+    """,
+    """
+    SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+           scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
+           endpoints.revoked_at, scans.dead_lettered_at
+    FROM scans CROSS JOIN endpoints
+    WHERE scans.id IN (
+        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+    ) AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
+    ORDER BY scans.id FOR UPDATE OF scans
+    """,
+)
+# The chunk's scans whose key (endpoint, name, version, kind) has a live scan: one probe of
+# ux_scans_live_key each, its predicate written as the index declares it.
+LIVE_KEYS = Sql(
+    "redrive_live_keys",
+    """
+    SELECT dead.id FROM scans AS dead
+    JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
+        AND live.version = dead.version AND live.kind = dead.kind
+        AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    WHERE dead.id IN (SELECT value FROM json_each(:ids))
+    """,
+    """
+    SELECT dead.id FROM scans AS dead
+    JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
+        AND live.version = dead.version AND live.kind = dead.kind
+        AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    WHERE dead.id IN (
+        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+    )
+    """,
+)
+# The chunk's dead letters back in QUEUED with a fresh budget: due now, or parked as intake
+# parks them (available_at NULL, the due time in paused_due_at) when their queue is paused,
+# so that no poll's walk of ix_scans_queued steps over a large redrive into a paused queue.
+# PostgreSQL takes the paused queues of the chunk's endpoints FOR KEY SHARE (by key, from
+# the endpoints' ids read once): a resume's DELETE of one waits for this transaction, whose
+# parked scans its unparking then sees, or this statement waits for the resume's and finds
+# the queue no longer paused. Without the lock a scan could be parked just after a resume
+# had given its queue's due times back, to wait for a resume nobody would send.
+REQUEUE = Sql(
+    "redrive_requeue",
+    """
+    UPDATE scans SET status = 'QUEUED',
+        available_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN mf_now() END,
+        attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
+        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
+        finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
+        redriven_at = mf_now(), redrive_count = redrive_count + 1
+    WHERE id IN (SELECT value FROM json_each(:ids)) AND dead_lettered_at IS NOT NULL
+    RETURNING id, available_at
+    """,
+    """
+    WITH paused AS MATERIALIZED (
+        SELECT paused_queues.endpoint_id, paused_queues.queue FROM paused_queues
+        WHERE paused_queues.endpoint_id = ANY(ARRAY(
+            SELECT scans.endpoint_id FROM scans WHERE scans.id IN (
+                SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+            )
+        ))
+        FOR KEY SHARE
+    )
+    UPDATE scans SET status = 'QUEUED',
+        available_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
+            SELECT paused.endpoint_id, paused.queue FROM paused
+        ) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
+            SELECT paused.endpoint_id, paused.queue FROM paused
+        ) THEN mf_now() END,
+        attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
+        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
+        finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
+        redriven_at = mf_now(), redrive_count = redrive_count + 1
+    WHERE id IN (
+        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
+    ) AND dead_lettered_at IS NOT NULL
+    RETURNING id, available_at
+    """,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    scan_id: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Redriven:
+    redriven: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    audit_id: int | None = None
+    requeued_ids: list[int] = field(default_factory=list)  # the first REQUEUED_IDS_KEPT
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return orjson.dumps(list(ids)).decode()
+
+
+async def redrive(
+    db: Database,
+    owner_id: int,
+    ids: Sequence[int],
+    *,
+    by: str,
+    origin: audit.Origin,
+    filter_json: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> Redriven:
+    """Redrive `ids` (deduplicated, in order) chunk by chunk; report what was skipped. The
+    audit row names `origin`, the shell the operator used."""
+    wanted = list(dict.fromkeys(ids))
+    chunks = [wanted[i : i + CHUNK] for i in range(0, len(wanted), CHUNK)] or [[]]
+    done = Redriven()
+    for number, chunk in enumerate(chunks):
+        async with db.write() as tx:
+            if done.audit_id is None:
+                done.audit_id = await audit.record_redrive(
+                    tx,
+                    owner_id,
+                    scan_ids=wanted if by == "ids" else None,
+                    filter_json=filter_json,
+                    origin=origin,
+                )
+            requeued = await _chunk(tx, owner_id, chunk, done.skipped)
+            if requeued:
+                done.redriven += len(requeued)
+                room = REQUEUED_IDS_KEPT - len(done.requeued_ids)
+                done.requeued_ids.extend(requeued[: max(room, 0)])
+                await audit.set_requeued(tx, done.audit_id, done.requeued_ids, done.redriven)
+            if number == len(chunks) - 1:
+                tx.events.append(
+                    ScansRedriven(owner_id, done.audit_id, done.redriven, len(done.skipped), by)
+                )
+        if progress is not None:
+            progress(min(len(wanted), (number + 1) * CHUNK), len(wanted))
+    return done
+
+
+async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]) -> list[int]:
+    """Requeue what the chunk may requeue, add the rest to `skipped`; the ids requeued, in
+    the chunk's order."""
+    if not chunk:
+        return []
+    params = {"ids": _ids(chunk), "owner": owner_id}
+    found = {row.id: row for row in map(Candidate._make, await tx.rows(CANDIDATES, params))}
+    live = {scan_id for (scan_id,) in await tx.rows(LIVE_KEYS, params)}
+    ready = sort_out(chunk, found, live, skipped)
+    if not ready:
+        return []
+    requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
+    due = {scan_id: available_at for scan_id, available_at in requeued}
+    events = [ScanRedriven(ref) for ref in ready]
+    await tx.many(BUMP, increments(events, tx.session))
+    tx.events.extend(events)
+    # Announced as claimable like any other ready scan, and only when its sender was verified;
+    # a parked one (no due time) is announced when its queue is resumed (store/operator/queues.py).
+    tx.events.extend(
+        ScanReady(ref, 0, int(due[ref.scan_id]))
+        for ref in ready
+        if ref.verified and due[ref.scan_id] is not None
+    )
+    return [ref.scan_id for ref in ready]
+
+
+class Candidate(NamedTuple):
+    """A row of CANDIDATES: a scan asked to be redriven, with its endpoint."""
+
+    id: int
+    endpoint_id: int
+    endpoint: str
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+    source: str | None
+    created_at: int
+    revoked_at: int | None
+    dead_lettered_at: int | None
+
+    def ref(self) -> ScanRef:
+        return ScanRef(
+            self.id, self.endpoint_id, self.endpoint, self.queue, self.name, self.version,
+            self.kind, bool(self.verified), self.source, self.created_at,
+        )  # fmt: skip
+
+
+def sort_out(
+    chunk: list[int], found: dict[int, Candidate], live: set[int], skipped: list[Skipped]
+) -> list[ScanRef]:
+    """The chunk's scans that may be requeued, in order; each other one is added to `skipped`
+    with its reason. Of two dead letters of one key only the first is requeued: the live-key
+    index admits one live scan per (endpoint, name, version, kind)."""
+    keys: set[tuple[int, str, str, str]] = set()
+    ready: list[ScanRef] = []
+    for scan_id in chunk:
+        row = found.get(scan_id)
+        if row is None:
+            skipped.append(Skipped(scan_id, NOT_FOUND))
+        elif row.revoked_at is not None:
+            skipped.append(Skipped(scan_id, ENDPOINT_REVOKED))
+        elif row.dead_lettered_at is None:
+            skipped.append(Skipped(scan_id, NOT_DEAD_LETTERED))
+        elif scan_id in live or (row.endpoint_id, row.name, row.version, row.kind) in keys:
+            skipped.append(Skipped(scan_id, LIVE_DUPLICATE))
+        else:
+            keys.add((row.endpoint_id, row.name, row.version, row.kind))
+            ready.append(row.ref())
+    return ready

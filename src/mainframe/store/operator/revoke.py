@@ -1,0 +1,91 @@
+"""The revocation cascade: an operator kills an endpoint and everything it still held, in
+one transaction: its credentials stop working, its open attempts are closed, and every live
+scan becomes a dead letter with reason `endpoint_revoked` (`Revocations.revoke`, audited)."""
+
+from __future__ import annotations
+
+from mainframe.lifecycle.causes import cause_of, named
+from mainframe.lifecycle.events import EndpointRevoked
+from mainframe.lifecycle.outcomes import increments
+from mainframe.lifecycle.rules import AttemptOutcome
+from mainframe.store.accounts import audit
+from mainframe.store.accounts.audit import Action, Origin
+from mainframe.store.accounts.owners import endpoint_by_name
+from mainframe.store.engine.database import Database, Sql, Tx
+from mainframe.store.engine.errors import Conflict, NotFound
+from mainframe.store.work.closing import BUMP, NAME_CAUSE
+
+REVOKE_ENDPOINT = Sql(
+    "revoke_endpoint", "UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint"
+)
+# PostgreSQL: the live rows are locked first, so a result closing one of them meanwhile
+# either commits before (and the scan is no longer live) or waits for the cascade.
+LOCK_LIVE = Sql(
+    "lock_revoked_scans",
+    """
+    SELECT id FROM scans
+    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    """,
+    """
+    SELECT id FROM scans
+    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    ORDER BY id FOR UPDATE
+    """,
+)
+# The open attempt of every scan the endpoint's workers hold, closed by the revocation.
+CLOSE_HELD_ATTEMPTS = Sql(
+    "close_revoked_attempts",
+    """
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                          outcome, summary, artifact, cause)
+    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
+           mf_now(), 'endpoint_revoked', NULL, NULL, :cause
+    FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING'
+    """,
+)
+DEAD_LETTER_LIVE = Sql(
+    "dead_letter_revoked",
+    """
+    UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+        updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
+        fail_reason = 'endpoint_revoked', cause = :cause
+    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    """,
+)
+
+
+async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> EndpointRevoked:
+    """Dead-letter every live scan of the endpoint and refuse its credentials, atomically."""
+    revoked = cause_of(AttemptOutcome.ENDPOINT_REVOKED.value, None)
+    await tx.many(NAME_CAUSE, named([revoked]))
+    params = {"endpoint": endpoint_id}
+    await tx.run(REVOKE_ENDPOINT, params)
+    await tx.run(LOCK_LIVE, params)
+    await tx.run(CLOSE_HELD_ATTEMPTS, params | {"cause": revoked.key})
+    ended = await tx.run(DEAD_LETTER_LIVE, params | {"cause": revoked.key})
+    return EndpointRevoked(endpoint_id, endpoint, ended)
+
+
+class Revocations:
+    """An owner revoking one of its endpoints, over the API."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def revoke(self, owner_id: int, endpoint: str, *, origin: Origin) -> int:
+        """The silent cascade, audited with its count; returns how many scans it
+        dead-lettered."""
+        async with self.db.write() as tx:
+            found = await endpoint_by_name(tx, endpoint)
+            if found is None or found.owner_id != owner_id:
+                raise NotFound(f"no endpoint named {endpoint!r}")
+            if found.revoked_at is not None:
+                raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
+            event = await revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
+            tx.events.append(event)
+            await tx.many(BUMP, increments([event], tx.session))
+            await audit.record(
+                tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
+                count=event.dead_lettered,
+            )  # fmt: skip
+        return event.dead_lettered

@@ -1,0 +1,332 @@
+"""Intake: new scans one at a time or in batches, resubmissions of a live key, and quarantine
+release. A source's submission is one statement that checks its token and inserts against
+the partial unique index over live keys (ON CONFLICT DO NOTHING); only a resubmission, an
+owner's or an anonymous submission reads more."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from mainframe.lifecycle.events import ScanReady
+from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.scans import ScanRecord, scan_from_row, scan_value
+from mainframe.store.accounts import authentication, owners
+from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal
+from mainframe.store.accounts.owners import EndpointRecord
+from mainframe.store.engine.database import Database, Row, Sql, Tx, first
+from mainframe.store.engine.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
+from mainframe.store.work import queries
+
+# A source's token checked and its scan inserted in one statement (one round trip).
+SUBMIT_AS_SOURCE = Sql(
+    "submit_as_source",
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'source'
+          AND endpoints.revoked_at IS NULL
+    )
+    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                       source, created_at, updated_at, available_at, attempt_count,
+                       attempt_base, redrive_count, paused_due_at)
+    SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
+           who.principal, mf_now(), mf_now(),
+           CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+           CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
+    FROM who LEFT JOIN paused_queues AS paused
+        ON paused.endpoint_id = who.endpoint_id AND paused.queue = :queue
+    WHERE TRUE
+    ON CONFLICT (endpoint_id, name, version, kind)
+        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+)
+# A batch of scans (a JSON array of {queue, name, version, kind, payload}) for one endpoint,
+# in one statement; the ones whose live key exists are left out of RETURNING.
+INSERT_SCANS = Sql(
+    "insert_scans",
+    """
+    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                       source, created_at, updated_at, available_at, attempt_count,
+                       attempt_base, redrive_count, paused_due_at)
+    SELECT :endpoint, item.value ->> '$.queue', item.value ->> '$.name',
+           item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
+           :status, :verified, :source, mf_now(), mf_now(),
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
+    FROM json_each(:items) AS item
+    LEFT JOIN paused_queues AS paused
+        ON paused.endpoint_id = :endpoint AND paused.queue = item.value ->> '$.queue'
+    WHERE TRUE
+    ORDER BY item.key
+    ON CONFLICT (endpoint_id, name, version, kind)
+        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                       source, created_at, updated_at, available_at, attempt_count,
+                       attempt_base, redrive_count, paused_due_at)
+    SELECT :endpoint, item.queue, item.name, item.version, item.kind, item.payload,
+           CAST(:status AS varchar), :verified, :source, mf_now(), mf_now(),
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+           CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
+    FROM jsonb_to_recordset(CAST(:items AS jsonb))
+        AS item(queue text, name text, version text, kind text, payload text)
+    LEFT JOIN paused_queues AS paused
+        ON paused.endpoint_id = :endpoint AND paused.queue = item.queue
+    ON CONFLICT (endpoint_id, name, version, kind)
+        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+)
+# The live scan of a key, through the partial unique index ux_scans_live_key.
+LIVE_SCAN = Sql(
+    "live_scan",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+           attempt_base, available_at, redriven_at, redrive_count
+    FROM scans
+    WHERE endpoint_id = :endpoint AND name = :name AND version = :version AND kind = :kind
+      AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    """,
+)
+# A quarantined scan let into QUEUED: due now, or parked when its queue is paused. On
+# PostgreSQL the paused queue's row is taken FOR KEY SHARE, as a redrive takes it
+# (store/operator/redrive.py::REQUEUE says why): a resume lifting the pause meanwhile waits for this
+# transaction, or this statement for the resume's, so the scan is never left parked in a
+# queue no longer paused.
+PROMOTE = Sql(
+    "promote_from_quarantine",
+    """
+    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
+        available_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN EXISTS (
+            SELECT 1 FROM paused_queues AS paused
+            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
+        ) THEN mf_now() END,
+        verified = :verified, source = COALESCE(:source, source)
+    WHERE id = :scan AND status = 'QUARANTINED'
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    WITH paused AS MATERIALIZED (
+        SELECT queue FROM paused_queues
+        WHERE (endpoint_id, queue) = (SELECT endpoint_id, queue FROM scans WHERE id = :scan)
+        FOR KEY SHARE
+    )
+    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
+        available_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN NULL ELSE mf_now() END,
+        paused_due_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN mf_now() END,
+        verified = :verified, source = COALESCE(:source, source)
+    WHERE id = :scan AND status = 'QUARANTINED'
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+)
+# A live key can turn terminal between a refused insert and the read; retry that many times.
+RACE_RETRIES = 3
+
+Caller = Presented | Principal
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSpec:
+    """One scan to submit, as the sender wrote it (payload already serialised JSON)."""
+
+    name: str
+    version: str
+    queue: str = "default"
+    kind: str = "scan"
+    payload: str | None = None
+
+    def key(self) -> tuple[str, str, str]:
+        return self.name, self.version, self.kind
+
+    def item(self) -> dict[str, str | None]:
+        return {
+            "queue": self.queue,
+            "name": self.name,
+            "version": self.version,
+            "kind": self.kind,
+            "payload": self.payload,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """A batch item's outcome: the scan and whether it was created, or the refusal."""
+
+    scan: ScanRecord | None
+    created: bool
+    error: StoreError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Who is submitting to which endpoint, decided once per request."""
+
+    endpoint: EndpointRecord
+    verified: bool
+    quarantined: bool
+    source: str | None
+
+    @property
+    def status(self) -> Status:
+        return Status.QUARANTINED if self.quarantined else Status.QUEUED
+
+
+class Intake:
+    def __init__(self, db: Database, names: EndpointNames) -> None:
+        self.db = db
+        self.names = names
+
+    async def submit(
+        self, caller: Caller | None, *, endpoint: str | None, spec: ScanSpec
+    ) -> tuple[ScanRecord, bool]:
+        """Submit as a source (verified), an owner (unverified) or anonymously (quarantined)."""
+        if caller is not None and endpoint is None:
+            # One statement on its own (no BEGIN/COMMIT round trips); when it inserts nothing
+            # (not a source, or a live key) it changed nothing, and the general path decides.
+            async with self.db.single() as tx:
+                row = await first(tx, SUBMIT_AS_SOURCE, spec.item() | {"digest": caller.digest})
+                if row is not None:
+                    return await self._created(tx, row), True
+        async with self.db.write() as tx:
+            gate = await _gate(tx, caller, endpoint)
+            return await self._submit_one(tx, gate, spec)
+
+    async def submit_many(
+        self, caller: Caller | None, *, endpoint: str | None, specs: Sequence[ScanSpec]
+    ) -> list[Submitted]:
+        """Submit a batch in one transaction under one authorization; items are independent:
+        every new key in one statement, then each resubmission on its own."""
+        async with self.db.write() as tx:
+            gate = await _gate(tx, caller, endpoint)
+            params = {
+                "endpoint": gate.endpoint.id,
+                "status": gate.status.value,
+                "verified": gate.verified,
+                "source": gate.source,
+                "items": orjson.dumps([spec.item() for spec in specs]).decode(),
+            }
+            created: dict[tuple[str, str, str], ScanRecord] = {}
+            for row in await tx.rows(INSERT_SCANS, params):
+                scan = await self._created(tx, row)
+                created[scan.name, scan.version, scan.kind] = scan
+            done: list[Submitted] = []
+            for spec in specs:
+                fresh = created.pop(spec.key(), None)
+                if fresh is not None:
+                    done.append(Submitted(fresh, True))
+                else:
+                    done.append(Submitted(*await self._submit_one(tx, gate, spec)))
+            return done
+
+    async def release(self, owner_id: int, scan_id: int) -> ScanRecord:
+        """Let a quarantined scan into QUEUED; it stays unverified (never announced)."""
+        async with self.db.write() as tx:
+            scan = await queries.owned_scan(tx, owner_id, scan_id)
+            if scan.status is not Status.QUARANTINED:
+                raise Conflict(
+                    "not_quarantined", f"scan {scan_id} is {scan.status}, not QUARANTINED"
+                )
+            row = await first(tx, PROMOTE, {"scan": scan.id, "verified": False, "source": None})
+            assert row is not None  # the write lock is ours: nobody moved it since the read
+            return scan_from_row(row, scan.endpoint)
+
+    async def _created(self, tx: Tx, row: Row) -> ScanRecord:
+        scan = scan_from_row(row, await self.names.of(tx, scan_value(row, "endpoint_id")))
+        # A scan of a paused queue is parked (no available_at): it becomes claimable, and is
+        # announced, when the queue is resumed (store/operator/queues.py).
+        if scan.status is Status.QUEUED and scan.available_at is not None:
+            tx.events.append(ScanReady(scan.ref(), 0, scan.created_at))
+        return scan
+
+    async def _submit_one(self, tx: Tx, gate: Gate, spec: ScanSpec) -> tuple[ScanRecord, bool]:
+        params = {
+            "endpoint": gate.endpoint.id,
+            "status": gate.status.value,
+            "verified": gate.verified,
+            "source": gate.source,
+            "items": orjson.dumps([spec.item()]).decode(),
+        }
+        live_key = {"endpoint": gate.endpoint.id, "name": spec.name, "version": spec.version}
+        for _ in range(RACE_RETRIES):
+            row = await first(tx, INSERT_SCANS, params)
+            if row is not None:
+                return await self._created(tx, row), True
+            live = await first(tx, LIVE_SCAN, live_key | {"kind": spec.kind})
+            if live is not None:
+                existing = scan_from_row(live, gate.endpoint.name)
+                return await self._resubmitted(tx, existing, gate), False
+        raise Conflict("busy_key", "the scan's key kept changing state; submit it again")
+
+    async def _resubmitted(self, tx: Tx, existing: ScanRecord, gate: Gate) -> ScanRecord:
+        """A verified submission of a quarantined key promotes it; otherwise it is as it was."""
+        if not (gate.verified and existing.status is Status.QUARANTINED):
+            return existing
+        params = {"scan": existing.id, "verified": True, "source": gate.source}
+        row = await first(tx, PROMOTE, params)
+        if row is None:
+            return existing
+        promoted = scan_from_row(row, existing.endpoint)
+        if promoted.available_at is not None:  # else parked in a paused queue
+            ready = ScanReady(promoted.ref(), promoted.attempt_count, promoted.updated_at)
+            tx.events.append(ready)
+        return promoted
+
+
+async def _gate(tx: Tx, caller: Caller | None, name: str | None) -> Gate:
+    principal = None if caller is None else await _principal(tx, caller)
+    if principal is not None and principal.role == "source":
+        assert principal.endpoint_id is not None and principal.endpoint is not None
+        if name is not None and name != principal.endpoint:
+            raise Invalid("body.endpoint", "a source submits only to its own endpoint")
+        found = await owners.endpoint_by_id(tx, principal.endpoint_id)
+        assert found is not None
+        return Gate(found, verified=True, quarantined=False, source=principal.name)
+    if name is None:
+        raise Invalid("body.endpoint", "name the endpoint to submit to")
+    found = await owners.endpoint_by_name(tx, name)
+    if principal is None:
+        if found is None or not found.open_intake or found.revoked_at is not None:
+            raise Unauthorized("a token is required: this endpoint has no open intake")
+        return Gate(found, verified=False, quarantined=True, source=None)
+    if principal.role != "owner" or found is None or found.owner_id != principal.owner_id:
+        raise NotFound(f"no endpoint named {name!r}")
+    if found.revoked_at is not None:
+        raise Conflict("endpoint_revoked", f"endpoint {name!r} is revoked")
+    return Gate(found, verified=False, quarantined=False, source=None)
+
+
+async def _principal(tx: Tx, caller: Caller) -> Principal:
+    found = await authentication.authenticate(tx, caller.digest)
+    if found is None:
+        raise Unauthorized("unknown token, or its endpoint is revoked")
+    if found.role == "worker":
+        raise Unauthorized("workers cannot submit scans; use a source or owner token")
+    return found

@@ -1,0 +1,127 @@
+"""An operator's intervention on one scan: failing its current attempt as its worker would
+(a compare-and-set on the assignment the operator saw, the same settlement, history row and
+events as a worker's close), or failing for good a scan nobody holds."""
+
+from __future__ import annotations
+
+import random
+
+from mainframe.lifecycle.backoff import RetryPolicy
+from mainframe.lifecycle.causes import named
+from mainframe.lifecycle.events import ScanFailed
+from mainframe.lifecycle.outcomes import increments
+from mainframe.lifecycle.replay import OPERATOR_CLOSE
+from mainframe.lifecycle.reports import Report, history_row, plan, settlement_events
+from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
+from mainframe.lifecycle.scans import ScanRecord, scan_from_row
+from mainframe.store.engine.database import Database, Sql, Tx, first
+from mainframe.store.engine.errors import Conflict, Stale
+from mainframe.store.work import queries
+from mainframe.store.work.budget import Budget
+from mainframe.store.work.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
+
+# An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
+# assignment the operator saw.
+CLOSE_AS_OPERATOR = Sql(
+    "close_as_operator",
+    """
+    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
+        wait_reason = NULL, fail_reason = :fail_reason,
+        finished_at = CASE WHEN :terminal THEN mf_now() END,
+        dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
+        cause = CASE WHEN :dead THEN :cause END,
+        result = :result,
+        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
+    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
+      AND assignment_id = :assignment
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
+        wait_reason = NULL, fail_reason = :fail_reason,
+        finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,
+        dead_lettered_at = CASE WHEN CAST(:dead AS boolean) THEN mf_now() END,
+        cause = CASE WHEN CAST(:dead AS boolean) THEN CAST(:cause AS text) END,
+        result = :result,
+        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + CAST(:delay AS bigint) END
+    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
+      AND assignment_id = :assignment
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+)
+FAIL_UNLEASED = Sql(
+    "fail_unleased",
+    """
+    UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
+        updated_at = mf_now(), result = NULL, available_at = NULL
+    WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED')
+    RETURNING id
+    """,
+)
+
+
+class Interventions:
+    def __init__(
+        self, db: Database, budget: Budget, retry: RetryPolicy, rng: random.Random
+    ) -> None:
+        self.db = db
+        self.budget = budget
+        self.retry = retry
+        self.rng = rng
+
+    async def fail(
+        self, owner_id: int, scan_id: int, *, retryable: bool, summary: str | None
+    ) -> ScanRecord:
+        """Fail the current attempt as its worker would; an unleased scan fails plainly."""
+        async with self.db.write() as tx:
+            scan = await queries.owned_scan(tx, owner_id, scan_id)
+            if scan.status in TERMINAL:
+                raise Stale(StaleCode.ALREADY_TERMINAL)
+            if scan.status is Status.PENDING:
+                await self._operator_close(tx, scan, retryable=retryable, summary=summary)
+            elif retryable:
+                raise Conflict(
+                    "not_leased",
+                    "the scan has no current attempt to fail; "
+                    "send retryable=false to fail it for good",
+                )
+            else:
+                await self._fail_unleased(tx, scan)
+            return await queries.owned_scan(tx, owner_id, scan_id)
+
+    async def _operator_close(
+        self, tx: Tx, scan: ScanRecord, *, retryable: bool, summary: str | None
+    ) -> None:
+        report = Report(
+            "failed", retryable, scan.attempt_count, scan.assignment_id, summary, None, None
+        )
+        p = plan(
+            scan.id,
+            report,
+            max_attempts=self.budget.max_attempts,
+            retry=self.retry,
+            draw=self.rng.random(),
+        )
+        row = await first(tx, CLOSE_AS_OPERATOR, p.values())
+        if row is None:
+            raise Stale(StaleCode.STALE_ASSIGNMENT)
+        closed = scan_from_row(row, scan.endpoint)
+        await tx.many(INSERT_HISTORY, [history_row(closed, p, None, OPERATOR_CLOSE)])
+        await tx.many(NAME_CAUSE, named([p.cause]))
+        events = settlement_events(closed, p)
+        tx.events.extend(events)
+        await tx.many(BUMP, increments(events, tx.session))
+
+    async def _fail_unleased(self, tx: Tx, scan: ScanRecord) -> None:
+        """An operator's plain failure of a scan nobody holds (QUEUED or QUARANTINED)."""
+        if await first(tx, FAIL_UNLEASED, {"scan": scan.id}) is None:
+            raise Stale(StaleCode.STALE_ASSIGNMENT)
+        event = ScanFailed(scan.ref(), scan.attempt_count)
+        tx.events.append(event)
+        await tx.many(BUMP, increments([event], tx.session))

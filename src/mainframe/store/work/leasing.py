@@ -1,0 +1,426 @@
+"""The job poll and the sweeper. A poll is one statement that checks the worker's token and
+leases its endpoint's oldest due QUEUED scans. Only when a lapse may be due (a known lease
+ran out, or a second has passed since the last look, for leases granted by other processes)
+does it first reap the endpoint's lapsed leases: budget spent → dead letter; budget left →
+back to QUEUED after a retry backoff. The sweeper reaps every endpoint the same way, so
+nothing waits for a poll. Every deadline is compared with `mf_now()`, the database's clock.
+
+Rows are claimed with FOR UPDATE SKIP LOCKED on PostgreSQL; on SQLite BEGIN IMMEDIATE
+already serialises writers."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mainframe.clock import Clock
+from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
+from mainframe.lifecycle.causes import Cause, cause_of, named
+from mainframe.lifecycle.elsewhere import ASKING_US
+from mainframe.lifecycle.events import (
+    AttemptFailed,
+    Event,
+    FinalAttempt,
+    LeasesGranted,
+    ScanDeadLettered,
+    ScanReady,
+    ScanRef,
+)
+from mainframe.lifecycle.outcomes import increments
+from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
+from mainframe.lifecycle.scans import Job, job_of, scan_from_row, scan_value
+from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal, worker_of
+from mainframe.store.engine.database import Database, Row, Sql, Tx
+from mainframe.store.work.budget import Budget
+from mainframe.store.work.closing import BUMP, NAME_CAUSE
+
+# How long a process trusts that no lease of an endpoint has lapsed without looking: leases
+# granted by other server processes are only seen by looking.
+PROBE_INTERVAL_US = 1_000_000
+
+# A retry goes to another worker for a while (the SQL twin of lifecycle.elsewhere.may_lease,
+# tests hold them equal): a due scan whose last attempt was this worker's is passed over until
+# :elsewhere after it fell due, while another worker of the endpoint used its token within
+# :asking. The cheap arms of the OR come first, so the probe of ix_tokens_endpoint runs only
+# for a row that is this worker's own failure, and the walk of ix_scans_queued passes over
+# only those.
+ELSEWHERE = """
+          AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
+               OR scans.available_at <= mf_now() - :elsewhere
+               OR NOT EXISTS (
+                   SELECT 1 FROM tokens AS other
+                   WHERE other.endpoint_id = (SELECT endpoint_id FROM who)
+                     AND other.role = 'worker'
+                     AND other.principal <> (SELECT principal FROM who)
+                     AND other.last_used_at > mf_now() - :asking
+               ))"""
+
+# The worker's token checked and up to :limit due scans of its endpoint leased, oldest first,
+# in one statement. The due scans are a walk of ix_scans_queued (endpoint_id, available_at,
+# id) WHERE status = 'QUEUED' that stops after :limit rows; the literal status is what lets
+# both planners prove the partial index (tests/integration/test_plans.py). On PostgreSQL the
+# leased rows are then found by key (`= ANY(ARRAY(...))`): a generic plan takes `LIMIT
+# :limit` for a tenth of the queue and would rather hash the whole table than probe the key.
+LEASE = Sql(
+    "lease",
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+          AND endpoints.revoked_at IS NULL
+    )
+    UPDATE scans SET status = 'PENDING', attempt_count = attempt_count + 1,
+        assignment_id = :prefix || id, worker = (SELECT principal FROM who),
+        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
+        updated_at = mf_now()
+    WHERE id IN (
+        SELECT id FROM scans
+        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
+          AND available_at <= mf_now()
+          AND queue NOT IN (
+              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+          )"""
+    + ELSEWHERE
+    + """
+        ORDER BY available_at, id LIMIT :limit
+    )
+    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+              attempt_base, available_at, redriven_at, redrive_count
+    """,
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+          AND endpoints.revoked_at IS NULL
+    ), due AS (
+        SELECT id FROM scans
+        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
+          AND available_at <= mf_now()
+          AND queue NOT IN (
+              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+          )"""
+    + ELSEWHERE
+    + """
+        ORDER BY available_at, id LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+        assignment_id = :prefix || CAST(scans.id AS text), worker = (SELECT principal FROM who),
+        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
+        updated_at = mf_now()
+    FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
+    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+              scans.payload, scans.status, scans.verified, scans.source, scans.worker,
+              scans.attempt_count, scans.assignment_id, scans.leased_at,
+              scans.lease_expires_at, scans.wait_reason, scans.created_at, scans.updated_at,
+              scans.finished_at, scans.dead_lettered_at, scans.fail_reason, scans.result,
+              scans.attempt_base, scans.available_at, scans.redriven_at, scans.redrive_count
+    """,
+)
+# Lapsed leases (and waits), oldest lapse first, with the clock they were judged by. One
+# endpoint's walk ix_scans_pending_lease (endpoint_id, lease_expires_at); every endpoint's
+# (the sweeper) walk ix_scans_lease_due (lease_expires_at); both WHERE status = 'PENDING'.
+LAPSED_OF_ENDPOINT = Sql(
+    "lapsed_of_endpoint",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    """,
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+    """,
+)
+LAPSED_ANYWHERE = Sql(
+    "lapsed_anywhere",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    """,
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
+           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+    FROM scans
+    WHERE status = 'PENDING' AND lease_expires_at < mf_now()
+    ORDER BY lease_expires_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+    """,
+)
+CLOSE_LAPSED = Sql(
+    "close_lapsed_attempt",
+    """
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                          outcome, summary, artifact, cause)
+    VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
+            :summary, NULL, :cause)
+    """,
+)
+DEAD_LETTER_LAPSED = Sql(
+    "dead_letter_lapsed",
+    """
+    UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
+        updated_at = mf_now(), fail_reason = :reason, lease_expires_at = NULL,
+        wait_reason = NULL, cause = :cause
+    WHERE id = :scan AND status = 'PENDING'
+    """,
+)
+REQUEUE_LAPSED = Sql(
+    "requeue_lapsed",
+    """
+    UPDATE scans SET status = 'QUEUED', available_at = mf_now() + :delay,
+        updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL
+    WHERE id = :scan AND status = 'PENDING'
+    """,
+)
+
+Caller = Presented | Principal
+
+
+@dataclass(frozen=True, slots=True)
+class Lapsed:
+    """A PENDING scan whose lease (or wait) ran out, as it was before we touched it."""
+
+    id: int
+    endpoint_id: int
+    queue: str
+    name: str
+    version: str
+    kind: str
+    verified: bool
+    source: str | None
+    created_at: int
+    worker: str | None
+    leased_at: int | None
+    attempt_count: int
+    assignment_id: str
+    wait_reason: str | None
+    attempt_base: int
+    now: int  # the clock the lapse was judged by
+
+    @property
+    def seq(self) -> int:
+        return self.attempt_base + self.attempt_count
+
+    @property
+    def waiting(self) -> bool:
+        return self.wait_reason is not None
+
+    def ref(self, endpoint: str) -> ScanRef:
+        return ScanRef(
+            self.id,
+            self.endpoint_id,
+            endpoint,
+            self.queue,
+            self.name,
+            self.version,
+            self.kind,
+            bool(self.verified),
+            self.source,
+            self.created_at,
+        )
+
+
+class LapseWatch:
+    """When each endpoint's next lapse may be due, as far as this process knows, by the
+    database's clock (estimated from this process's clock and the last stamp it saw)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._due: dict[int, int] = {}
+        self._offset = 0  # database clock minus this process's clock
+        # Which endpoint a token leases from, learnt from answers: a hint for when to reap.
+        self.endpoint_of: dict[str, int] = {}
+
+    def now(self) -> int:
+        return self.clock.now_us() + self._offset
+
+    def saw(self, stamp: int) -> None:
+        """A stamp the database just wrote, to follow its clock."""
+        self._offset = stamp - self.clock.now_us()
+
+    def due(self, endpoint_id: int) -> bool:
+        return self._due.get(endpoint_id, 0) <= self.now()
+
+    def note(self, endpoint_id: int, deadline: int) -> None:
+        """A lease or wait of this endpoint ends at `deadline`."""
+        self._due[endpoint_id] = min(self._due.get(endpoint_id, deadline), deadline)
+
+    def looked(self, endpoint_id: int, *, more: bool) -> None:
+        now = self.now()
+        self._due[endpoint_id] = now if more else now + PROBE_INTERVAL_US
+
+
+def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object]:
+    """The parameters of LEASE (one fresh assignment prefix per poll)."""
+    return {
+        "digest": caller.digest,
+        "prefix": secrets.token_hex(8) + "-",
+        "timeout": budget.job_timeout_us,
+        "limit": batch,
+        "elsewhere": budget.elsewhere_us,
+        "asking": ASKING_US,
+    }
+
+
+class Leasing:
+    def __init__(
+        self,
+        db: Database,
+        budget: Budget,
+        retry: RetryPolicy,
+        lapses: LapseWatch,
+        names: EndpointNames,
+        rng: random.Random,
+    ) -> None:
+        self.db = db
+        self.budget = budget
+        self.retry = retry
+        self.lapses = lapses
+        self.names = names
+        self.rng = rng
+
+    async def lease(self, caller: Caller, batch: int) -> list[Job]:
+        """The job poll: reap this endpoint's lapsed leases if one may be due, then lease up
+        to `batch` due scans, oldest first."""
+        endpoint_id = self.lapses.endpoint_of.get(caller.digest)
+        if endpoint_id is None or self.lapses.due(endpoint_id):
+            async with self.db.write() as tx:
+                worker = await worker_of(tx, caller)
+                assert worker.endpoint_id is not None
+                await self.reap_endpoint(tx, worker.endpoint_id)
+                jobs = await self.lease_in(tx, caller, batch)
+            self.lapses.endpoint_of[caller.digest] = worker.endpoint_id
+            return jobs
+        # Nothing to reap: the poll is one statement and needs no transaction around it.
+        async with self.db.single() as tx:
+            jobs = await self.lease_in(tx, caller, batch)
+            if not jobs:
+                await worker_of(tx, caller)  # an empty queue, or a token gone since
+        return jobs
+
+    async def lease_in(self, tx: Tx, caller: Caller, batch: int) -> list[Job]:
+        """Lease up to `batch` due scans inside an open transaction (no reaping)."""
+        if batch < 1:
+            return []
+        rows = await tx.rows(LEASE, lease_params(caller, batch, self.budget))
+        return await self.leased(tx, rows)
+
+    async def leased(self, tx: Tx, rows: Sequence[Row]) -> list[Job]:
+        """Jobs from rows a lease statement returned, with their event and lapse notes."""
+        if not rows:
+            return []
+        endpoint_id = scan_value(rows[0], "endpoint_id")
+        scans = [scan_from_row(row, await self.names.of(tx, endpoint_id)) for row in rows]
+        retries = sum(1 for scan in scans if scan.attempt_count > 1)
+        tx.events.append(LeasesGranted(scans[0].endpoint, len(scans), retries))
+        first = scans[0]
+        assert first.leased_at is not None and first.lease_expires_at is not None
+        self.lapses.saw(first.leased_at)
+        self.lapses.note(endpoint_id, first.lease_expires_at)
+        return sorted((job_of(scan) for scan in scans), key=lambda job: job.scan_id)
+
+    async def reap_endpoint(self, tx: Tx, endpoint_id: int) -> None:
+        """Reap one endpoint's lapsed leases (at most the per-poll bound)."""
+        params = {"endpoint": endpoint_id, "limit": self.budget.reap_per_poll}
+        found = await self._reap(tx, await tx.rows(LAPSED_OF_ENDPOINT, params))
+        self.lapses.looked(endpoint_id, more=found >= self.budget.reap_per_poll)
+
+    async def sweep(self, *, limit: int = 500) -> int:
+        """Reap lapsed leases of every endpoint, oldest lapse first; return how many."""
+        async with self.db.write() as tx:
+            return await self._reap(tx, await tx.rows(LAPSED_ANYWHERE, {"limit": limit}))
+
+    async def _reap(self, tx: Tx, rows: Sequence[Row]) -> int:
+        lapsed = [Lapsed(*row) for row in rows]
+        if not lapsed:
+            return 0
+        names = {x.endpoint_id: await self.names.of(tx, x.endpoint_id) for x in lapsed}
+        spent = [x for x in lapsed if x.attempt_count >= self.budget.max_attempts]
+        again = [x for x in lapsed if x.attempt_count < self.budget.max_attempts]
+        await tx.many(CLOSE_LAPSED, [_closed_attempt(x) for x in lapsed])
+        await tx.many(NAME_CAUSE, named(_lapse_cause(x) for x in lapsed))
+        dead = await self._dead_letter(tx, spent, names)
+        await tx.many(BUMP, increments(dead, tx.session))
+        tx.events.extend(dead)
+        tx.events.extend(await self._requeue(tx, again, names))
+        return len(lapsed)
+
+    async def _dead_letter(
+        self, tx: Tx, spent: Sequence[Lapsed], names: dict[int, str]
+    ) -> list[Event]:
+        events: list[Event] = []
+        for x in spent:
+            reason = lapse_dead_letter_reason(waiting=x.waiting)
+            final = FinalAttempt(
+                x.seq, lapse_outcome(waiting=x.waiting).value, x.wait_reason, None, x.now
+            )
+            events.append(
+                ScanDeadLettered(
+                    x.ref(names[x.endpoint_id]),
+                    reason,
+                    x.attempt_count,
+                    x.worker,
+                    x.leased_at,
+                    x.now,
+                    final,
+                )
+            )
+        updates = [
+            {
+                "scan": x.id,
+                "reason": lapse_dead_letter_reason(waiting=x.waiting).value,
+                "cause": _lapse_cause(x).key,
+            }
+            for x in spent
+        ]
+        await tx.many(DEAD_LETTER_LAPSED, updates)
+        return events
+
+    async def _requeue(self, tx: Tx, again: Sequence[Lapsed], names: dict[int, str]) -> list[Event]:
+        events: list[Event] = []
+        updates = []
+        for x in again:
+            delay = retry_delay_us(self.retry, attempt=x.attempt_count, draw=self.rng.random())
+            updates.append({"scan": x.id, "delay": delay})
+            ref = x.ref(names[x.endpoint_id])
+            outcome = lapse_outcome(waiting=x.waiting).value
+            events += [
+                AttemptFailed(ref, x.attempt_count, outcome, x.worker),
+                ScanReady(ref, x.attempt_count, x.now + delay),
+            ]
+        await tx.many(REQUEUE_LAPSED, updates)
+        return events
+
+
+def _closed_attempt(x: Lapsed) -> dict[str, object]:
+    return {
+        "scan": x.id,
+        "seq": x.seq,
+        "attempt": x.attempt_count,
+        "assignment": x.assignment_id,
+        "worker": x.worker,
+        "leased_at": x.leased_at,
+        "outcome": lapse_outcome(waiting=x.waiting).value,
+        "summary": x.wait_reason,
+        "cause": _lapse_cause(x).key,
+    }
+
+
+def _lapse_cause(x: Lapsed) -> Cause:
+    return cause_of(lapse_outcome(waiting=x.waiting).value, x.wait_reason)

@@ -1,0 +1,117 @@
+"""Results keyed by package: a worker that names only (name, version), as the dragonfly worker
+does, is answered for the scan of its endpoint that the key most plausibly means. The store
+finds the candidates in one statement that also checks the token; `pick` chooses among them
+(pure), and `Results.complete` then judges the result as it judges any other."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mainframe.lifecycle.rules import Status
+from mainframe.store.accounts.authentication import Presented
+from mainframe.store.engine.database import Database, Sql
+from mainframe.store.engine.errors import NotFound, Unauthorized
+
+# The token checked, then the live scans of the key (ux_scans_live_key, whose prefix is
+# (endpoint_id, name, version); at most one per kind) and the latest ended one
+# (ix_scans_ended_key walked backwards from its newest id, migration 0011: without it a
+# result for a finished scan would read the endpoint's whole history to be refused). The
+# statuses are literals so both planners prove each partial index's predicate. One row with
+# NULLs when the key names nothing; no row when the token is not a worker's.
+PACKAGE_SCANS = Sql(
+    "package_scans",
+    """
+    WITH who AS (
+        SELECT tokens.principal, tokens.endpoint_id
+        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
+          AND endpoints.revoked_at IS NULL
+    ), live AS (
+        SELECT id, status, worker, assignment_id FROM scans
+        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = :name
+          AND version = :version AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
+    ), ended AS (
+        SELECT id, status, worker, assignment_id FROM scans
+        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = :name
+          AND version = :version AND status IN ('FINISHED', 'FAILED')
+        ORDER BY id DESC LIMIT 1
+    ), found AS (
+        SELECT id, status, worker, assignment_id FROM live
+        UNION ALL
+        SELECT id, status, worker, assignment_id FROM ended
+    )
+    SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
+    FROM who LEFT JOIN found ON 1 = 1
+    """,
+)
+
+
+class PackageScan(NamedTuple):
+    """A row of PACKAGE_SCANS: one per candidate scan, or one with only the principal when
+    the token's endpoint holds none."""
+
+    principal: str  # the worker the token speaks for, the same on every row
+    scan_id: int | None
+    status: str | None
+    worker: str | None
+    assignment_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A scan a result keyed by package may be meant for."""
+
+    scan_id: int
+    status: Status
+    worker: str | None
+    assignment_id: str | None
+
+
+def pick(
+    candidates: Sequence[Candidate], *, worker: str, assignment_id: str | None
+) -> Candidate | None:
+    """The scan a result means: the one its echoed assignment names; else the lease this
+    worker holds, then another's, then a live scan nobody holds, then the latest ended one
+    (each refused later with the reason the result's own rules give)."""
+    if assignment_id is not None:
+        for found in candidates:
+            if found.assignment_id == assignment_id:
+                return found
+
+    def rank(found: Candidate) -> tuple[int, int]:
+        if found.status is Status.PENDING:
+            return (0 if found.worker == worker else 1), found.scan_id
+        if found.status in (Status.QUEUED, Status.QUARANTINED):
+            return 2, found.scan_id
+        return 3, -found.scan_id
+
+    return min(candidates, key=rank, default=None)
+
+
+class Packages:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def resolve(
+        self, caller: Presented, *, name: str, version: str, assignment_id: str | None
+    ) -> int:
+        """The id of the scan of this worker's endpoint that a result for (name, version)
+        means; Unauthorized for a token that is not a live worker's, NotFound for no scan."""
+        params = {"digest": caller.digest, "name": name, "version": version}
+        single = self.db.single() if self.db.dialect != "sqlite" else self.db.read()
+        async with single as tx:
+            rows = await tx.rows(PACKAGE_SCANS, params)
+        if not rows:
+            raise Unauthorized("unknown token, or its endpoint is revoked")
+        found_rows = [PackageScan._make(row) for row in rows]
+        candidates = [
+            Candidate(r.scan_id, Status(r.status), r.worker, r.assignment_id)
+            for r in found_rows
+            if r.scan_id is not None and r.status is not None  # NULL together: no scan
+        ]
+        found = pick(candidates, worker=found_rows[0].principal, assignment_id=assignment_id)
+        if found is None:
+            raise NotFound(f"no scan of {name}@{version} on this endpoint")
+        return found.scan_id

@@ -1,0 +1,110 @@
+"""Replays: a worker that never saw the answer to an accepted result sends it again (same
+scan, attempt and assignment id, same content). The attempt's history row kept the answer it
+was given, the assignments leased with it (migration 0009) and the digest of its content
+(migration 0015), so the replay is answered as the first time, with those jobs this worker
+still holds, unexpired, and nothing is leased twice. The same assignment with other content
+is refused as a conflict (`lifecycle/replay.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from mainframe.lifecycle.replay import is_replay
+from mainframe.lifecycle.reports import Closed, replayed
+from mainframe.lifecycle.scans import scan_value
+from mainframe.store.accounts.authentication import Principal
+from mainframe.store.engine.database import Row, Sql, Tx, first
+from mainframe.store.engine.errors import Accepted, ResultConflict
+
+# A result this worker sent before, found by its assignment (uq_attempts_assignment).
+ANSWERED = Sql(
+    "replayed_result",
+    """
+    SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
+           attempts.settled_available_at, attempts.settled_fail_reason,
+           attempts.next_assignments, attempts.outcome, attempts.result_digest
+    FROM attempts JOIN scans ON scans.id = attempts.scan_id
+    WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
+      AND attempts.worker = :worker AND scans.endpoint_id = :endpoint
+      AND attempts.settled_status IS NOT NULL
+    """,
+)
+# The jobs a replayed answer leased, still leased to this worker (a JSON array of ids).
+LEASED_WITH = Sql(
+    "replayed_jobs",
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+           attempt_base, available_at, redriven_at, redrive_count
+    FROM scans
+    WHERE id IN (SELECT value FROM json_each(:ids))
+      AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
+    ORDER BY id
+    """,
+    """
+    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
+           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
+           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
+           attempt_base, available_at, redriven_at, redrive_count
+    FROM scans
+    WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
+      AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
+    ORDER BY id
+    """,
+)
+
+
+class Answers:
+    """The accepted results of one worker's request, each looked up at most once: SQLite asks
+    before it leases next jobs (none after a replay), and every dialect when it answers."""
+
+    def __init__(self, tx: Tx, worker: Principal) -> None:
+        self.tx = tx
+        self.worker = worker
+        self._rows: dict[tuple[int, str | None], Row | None] = {}
+
+    async def row(self, scan_id: int, assignment_id: str | None) -> Row | None:
+        """The history row that kept the answer to this assignment's result, if any."""
+        key = (scan_id, assignment_id)
+        if key not in self._rows:
+            params = {
+                "scan": scan_id,
+                "assignment": assignment_id,
+                "worker": self.worker.name,
+                "endpoint": self.worker.endpoint_id,
+            }
+            self._rows[key] = await first(self.tx, ANSWERED, params)
+        return self._rows[key]
+
+    async def answer(
+        self, scan_id: int, assignment_id: str | None, digest: str
+    ) -> tuple[Closed, list[str]] | None:
+        """The first answer to this result and the assignments leased with it; None when it
+        was never accepted. ResultConflict when the accepted result said something else."""
+        row = await self.row(scan_id, assignment_id)
+        if row is None:
+            return None
+        attempt, closed_at, status, available_at, fail_reason, nexts, outcome, accepted = row
+        if not is_replay(accepted, digest):
+            raise ResultConflict(Accepted(outcome, status, fail_reason, closed_at))
+        closed = replayed(
+            scan_id=scan_id, attempt=attempt, closed_at=closed_at, status=status,
+            available_at=available_at, fail_reason=fail_reason,
+        )  # fmt: skip
+        return closed, [a for a in (nexts or "").split(",") if a]
+
+
+async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) -> list[Row]:
+    """The scans of `assignments` this worker still holds under them, unexpired."""
+    # An assignment id ends with its scan's id (leasing.py mints them).
+    wanted = {int(a.rpartition("-")[2]): a for a in assignments}
+    if not wanted:
+        return []
+    params = {"ids": orjson.dumps(sorted(wanted)).decode(), "worker": worker.name}
+    rows = await tx.rows(LEASED_WITH, params)
+    return [
+        row for row in rows if wanted.get(scan_value(row, "id")) == scan_value(row, "assignment_id")
+    ]
