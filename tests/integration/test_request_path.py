@@ -10,7 +10,7 @@ functional core (`lifecycle/`, `contract/`, the injected clock), which a reader 
 own terms; what the committed transaction's events set off (`effects.py` and the
 subscribers it calls), which is the same for every write and walked in its own section; and
 the statements a step runs from a module of statements alone (`store/work/closing.py`, the
-history, cause and totals writes every close shares), read as SQL like the golden file."""
+history, cause and totals writes every close shares), read as SQL like the statements files."""
 
 from __future__ import annotations
 

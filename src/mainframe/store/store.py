@@ -14,11 +14,12 @@ from mainframe.store.accounts.audit import AuditTrail
 from mainframe.store.accounts.authentication import Authentication, EndpointNames
 from mainframe.store.accounts.owners import Owners
 from mainframe.store.accounts.sessions import Sessions
-from mainframe.store.engine.database import Database, Sql
+from mainframe.store.engine.database import Database
 from mainframe.store.engine.errors import ReadOnly
 from mainframe.store.engine.pg_settings import host_writable, settings_found
 from mainframe.store.engine.planner_statistics import PlannerStatistics
 from mainframe.store.engine.postgres import PostgresDatabase
+from mainframe.store.engine.statements import statement
 from mainframe.store.hooks.deliveries import Deliveries
 from mainframe.store.hooks.hook_secrets import SecretBox
 from mainframe.store.hooks.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
@@ -37,7 +38,7 @@ from mainframe.store.work.leasing import LapseWatch, Leasing
 from mainframe.store.work.packages import Packages
 from mainframe.store.work.results import Results
 
-PING = Sql("ping", "SELECT 1")
+PING = statement("ping")
 
 
 @dataclass(frozen=True, slots=True)

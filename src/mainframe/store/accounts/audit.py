@@ -20,41 +20,17 @@ from mainframe.contract.vocabulary import ORIGINS as ORIGINS
 from mainframe.contract.vocabulary import Action as Action
 from mainframe.contract.vocabulary import Origin as Origin
 from mainframe.contract.vocabulary import requeued_detail
-from mainframe.store.engine.database import Database, Sql, Tx, value
+from mainframe.store.engine.database import Database, Tx, value
+from mainframe.store.engine.statements import statement
 
 # The keyset of the first page: older than every row.
 NEWEST = 2**63 - 1
 
 
-INSERT_REDRIVE = Sql(
-    "insert_redrive_audit",
-    """
-    INSERT INTO audit (owner_id, at, action, count, scan_ids, filter, origin, detail)
-    VALUES (:owner, mf_now(), 'redrive', 0, :scan_ids, :filter, :origin, :detail)
-    RETURNING id
-    """,
-)
-INSERT_ENTRY = Sql(
-    "insert_audit_entry",
-    """
-    INSERT INTO audit (owner_id, at, action, count, origin, endpoint, detail)
-    VALUES (:owner, mf_now(), :action, :count, :origin, :endpoint, :detail)
-    """,
-)
-# A redrive's row as its chunks so far requeued: how many, and the ids it names.
-SET_REQUEUED = Sql(
-    "set_audit_requeued",
-    "UPDATE audit SET count = :count, detail = :detail WHERE id = :audit",
-)
-# A walk of ix_audit_owner (owner_id, id) backwards from the keyset :before.
-AUDIT_ENTRIES = Sql(
-    "audit_entries",
-    """
-    SELECT id, at, action, count, scan_ids, filter, origin, endpoint, detail FROM audit
-    WHERE owner_id = :owner AND id < :before
-    ORDER BY id DESC LIMIT :limit
-    """,
-)
+INSERT_REDRIVE = statement("insert_redrive_audit")
+INSERT_ENTRY = statement("insert_audit_entry")
+SET_REQUEUED = statement("set_audit_requeued")
+AUDIT_ENTRIES = statement("audit_entries")
 
 
 @dataclass(frozen=True, slots=True)

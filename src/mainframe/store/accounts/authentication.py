@@ -19,33 +19,18 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from mainframe.store.engine.database import Database, Sql, Tx, first, value
+from mainframe.store.engine.database import Database, Tx, first, value
 from mainframe.store.engine.errors import Unauthorized
+from mainframe.store.engine.statements import statement
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
 COARSE_US = 10_000_000  # a credential's last use is as fresh as this, at best
 MAX_NOTED = 10_000  # digests noted between two flushes at most
 
-# One probe of the unique token_hash index and the endpoint's primary key.
-AUTHENTICATE = Sql(
-    "authenticate",
-    """
-    SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id,
-           endpoints.name, endpoints.revoked_at, tokens.id
-    FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
-    WHERE tokens.token_hash = :digest
-    """,
-)
-TOUCH = Sql(
-    "touch_token",
-    """
-    UPDATE tokens SET last_used_at = mf_now()
-    WHERE token_hash = :digest
-      AND (last_used_at IS NULL OR last_used_at <= mf_now() - :coarse)
-    """,
-)
+AUTHENTICATE = statement("authenticate")
+TOUCH = statement("touch_token")
 
-ENDPOINT_NAME = Sql("endpoint_name", "SELECT name FROM endpoints WHERE id = :endpoint")
+ENDPOINT_NAME = statement("endpoint_name")
 
 
 @dataclass(frozen=True, slots=True)

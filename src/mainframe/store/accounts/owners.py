@@ -14,8 +14,9 @@ from mainframe.contract.names import name_problem
 from mainframe.store.accounts import audit, totals
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import digest, issue_secret
-from mainframe.store.engine.database import Database, Row, Sql, Tx, first, value
+from mainframe.store.engine.database import Database, Row, Tx, first, value
 from mainframe.store.engine.errors import Conflict, Invalid, NotFound
+from mainframe.store.engine.statements import statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,91 +28,21 @@ class EndpointRecord:
     revoked_at: int | None
 
 
-OWNER_ID = Sql("owner_id", "SELECT id FROM owners WHERE name = :name")
-ANY_OWNER = Sql("any_owner", "SELECT id FROM owners LIMIT 1")
-INSERT_OWNER = Sql(
-    "insert_owner",
-    "INSERT INTO owners (name, created_at) VALUES (:name, mf_now()) RETURNING id",
-)
-ENDPOINT_BY_NAME = Sql(
-    "endpoint_by_name",
-    """
-    SELECT id, name, owner_id, open_intake, revoked_at, created_at
-    FROM endpoints WHERE name = :name
-    """,
-)
-ENDPOINT_BY_ID = Sql(
-    "endpoint_by_id",
-    """
-    SELECT id, name, owner_id, open_intake, revoked_at, created_at
-    FROM endpoints WHERE id = :endpoint
-    """,
-)
-OWNED_ENDPOINTS = Sql(
-    "owned_endpoints",
-    """
-    SELECT id, name, owner_id, open_intake, revoked_at, created_at
-    FROM endpoints WHERE owner_id = :owner ORDER BY name
-    """,
-)
-INSERT_ENDPOINT = Sql(
-    "insert_endpoint",
-    """
-    INSERT INTO endpoints (name, owner_id, open_intake, created_at)
-    VALUES (:name, :owner, :open_intake, mf_now())
-    RETURNING id, name, owner_id, open_intake, revoked_at, created_at
-    """,
-)
-INSERT_TOKEN = Sql(
-    "insert_token",
-    """
-    INSERT INTO tokens (token_hash, role, owner_id, endpoint_id, principal, created_at)
-    VALUES (:digest, :role, :owner, :endpoint, :principal, mf_now())
-    RETURNING id, principal, role, created_at, last_used_at
-    """,
-)
-ENDPOINT_TOKENS = Sql(
-    "endpoint_tokens",
-    """
-    SELECT id, principal, role, created_at, last_used_at FROM tokens
-    WHERE endpoint_id = :endpoint ORDER BY id
-    """,
-)
-DELETE_TOKEN = Sql(
-    "delete_token",
-    "DELETE FROM tokens WHERE id = :token AND endpoint_id = :endpoint RETURNING principal, role",
-)
-# Two credentials issued at once under one name would both find none taken on PostgreSQL;
-# the endpoint's row lock makes the second wait for the first (SQLite has one writer).
-LOCK_ENDPOINT = Sql(
-    "lock_endpoint_for_token",
-    "SELECT id FROM endpoints WHERE id = :endpoint",
-    "SELECT id FROM endpoints WHERE id = :endpoint FOR UPDATE",
-)
-# An owner's own tokens have no endpoint: they sit under NULL in the endpoint index.
-DELETE_OWNER_TOKENS = Sql(
-    "delete_owner_tokens",
-    """
-    DELETE FROM tokens
-    WHERE endpoint_id IS NULL AND owner_id = :owner AND role = 'owner'
-    RETURNING id
-    """,
-)
-# A rotated token may have signed a browser in: its live sessions end with it, through the
-# expiry index (the sign-in page then says the session ended).
-END_OWNER_SESSIONS = Sql(
-    "end_owner_sessions",
-    """
-    UPDATE board_sessions SET expires_at = mf_now()
-    WHERE expires_at > mf_now() AND owner_id = :owner
-    """,
-)
-# Up to two names: enough to tell "the only owner" from "several".
-OWNER_NAMES = Sql("owner_names", "SELECT name FROM owners ORDER BY name LIMIT :limit")
-TOKEN_NAMED = Sql(
-    "token_named",
-    "SELECT id FROM tokens WHERE endpoint_id = :endpoint AND principal = :principal LIMIT 1",
-)
+OWNER_ID = statement("owner_id")
+ANY_OWNER = statement("any_owner")
+INSERT_OWNER = statement("insert_owner")
+ENDPOINT_BY_NAME = statement("endpoint_by_name")
+ENDPOINT_BY_ID = statement("endpoint_by_id")
+OWNED_ENDPOINTS = statement("owned_endpoints")
+INSERT_ENDPOINT = statement("insert_endpoint")
+INSERT_TOKEN = statement("insert_token")
+ENDPOINT_TOKENS = statement("endpoint_tokens")
+DELETE_TOKEN = statement("delete_token")
+LOCK_ENDPOINT = statement("lock_endpoint_for_token")
+DELETE_OWNER_TOKENS = statement("delete_owner_tokens")
+END_OWNER_SESSIONS = statement("end_owner_sessions")
+OWNER_NAMES = statement("owner_names")
+TOKEN_NAMED = statement("token_named")
 
 
 @dataclass(frozen=True, slots=True)

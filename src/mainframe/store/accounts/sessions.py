@@ -28,43 +28,18 @@ from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import authenticate, digest
-from mainframe.store.engine.database import Database, Sql, first, value
+from mainframe.store.engine.database import Database, first, value
+from mainframe.store.engine.statements import statement
 
 # How long the browser keeps the cookie after its session ended, so a browser back the next
 # morning presents it and is told the session ended: the default retention of ended sessions.
 ENDED_KEPT_US = round(BOARD_SESSION_DAYS * DAY_US)
 
-INSERT_SESSION = Sql(
-    "insert_session",
-    """
-    INSERT INTO board_sessions (session_hash, owner_id, csrf, created_at, expires_at)
-    VALUES (:session, :owner, :csrf, mf_now(), mf_now() + :lifetime)
-    RETURNING expires_at
-    """,
-)
-# Ended sessions too (`live` false): the sign-in page says why the operator is there.
-FIND_SESSION = Sql(
-    "find_session",
-    """
-    SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at,
-           board_sessions.flash, board_sessions.expires_at > mf_now()
-    FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
-    WHERE board_sessions.session_hash = :session
-    """,
-)
-DELETE_SESSION = Sql("delete_session", "DELETE FROM board_sessions WHERE session_hash = :session")
-SET_FLASH = Sql(
-    "set_session_flash",
-    """
-    UPDATE board_sessions SET flash = :flash
-    WHERE session_hash = :session AND expires_at > mf_now()
-    """,
-)
-# Clears the flash only if it is still the one read: whoever clears it is the one to show it.
-TAKE_FLASH = Sql(
-    "take_session_flash",
-    "UPDATE board_sessions SET flash = NULL WHERE session_hash = :session AND flash = :flash",
-)
+INSERT_SESSION = statement("insert_session")
+FIND_SESSION = statement("find_session")
+DELETE_SESSION = statement("delete_session")
+SET_FLASH = statement("set_session_flash")
+TAKE_FLASH = statement("take_session_flash")
 
 
 @dataclass(frozen=True, slots=True)

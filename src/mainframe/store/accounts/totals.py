@@ -6,20 +6,12 @@ pruned or not; the owner's overview subtracts what was pruned (store/operator/ov
 from __future__ import annotations
 
 from mainframe.lifecycle.outcomes import SHARDS
-from mainframe.store.engine.database import Sql, Tx
+from mainframe.store.engine.database import Tx
+from mainframe.store.engine.statements import statement
 
 OUTCOMES = ("finished", "failed", "dead_lettered")
-INSERT_ZERO = Sql(
-    "insert_zero_total",
-    """
-    INSERT INTO scan_totals (endpoint_id, outcome, shard, count)
-    VALUES (:endpoint, :outcome, :shard, 0)
-    """,
-)
-TOTALS = Sql(
-    "outcome_totals",
-    "SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome",
-)
+INSERT_ZERO = statement("insert_zero_total")
+TOTALS = statement("outcome_totals")
 
 
 async def create_rows(tx: Tx, endpoint_id: int) -> None:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from mainframe.store.engine.database import Sql, Tx, value
+from mainframe.store.engine.database import Tx, value
+from mainframe.store.engine.statements import statement
 
 # What the store's statements rely on, in the units pg_settings reports. A transaction left
 # idle (none of ours waits between statements) is ended within 30 s. JIT compiling a hot CTE
@@ -35,36 +36,9 @@ KEEPALIVES = {
 }
 APPLICATION_NAME = "mainframe"
 
-# The relied-on settings as this session has them.
-SETTINGS_IN_FORCE = Sql(
-    "settings_in_force",
-    "-- PostgreSQL only: SQLite has no session settings.",
-    """
-    SELECT name, setting FROM pg_settings
-    WHERE name IN (SELECT jsonb_object_keys(CAST(:names AS jsonb)))
-    """,
-)
-# Whether this host takes writes: a standby is in recovery; a primary may be set read-only.
-HOST_WRITABLE = Sql(
-    "host_writable",
-    "-- PostgreSQL only: a SQLite file is writable or the server does not start.",
-    """
-    SELECT NOT pg_is_in_recovery()
-           AND current_setting('default_transaction_read_only') = 'off'
-    """,
-)
-# The statements that make the settings the role's defaults in this database, built by the
-# database itself so names and values are quoted as it quotes them (run by db upgrade).
-ROLE_DEFAULTS = Sql(
-    "role_defaults",
-    "-- PostgreSQL only: SQLite has no roles.",
-    """
-    SELECT format('ALTER ROLE CURRENT_USER IN DATABASE %I SET %I = %L',
-                  current_database(), setting.key, setting.value)
-    FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting
-    ORDER BY setting.key
-    """,
-)
+SETTINGS_IN_FORCE = statement("settings_in_force")
+HOST_WRITABLE = statement("host_writable")
+ROLE_DEFAULTS = statement("role_defaults")
 
 
 @dataclass(frozen=True, slots=True)

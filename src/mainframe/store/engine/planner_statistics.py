@@ -8,25 +8,16 @@ statistics (tests/integration/test_plans.py plans it with and without)."""
 
 from __future__ import annotations
 
-from mainframe.store.engine.database import Database, Sql
+from mainframe.store.engine.database import Database
+from mainframe.store.engine.statements import statement
 
 # How much of a table may change before its statistics are taken again.
 CHANGED_SHARE = 0.1
 CHANGED_AT_LEAST = 1_000
 
-STALE_TABLES = Sql(
-    "stale_tables",
-    "-- PostgreSQL only: SQLite's plans do not follow statistics.",
-    """
-    SELECT relname FROM pg_stat_user_tables
-    WHERE relname IN ('scans', 'attempts')
-      AND n_mod_since_analyze >= GREATEST(:at_least, :share * n_live_tup)
-    ORDER BY relname
-    """,
-)
-# SKIP_LOCKED: when another server process is analysing the table, this one need not.
-ANALYZE_SCANS = Sql("analyze_scans", "-- PostgreSQL only.", "ANALYZE (SKIP_LOCKED) scans")
-ANALYZE_ATTEMPTS = Sql("analyze_attempts", "-- PostgreSQL only.", "ANALYZE (SKIP_LOCKED) attempts")
+STALE_TABLES = statement("stale_tables")
+ANALYZE_SCANS = statement("analyze_scans")
+ANALYZE_ATTEMPTS = statement("analyze_attempts")
 ANALYZE = {"scans": ANALYZE_SCANS, "attempts": ANALYZE_ATTEMPTS}
 
 

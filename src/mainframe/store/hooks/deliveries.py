@@ -6,32 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mainframe.store.engine.database import Database, Sql, first, value
+from mainframe.store.engine.database import Database, first, value
+from mainframe.store.engine.statements import statement
 
 MINUTE_US = 60_000_000
 
-# One statement: a bump then an insert would race on PostgreSQL, where two attempts opening a
-# minute at once both find no row and the second insert fails on the primary key.
-RECORD_MINUTE = Sql(
-    "record_delivery_minute",
-    """
-    INSERT INTO delivery_counts (endpoint_id, minute_us, attempts, failures)
-    VALUES (:endpoint, mf_now() - mf_now() % 60000000, :attempts, :failures)
-    ON CONFLICT (endpoint_id, minute_us) DO UPDATE
-    SET attempts = delivery_counts.attempts + excluded.attempts,
-        failures = delivery_counts.failures + excluded.failures
-    """,
-)
-WINDOW_TOTALS = Sql(
-    "delivery_window_totals",
-    """
-    SELECT SUM(delivery_counts.attempts), SUM(delivery_counts.failures)
-    FROM delivery_counts JOIN endpoints ON endpoints.id = delivery_counts.endpoint_id
-    WHERE endpoints.owner_id = :owner
-      AND delivery_counts.minute_us >= :start AND delivery_counts.minute_us < :end
-    """,
-)
-NOW = Sql("delivery_clock", "SELECT mf_now()")
+RECORD_MINUTE = statement("record_delivery_minute")
+WINDOW_TOTALS = statement("delivery_window_totals")
+NOW = statement("delivery_clock")
 
 
 @dataclass(frozen=True, slots=True)

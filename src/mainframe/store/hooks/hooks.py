@@ -12,8 +12,9 @@ from typing import NamedTuple
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import EndpointRecord, endpoint_by_name
-from mainframe.store.engine.database import Database, Row, Sql, Tx, first, value
+from mainframe.store.engine.database import Database, Row, Tx, first, value
 from mainframe.store.engine.errors import Conflict, NotFound
+from mainframe.store.engine.statements import statement
 from mainframe.store.hooks.deliveries import Deliveries
 from mainframe.store.hooks.hook_secrets import SecretBox
 
@@ -22,89 +23,17 @@ DEFAULT_ROTATION_GRACE_US = 86_400_000_000  # the previous secret signs for a da
 CONSECUTIVE_FAILURES = "consecutive_failures"  # disabled_reason after too many failures
 SECRET_UNREADABLE = "secret_unreadable"  # disabled_reason when no key opens the secret
 
-# Whether the endpoint is revoked, read under a lock of its row on PostgreSQL: two creations
-# at once then count each other's hooks (the cap holds), and a revocation cannot slip between
-# the check and the insert. SQLite's BEGIN IMMEDIATE already admits one writer at a time.
-LOCK_ENDPOINT = Sql(
-    "lock_hook_endpoint",
-    "SELECT revoked_at FROM endpoints WHERE id = :endpoint",
-    "SELECT revoked_at FROM endpoints WHERE id = :endpoint FOR UPDATE",
-)
-COUNT_HOOKS = Sql("count_hooks", "SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint")
-INSERT_HOOK = Sql(
-    "insert_hook",
-    """
-    INSERT INTO hooks (endpoint_id, url, queue, rate_per_minute, enabled, secret,
-                       consecutive_failures, created_at)
-    VALUES (:endpoint, :url, :queue, :rate, TRUE, :secret, 0, mf_now())
-    RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
-              created_at, consecutive_failures, last_delivery_at
-    """,
-)
-LIST_HOOKS = Sql(
-    "list_hooks",
-    """
-    SELECT id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason, created_at,
-           consecutive_failures, last_delivery_at
-    FROM hooks WHERE endpoint_id = :endpoint ORDER BY id
-    """,
-)
-DELETE_HOOK = Sql(
-    "delete_hook", "DELETE FROM hooks WHERE id = :hook AND endpoint_id = :endpoint RETURNING url"
-)
-# The old token moves as it is: rotating never needs to read the old secret, so a hook whose
-# secret no key can open is rotated like any other (its unreadable token never co-signs).
-ROTATE_HOOK = Sql(
-    "rotate_hook",
-    """
-    UPDATE hooks SET previous_secret = secret, previous_valid_until = mf_now() + :grace,
-        secret = :secret
-    WHERE id = :hook AND endpoint_id = :endpoint
-    RETURNING previous_valid_until, url
-    """,
-)
-ENABLE_HOOK = Sql(
-    "enable_hook",
-    """
-    UPDATE hooks SET enabled = TRUE, disabled_reason = NULL, consecutive_failures = 0
-    WHERE id = :hook AND endpoint_id = :endpoint
-    RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason,
-              created_at, consecutive_failures, last_delivery_at
-    """,
-)
-# The dispatcher's read (ix_hooks_endpoint). The previous secret comes back only while its
-# rotation grace lasts by the database's clock, so every process stops co-signing together.
-TARGETS = Sql(
-    "hook_targets",
-    """
-    SELECT hooks.id, hooks.endpoint_id, hooks.url, hooks.queue, hooks.rate_per_minute,
-           hooks.secret,
-           CASE WHEN hooks.previous_valid_until > mf_now() THEN hooks.previous_secret END
-    FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
-    WHERE hooks.endpoint_id = :endpoint AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
-    ORDER BY hooks.id
-    """,
-)
-NOTE_DELIVERED = Sql(
-    "note_hook_delivered",
-    """
-    UPDATE hooks SET consecutive_failures = 0, last_delivery_at = mf_now()
-    WHERE id = :hook
-    """,
-)
-NOTE_FAILED = Sql(
-    "note_hook_failed",
-    "UPDATE hooks SET consecutive_failures = consecutive_failures + 1 WHERE id = :hook",
-)
-# Changes a row only when the hook is still enabled, so exactly one caller learns that it
-# disabled the hook (and counts it).
-DISABLE_HOOK = Sql(
-    "disable_hook",
-    """
-    UPDATE hooks SET enabled = FALSE, disabled_reason = :reason
-    WHERE id = :hook AND enabled = TRUE AND consecutive_failures >= :at_least
-    """,
-)
+LOCK_ENDPOINT = statement("lock_hook_endpoint")
+COUNT_HOOKS = statement("count_hooks")
+INSERT_HOOK = statement("insert_hook")
+LIST_HOOKS = statement("list_hooks")
+DELETE_HOOK = statement("delete_hook")
+ROTATE_HOOK = statement("rotate_hook")
+ENABLE_HOOK = statement("enable_hook")
+TARGETS = statement("hook_targets")
+NOTE_DELIVERED = statement("note_hook_delivered")
+NOTE_FAILED = statement("note_hook_failed")
+DISABLE_HOOK = statement("disable_hook")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,9 @@ from mainframe.lifecycle.events import (
 )
 from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Sql, Tx, value
+from mainframe.store.engine.database import Database, Tx, value
 from mainframe.store.engine.errors import NotFound
+from mainframe.store.engine.statements import statement
 from mainframe.store.operator.overview import NOW
 
 MINUTE_US = 60_000_000
@@ -37,56 +38,11 @@ MAX_NOTED = 10_000  # (endpoint, worker) pairs noted between two flushes at most
 _LAPSES = frozenset({AttemptOutcome.LEASE_EXPIRED.value, AttemptOutcome.INTERRUPT_EXPIRED.value})
 _LAPSE_REASONS = frozenset({DeadLetterReason.LEASE_EXPIRED, DeadLetterReason.INTERRUPT_EXPIRED})
 
-ADD = Sql(
-    "add_activity",
-    """
-    INSERT INTO activity (endpoint_id, worker, span, at_us, finished, failed, dead_lettered,
-                          attempt_failures, lapsed)
-    VALUES (:endpoint, :worker, :span, mf_now() - mf_now() % :span_us, :finished, :failed,
-            :dead_lettered, :attempt_failures, :lapsed)
-    ON CONFLICT (endpoint_id, worker, span, at_us) DO UPDATE SET
-        finished = activity.finished + excluded.finished,
-        failed = activity.failed + excluded.failed,
-        dead_lettered = activity.dead_lettered + excluded.dead_lettered,
-        attempt_failures = activity.attempt_failures + excluded.attempt_failures,
-        lapsed = activity.lapsed + excluded.lapsed
-    """,
-)
-# Rows of a span past what the charts show, oldest first (ix_activity_at).
-PRUNE = Sql(
-    "prune_activity",
-    "DELETE FROM activity WHERE span = :span AND at_us < mf_now() - :kept",
-)
-# The owner's counts per bar of a span since :since, every endpoint and worker summed.
-CHART = Sql(
-    "activity_chart",
-    """
-    SELECT activity.at_us, SUM(activity.finished), SUM(activity.failed),
-           SUM(activity.dead_lettered)
-    FROM activity JOIN endpoints ON endpoints.id = activity.endpoint_id
-    WHERE endpoints.owner_id = :owner AND activity.span = :span AND activity.at_us >= :since
-    GROUP BY activity.at_us
-    """,
-)
-# One endpoint's workers over the last hour, by minute rows.
-WORKERS_LAST_HOUR = Sql(
-    "workers_last_hour",
-    """
-    SELECT worker, SUM(finished), SUM(attempt_failures), SUM(lapsed)
-    FROM activity
-    WHERE endpoint_id = :endpoint AND span = 'minute' AND at_us >= mf_now() - 3600000000
-    GROUP BY worker
-    """,
-)
-# The leases each worker of the endpoint holds now (live or lapsed, not yet reaped).
-LEASES_HELD = Sql(
-    "leases_held",
-    """
-    SELECT worker, count(*) FROM scans
-    WHERE endpoint_id = :endpoint AND status = 'PENDING'
-    GROUP BY worker
-    """,
-)
+ADD = statement("add_activity")
+PRUNE = statement("prune_activity")
+CHART = statement("activity_chart")
+WORKERS_LAST_HOUR = statement("workers_last_hour")
+LEASES_HELD = statement("leases_held")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,136 +11,16 @@ from dataclasses import dataclass
 import orjson
 
 from mainframe.lifecycle.causes import Cause
-from mainframe.store.engine.database import Database, Row, Sql, Tx, value
+from mainframe.store.engine.database import Database, Row, Tx, value
+from mainframe.store.engine.statements import statement
 from mainframe.store.operator.overview import NOW
 
-# A cause's dead letters now, over the owner's endpoints (or one), and of them those on
-# endpoints not revoked (what a redrive of the cause requeues): the kept counts.
-DEAD_LETTERS_OF_CAUSE = Sql(
-    "dead_letters_of_cause",
-    """
-    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
-           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                             THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
-    FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
-    WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
-      AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-    """,
-    """
-    SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
-           COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                             THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
-    FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
-    WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
-      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-    """,
-)
-# One page of causes with dead letters now, newest last seen first, strictly after the
-# keyset (:after_seen, :after_cause): the owner's endpoints' rows of dead_letter_causes (one
-# per endpoint and cause with dead letters, whatever the scans table holds), summed per cause.
-CAUSES_PAGE = Sql(
-    "causes_page",
-    """
-    SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
-           counted.last_seen_at, counted.example_scan_id
-    FROM (
-        SELECT dead_letter_causes.cause, SUM(dead_letter_causes.dead_letters) AS dead_letters,
-               MIN(dead_letter_causes.first_seen_at) AS first_seen_at,
-               MAX(dead_letter_causes.last_seen_at) AS last_seen_at,
-               MAX(dead_letter_causes.example_scan_id) AS example_scan_id
-        FROM dead_letter_causes JOIN endpoints
-            ON endpoints.id = dead_letter_causes.endpoint_id
-        WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-        GROUP BY dead_letter_causes.cause
-    ) AS counted JOIN causes ON causes.cause = counted.cause
-    WHERE (counted.last_seen_at, counted.cause) < (:after_seen, :after_cause)
-    ORDER BY counted.last_seen_at DESC, counted.cause DESC
-    LIMIT :limit
-    """,
-    """
-    SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
-           counted.last_seen_at, counted.example_scan_id
-    FROM (
-        SELECT dead_letter_causes.cause, SUM(dead_letter_causes.dead_letters) AS dead_letters,
-               MIN(dead_letter_causes.first_seen_at) AS first_seen_at,
-               MAX(dead_letter_causes.last_seen_at) AS last_seen_at,
-               MAX(dead_letter_causes.example_scan_id) AS example_scan_id
-        FROM dead_letter_causes JOIN endpoints
-            ON endpoints.id = dead_letter_causes.endpoint_id
-        WHERE endpoints.owner_id = :owner
-          AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-        GROUP BY dead_letter_causes.cause
-    ) AS counted JOIN causes ON causes.cause = counted.cause
-    WHERE (counted.last_seen_at, counted.cause) < (:after_seen, :after_cause)
-    ORDER BY counted.last_seen_at DESC, counted.cause DESC
-    LIMIT :limit
-    """,
-)
-# The queues, kinds and workers the page's causes hit (a JSON list of keys), each on its
-# endpoint (two endpoints' `default` queues are two facets), most hits first.
-CAUSE_FACETS = Sql(
-    "cause_facets",
-    """
-    SELECT cause_facets.cause, cause_facets.facet, endpoints.name, cause_facets.value,
-           cause_facets.hits
-    FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
-    WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND cause_facets.cause IN (SELECT value FROM json_each(:causes))
-    ORDER BY cause_facets.hits DESC, endpoints.name, cause_facets.value
-    """,
-    """
-    SELECT cause_facets.cause, cause_facets.facet, endpoints.name, cause_facets.value,
-           cause_facets.hits
-    FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
-    WHERE endpoints.owner_id = :owner
-      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-      AND cause_facets.cause IN (SELECT jsonb_array_elements_text(CAST(:causes AS jsonb)))
-    ORDER BY cause_facets.hits DESC, endpoints.name, cause_facets.value
-    """,
-)
-# The page's causes' dead letters per hour since :since (the sparklines).
-CAUSE_HOURS = Sql(
-    "cause_hours",
-    """
-    SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
-    FROM cause_hours JOIN endpoints ON endpoints.id = cause_hours.endpoint_id
-    WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-      AND cause_hours.cause IN (SELECT value FROM json_each(:causes))
-      AND cause_hours.hour_us >= :since
-    GROUP BY cause_hours.cause, cause_hours.hour_us
-    """,
-    """
-    SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
-    FROM cause_hours JOIN endpoints ON endpoints.id = cause_hours.endpoint_id
-    WHERE endpoints.owner_id = :owner
-      AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
-      AND cause_hours.cause IN (SELECT jsonb_array_elements_text(CAST(:causes AS jsonb)))
-      AND cause_hours.hour_us >= :since
-    GROUP BY cause_hours.cause, cause_hours.hour_us
-    """,
-)
-# A cause's pattern, by its key.
-CAUSE_PATTERN = Sql("cause_pattern", "SELECT pattern FROM causes WHERE cause = :cause")
-# The causes of the owner's dead letters among :ids (a JSON list), each found by key.
-CAUSES_OF_SCANS = Sql(
-    "causes_of_scans",
-    """
-    SELECT scans.id, causes.cause, causes.pattern, causes.grouping_version
-    FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    JOIN causes ON causes.cause = scans.cause
-    WHERE scans.id IN (SELECT value FROM json_each(:ids)) AND endpoints.owner_id = :owner
-    """,
-    """
-    SELECT scans.id, causes.cause, causes.pattern, causes.grouping_version
-    FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    JOIN causes ON causes.cause = scans.cause
-    WHERE scans.id = ANY(ARRAY(
-        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    )) AND endpoints.owner_id = :owner
-    """,
-)
+DEAD_LETTERS_OF_CAUSE = statement("dead_letters_of_cause")
+CAUSES_PAGE = statement("causes_page")
+CAUSE_FACETS = statement("cause_facets")
+CAUSE_HOURS = statement("cause_hours")
+CAUSE_PATTERN = statement("cause_pattern")
+CAUSES_OF_SCANS = statement("causes_of_scans")
 # The newest keyset: every cause comes after it.
 NEWEST = (2**63 - 1, "~")
 HOUR_US = 3_600_000_000

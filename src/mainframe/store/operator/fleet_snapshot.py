@@ -11,86 +11,13 @@ from dataclasses import dataclass
 
 from mainframe.lifecycle.rules import QueueState
 from mainframe.store.accounts import totals
-from mainframe.store.engine.database import Sql, Tx, first, value
+from mainframe.store.engine.database import Tx, first, value
+from mainframe.store.engine.statements import statement
 
-# The SQL twin of lifecycle.rules.queue_state for QUEUED rows (tests hold them equal), in one
-# statement so that its counts are of one moment: every QUEUED scan by due time, and the
-# parked ones (available_at NULL), through ix_scans_queued; then the paused queues' unparked
-# ones (a retry or a lapse sent them back after the pause, or the pause has not parked them
-# yet) by due time, per paused queue from its endpoint's unparked part of
-# ix_scans_queued (the parked rows sort apart, NULL), each row's queue read from the table.
-# Nothing more when no queue is paused; never a paused queue's parked backlog. On PostgreSQL
-# the LATERAL keeps that walk per paused queue: a generic plan would rather hash every
-# endpoint's unparked backlog.
-QUEUED_STATES = Sql(
-    "queued_states",
-    """
-    SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
-    FROM (
-        SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
-               AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
-        FROM scans WHERE status = 'QUEUED'
-    ) AS queued CROSS JOIN (
-        SELECT count(*) AS unparked,
-               SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
-        FROM paused_queues CROSS JOIN scans
-        WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-          AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-    ) AS held
-    """,
-    """
-    SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
-    FROM (
-        SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
-               AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
-        FROM scans WHERE status = 'QUEUED'
-    ) AS queued CROSS JOIN (
-        SELECT SUM(one.unparked) AS unparked, SUM(one.waiting) AS waiting
-        FROM paused_queues CROSS JOIN LATERAL (
-            SELECT count(*) AS unparked,
-                   SUM(CASE WHEN scans.available_at > mf_now() THEN 1 ELSE 0 END) AS waiting
-            FROM scans
-            WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-              AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-        ) AS one
-    ) AS held
-    """,
-)
-# The SQL twin of lifecycle.rules.queue_state for PENDING rows.
-PENDING_STATES = Sql(
-    "pending_states",
-    """
-    SELECT count(*),
-           SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < :max_attempts
-                    THEN 1 ELSE 0 END),
-           SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count >= :max_attempts
-                    THEN 1 ELSE 0 END)
-    FROM scans WHERE status = 'PENDING'
-    """,
-)
-QUARANTINED_COUNT = Sql(
-    "quarantined_count", "SELECT count(*) FROM scans WHERE status = 'QUARANTINED'"
-)
-# The oldest scan a poll could lease: per endpoint, the first due row of ix_scans_queued
-# outside the endpoint's paused queues. The walk starts after the parked rows (NULL, never
-# due) and steps over only the unparked due scans of paused queues ahead of it, as a poll's
-# own walk does; each row's queue is read from the table.
-OLDEST_DUE = Sql(
-    "oldest_due",
-    """
-    SELECT MIN(head.available_at) FROM (
-        SELECT (SELECT scans.available_at FROM scans
-                WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
-                  AND scans.available_at <= mf_now()
-                  AND scans.queue NOT IN (
-                      SELECT paused_queues.queue FROM paused_queues
-                      WHERE paused_queues.endpoint_id = endpoints.id
-                  )
-                ORDER BY scans.available_at, scans.id LIMIT 1) AS available_at
-        FROM endpoints
-    ) AS head
-    """,
-)
+QUEUED_STATES = statement("queued_states")
+PENDING_STATES = statement("pending_states")
+QUARANTINED_COUNT = statement("quarantined_count")
+OLDEST_DUE = statement("oldest_due")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,118 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mainframe.store.accounts import owners
-from mainframe.store.engine.database import Sql, Tx, value
+from mainframe.store.engine.database import Tx, value
+from mainframe.store.engine.statements import statement
 
 STATUSES = ("queued", "paused", "pending", "finished", "failed", "dead")
 
-# Each live status counted per endpoint with its partial index's literal predicate, the
-# QUEUED ones with how many are parked (available_at NULL) in the same walk; then, per
-# endpoint, its paused queues' unparked QUEUED scans (as fleet_snapshot.QUEUED_STATES counts
-# them: the endpoint's unparked part of ix_scans_queued per paused queue). One statement, so
-# the queued and paused depths it yields are of one moment.
-LIVE_COUNTS = Sql(
-    "live_counts",
-    """
-    SELECT scans.endpoint_id, 'queued', count(*),
-           SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
-    UNION ALL
-    SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
-    UNION ALL
-    SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
-    GROUP BY scans.endpoint_id
-    UNION ALL
-    SELECT paused_queues.endpoint_id, 'unparked', count(*), 0
-    FROM endpoints CROSS JOIN paused_queues CROSS JOIN scans
-    WHERE endpoints.owner_id = :owner AND paused_queues.endpoint_id = endpoints.id
-      AND scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-      AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-    GROUP BY paused_queues.endpoint_id
-    """,
-    """
-    SELECT scans.endpoint_id, 'queued', count(*),
-           SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
-    UNION ALL
-    SELECT scans.endpoint_id, 'pending', count(*), 0 FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE endpoints.owner_id = :owner AND scans.status = 'PENDING' GROUP BY scans.endpoint_id
-    UNION ALL
-    SELECT scans.endpoint_id, 'quarantined', count(*), 0 FROM scans
-    JOIN endpoints ON endpoints.id = scans.endpoint_id
-    WHERE endpoints.owner_id = :owner AND scans.status = 'QUARANTINED'
-    GROUP BY scans.endpoint_id
-    UNION ALL
-    SELECT paused_queues.endpoint_id, 'unparked', SUM(held.unparked), 0
-    FROM endpoints JOIN paused_queues ON paused_queues.endpoint_id = endpoints.id
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS unparked FROM scans
-        WHERE scans.endpoint_id = paused_queues.endpoint_id AND scans.status = 'QUEUED'
-          AND scans.available_at IS NOT NULL AND scans.queue = paused_queues.queue
-    ) AS held
-    WHERE endpoints.owner_id = :owner
-    GROUP BY paused_queues.endpoint_id
-    """,
-)
-# Each endpoint's finished and plainly failed scans now: the outcome totals (every scan that
-# ended so, for packages_scan_outcomes) less what retention pruned of them (pruned_scans,
-# store/operator/retention.py). One statement, so both are read at one instant; a few dozen rows per
-# endpoint through the two tables' primary keys.
-ENDED_NOW = Sql(
-    "ended_now",
-    """
-    SELECT ended.endpoint_id, ended.outcome, SUM(ended.n) FROM (
-        SELECT scan_totals.endpoint_id, scan_totals.outcome, scan_totals.count AS n
-        FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
-        WHERE endpoints.owner_id = :owner AND scan_totals.outcome IN ('finished', 'failed')
-        UNION ALL
-        SELECT pruned_scans.endpoint_id, pruned_scans.outcome, -pruned_scans.count
-        FROM pruned_scans JOIN endpoints ON endpoints.id = pruned_scans.endpoint_id
-        WHERE endpoints.owner_id = :owner AND pruned_scans.outcome IN ('finished', 'failed')
-    ) AS ended
-    GROUP BY ended.endpoint_id, ended.outcome
-    """,
-)
-# Each endpoint's dead letters now: the counts kept per endpoint and cause (migration 0017),
-# which a prune, a redrive and a second death move in their own transaction, as the listing's
-# unfiltered count reads them (store/operator/dead_letters.py::DEAD_LETTER_TOTAL).
-DEAD_LETTERS_NOW = Sql(
-    "dead_letters_now",
-    """
-    SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
-    FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
-    WHERE endpoints.owner_id = :owner
-    GROUP BY dead_letter_causes.endpoint_id
-    """,
-)
-# The oldest scan of the endpoint a poll could lease: ix_scans_queued (endpoint_id,
-# available_at, id) walked from its oldest due row, stepping over a paused queue's unparked
-# ones (fleet_snapshot.OLDEST_DUE for one endpoint).
-OLDEST_DUE_OF_ENDPOINT = Sql(
-    "oldest_due_of_endpoint",
-    """
-    SELECT available_at FROM scans
-    WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at <= mf_now()
-      AND queue NOT IN (SELECT queue FROM paused_queues WHERE endpoint_id = :endpoint)
-    ORDER BY available_at, id LIMIT 1
-    """,
-)
-HOOK_HEALTH = Sql(
-    "hook_health",
-    """
-    SELECT hooks.endpoint_id, hooks.id, hooks.url, hooks.queue, hooks.enabled,
-           hooks.disabled_reason, hooks.consecutive_failures, hooks.last_delivery_at
-    FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
-    WHERE endpoints.owner_id = :owner ORDER BY hooks.id
-    """,
-)
-NOW = Sql("now", "SELECT mf_now()")
+LIVE_COUNTS = statement("live_counts")
+ENDED_NOW = statement("ended_now")
+DEAD_LETTERS_NOW = statement("dead_letters_now")
+OLDEST_DUE_OF_ENDPOINT = statement("oldest_due_of_endpoint")
+HOOK_HEALTH = statement("hook_health")
+NOW = statement("now")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,80 +25,19 @@ from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, Sca
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Sql, Tx, first
+from mainframe.store.engine.database import Database, Tx, first
 from mainframe.store.engine.errors import Conflict, Invalid, NotFound
+from mainframe.store.engine.statements import statement
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each
 
-PAUSE = Sql(
-    "pause_queue",
-    """
-    INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by)
-    VALUES (:endpoint, :queue, mf_now(), :by)
-    ON CONFLICT (endpoint_id, queue) DO NOTHING
-    RETURNING paused_at
-    """,
-)
-RESUME = Sql(
-    "resume_queue",
-    "DELETE FROM paused_queues WHERE endpoint_id = :endpoint AND queue = :queue RETURNING 1",
-)
-PAUSED_OF_ENDPOINT = Sql(
-    "paused_queues_of_endpoint",
-    """
-    SELECT queue, paused_at, paused_by FROM paused_queues
-    WHERE endpoint_id = :endpoint ORDER BY queue
-    """,
-)
-# Every paused queue by endpoint name (the metrics' reconciliation): a few rows.
-ALL_PAUSED = Sql(
-    "all_paused_queues",
-    """
-    SELECT endpoints.name, paused_queues.queue
-    FROM paused_queues JOIN endpoints ON endpoints.id = paused_queues.endpoint_id
-    """,
-)
-# The next chunk of the queue's due-ordered scans after the keyset, parked. It walks the
-# endpoint's QUEUED scans in ix_scans_queued order from the keyset, so the whole pause reads
-# the endpoint's backlog once, however the queues interleave in it.
-PARK = Sql(
-    "park_queue",
-    """
-    UPDATE scans SET paused_due_at = available_at, available_at = NULL
-    WHERE id IN (
-        SELECT id FROM scans
-        WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at IS NOT NULL
-          AND (available_at, id) > (:after_at, :after_id) AND queue = :queue
-        ORDER BY available_at, id LIMIT :limit
-    )
-    RETURNING id, paused_due_at
-    """,
-)
-# The next chunk of the queue's parked scans by id (the NULL end of ix_scans_queued, ordered
-# as the index is, NULLs alike, so the walk needs no sort), given their due times back.
-UNPARK = Sql(
-    "unpark_queue",
-    """
-    UPDATE scans SET available_at = paused_due_at, paused_due_at = NULL
-    WHERE id IN (
-        SELECT id FROM scans
-        WHERE endpoint_id = :endpoint AND status = 'QUEUED' AND available_at IS NULL
-          AND id > :after_id AND queue = :queue
-        ORDER BY available_at, id LIMIT :limit
-    )
-    RETURNING id, endpoint_id, queue, name, version, kind, verified, source, created_at,
-              available_at
-    """,
-)
-# Whose endpoint it is (the CLI acts for the endpoint's owner): one row by the name's key.
-ENDPOINT_OWNER = Sql(
-    "endpoint_owner",
-    """
-    SELECT endpoints.owner_id, owners.name
-    FROM endpoints JOIN owners ON owners.id = endpoints.owner_id
-    WHERE endpoints.name = :endpoint
-    """,
-)
+PAUSE = statement("pause_queue")
+RESUME = statement("resume_queue")
+PAUSED_OF_ENDPOINT = statement("paused_queues_of_endpoint")
+ALL_PAUSED = statement("all_paused_queues")
+PARK = statement("park_queue")
+UNPARK = statement("unpark_queue")
+ENDPOINT_OWNER = statement("endpoint_owner")
 # Before every (available_at, id) keyset: no stamp or id is below -MAX_ID.
 FIRST_KEYSET = (-MAX_ID, 0)
 

@@ -20,7 +20,8 @@ from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
 from mainframe.lifecycle.outcomes import increments
 from mainframe.store.accounts import audit
-from mainframe.store.engine.database import Database, Sql, Tx
+from mainframe.store.engine.database import Database, Tx
+from mainframe.store.engine.statements import statement
 from mainframe.store.work.closing import BUMP
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
@@ -32,107 +33,9 @@ LIVE_DUPLICATE = "live_duplicate"
 
 Progress = Callable[[int, int], None]  # (done so far, total)
 
-# The chunk's scans of the owner's endpoints (the others are not found), by primary key:
-# CROSS JOIN keeps SQLite on the ids, never starting from the owner's endpoints, whose every
-# scan it would read. PostgreSQL plans it as any join and locks the rows in id order: a
-# second redrive of the same scans waits, then sees them requeued, and two overlapping
-# redrives never take their rows in opposite orders.
-CANDIDATES = Sql(
-    "redrive_candidates",
-    """
-    SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
-           scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
-           endpoints.revoked_at, scans.dead_lettered_at
-    FROM scans CROSS JOIN endpoints
-    WHERE scans.id IN (SELECT value FROM json_each(:ids))
-      AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
-    """,
-    """
-    SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
-           scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
-           endpoints.revoked_at, scans.dead_lettered_at
-    FROM scans CROSS JOIN endpoints
-    WHERE scans.id IN (
-        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    ) AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
-    ORDER BY scans.id FOR UPDATE OF scans
-    """,
-)
-# The chunk's scans whose key (endpoint, name, version, kind) has a live scan: one probe of
-# ux_scans_live_key each, its predicate written as the index declares it.
-LIVE_KEYS = Sql(
-    "redrive_live_keys",
-    """
-    SELECT dead.id FROM scans AS dead
-    JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
-        AND live.version = dead.version AND live.kind = dead.kind
-        AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    WHERE dead.id IN (SELECT value FROM json_each(:ids))
-    """,
-    """
-    SELECT dead.id FROM scans AS dead
-    JOIN scans AS live ON live.endpoint_id = dead.endpoint_id AND live.name = dead.name
-        AND live.version = dead.version AND live.kind = dead.kind
-        AND live.status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    WHERE dead.id IN (
-        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    )
-    """,
-)
-# The chunk's dead letters back in QUEUED with a fresh budget: due now, or parked as intake
-# parks them (available_at NULL, the due time in paused_due_at) when their queue is paused,
-# so that no poll's walk of ix_scans_queued steps over a large redrive into a paused queue.
-# PostgreSQL takes the paused queues of the chunk's endpoints FOR KEY SHARE (by key, from
-# the endpoints' ids read once): a resume's DELETE of one waits for this transaction, whose
-# parked scans its unparking then sees, or this statement waits for the resume's and finds
-# the queue no longer paused. Without the lock a scan could be parked just after a resume
-# had given its queue's due times back, to wait for a resume nobody would send.
-REQUEUE = Sql(
-    "redrive_requeue",
-    """
-    UPDATE scans SET status = 'QUEUED',
-        available_at = CASE WHEN EXISTS (
-            SELECT 1 FROM paused_queues AS paused
-            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
-        ) THEN NULL ELSE mf_now() END,
-        paused_due_at = CASE WHEN EXISTS (
-            SELECT 1 FROM paused_queues AS paused
-            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
-        ) THEN mf_now() END,
-        attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
-        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
-        finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
-        redriven_at = mf_now(), redrive_count = redrive_count + 1
-    WHERE id IN (SELECT value FROM json_each(:ids)) AND dead_lettered_at IS NOT NULL
-    RETURNING id, available_at
-    """,
-    """
-    WITH paused AS MATERIALIZED (
-        SELECT paused_queues.endpoint_id, paused_queues.queue FROM paused_queues
-        WHERE paused_queues.endpoint_id = ANY(ARRAY(
-            SELECT scans.endpoint_id FROM scans WHERE scans.id IN (
-                SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-            )
-        ))
-        FOR KEY SHARE
-    )
-    UPDATE scans SET status = 'QUEUED',
-        available_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
-            SELECT paused.endpoint_id, paused.queue FROM paused
-        ) THEN NULL ELSE mf_now() END,
-        paused_due_at = CASE WHEN (scans.endpoint_id, scans.queue) IN (
-            SELECT paused.endpoint_id, paused.queue FROM paused
-        ) THEN mf_now() END,
-        attempt_base = attempt_base + attempt_count, attempt_count = 0, assignment_id = NULL,
-        lease_expires_at = NULL, wait_reason = NULL, dead_lettered_at = NULL, cause = NULL,
-        finished_at = NULL, fail_reason = NULL, result = NULL, updated_at = mf_now(),
-        redriven_at = mf_now(), redrive_count = redrive_count + 1
-    WHERE id IN (
-        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    ) AND dead_lettered_at IS NOT NULL
-    RETURNING id, available_at
-    """,
-)
+CANDIDATES = statement("redrive_candidates")
+LIVE_KEYS = statement("redrive_live_keys")
+REQUEUE = statement("redrive_requeue")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,172 +21,24 @@ import orjson
 
 from mainframe.lifecycle.events import RowsPruned
 from mainframe.lifecycle.retention import PruneKind, RetentionPolicy, pruned_counts
-from mainframe.store.engine.database import Database, Sql, Tx, first
+from mainframe.store.engine.database import Database, Tx, first
+from mainframe.store.engine.statements import statement
 
-# Scans past their retention, oldest first, through the kind's partial index. PostgreSQL
-# locks them and skips those another transaction holds (a redrive, a second pruner).
-DUE_FINISHED = Sql(
-    "due_finished_scans",
-    """
-    SELECT id FROM scans
-    WHERE status = 'FINISHED' AND finished_at <= mf_now() - :kept
-    ORDER BY finished_at LIMIT :limit
-    """,
-    """
-    SELECT id FROM scans
-    WHERE status = 'FINISHED' AND finished_at <= mf_now() - :kept
-    ORDER BY finished_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-    """,
-)
-DUE_FAILED = Sql(
-    "due_failed_scans",
-    """
-    SELECT id FROM scans
-    WHERE status = 'FAILED' AND dead_lettered_at IS NULL AND finished_at <= mf_now() - :kept
-    ORDER BY finished_at LIMIT :limit
-    """,
-    """
-    SELECT id FROM scans
-    WHERE status = 'FAILED' AND dead_lettered_at IS NULL AND finished_at <= mf_now() - :kept
-    ORDER BY finished_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-    """,
-)
-# A dead letter is FAILED with dead_lettered_at set; a redrive clears it, so a redriven scan
-# is never found here.
-DUE_DEAD_LETTERS = Sql(
-    "due_dead_letters",
-    """
-    SELECT id FROM scans
-    WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
-      AND dead_lettered_at <= mf_now() - :kept
-    ORDER BY dead_lettered_at LIMIT :limit
-    """,
-    """
-    SELECT id FROM scans
-    WHERE status = 'FAILED' AND dead_lettered_at IS NOT NULL
-      AND dead_lettered_at <= mf_now() - :kept
-    ORDER BY dead_lettered_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-    """,
-)
-# The batch's attempts by the attempts' primary key (scan_id, seq), then its scans by theirs.
-PRUNE_ATTEMPTS = Sql(
-    "prune_attempts",
-    "DELETE FROM attempts WHERE scan_id IN (SELECT value FROM json_each(:ids))",
-    """
-    DELETE FROM attempts WHERE scan_id IN (
-        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    )
-    """,
-)
-# Each removed scan's endpoint, for the pruned counts.
-PRUNE_SCANS = Sql(
-    "prune_scans",
-    "DELETE FROM scans WHERE id IN (SELECT value FROM json_each(:ids)) RETURNING endpoint_id",
-    """
-    DELETE FROM scans WHERE id IN (
-        SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb))
-    ) RETURNING endpoint_id
-    """,
-)
-# What a batch removed, added to its endpoints' pruned counts (one row per endpoint and
-# outcome, made by the first prune that removes one).
-NOTE_PRUNED = Sql(
-    "note_pruned_scans",
-    """
-    INSERT INTO pruned_scans (endpoint_id, outcome, count) VALUES (:endpoint, :outcome, :n)
-    ON CONFLICT (endpoint_id, outcome) DO UPDATE SET count = pruned_scans.count + excluded.count
-    """,
-)
-# The other kinds have no children: one statement each, through ix_audit_at,
-# ix_delivery_counts_minute and ix_board_sessions_expires. PostgreSQL is handed the batch's
-# keys as an array (`= ANY(ARRAY(…))`), so it deletes them by key whatever its statistics
-# guess of the table, never by hashing all of it.
-PRUNE_AUDIT = Sql(
-    "prune_audit",
-    """
-    DELETE FROM audit WHERE id IN (
-        SELECT id FROM audit WHERE at <= mf_now() - :kept ORDER BY at LIMIT :limit
-    )
-    """,
-    """
-    DELETE FROM audit WHERE id = ANY(ARRAY(
-        SELECT id FROM audit WHERE at <= mf_now() - :kept ORDER BY at LIMIT :limit
-    ))
-    """,
-)
-# A minute ends 60 s after it starts (lifecycle.retention.delivery_minute_is_due). The
-# table's key is two columns: PostgreSQL finds the batch's rows by their ctid instead (a
-# row the dispatcher updated meanwhile has moved and waits for the next batch).
-PRUNE_DELIVERY_COUNTS = Sql(
-    "prune_delivery_counts",
-    """
-    DELETE FROM delivery_counts WHERE (endpoint_id, minute_us) IN (
-        SELECT endpoint_id, minute_us FROM delivery_counts
-        WHERE minute_us <= mf_now() - :kept - 60000000 ORDER BY minute_us LIMIT :limit
-    )
-    """,
-    """
-    DELETE FROM delivery_counts WHERE ctid = ANY(ARRAY(
-        SELECT ctid FROM delivery_counts
-        WHERE minute_us <= mf_now() - :kept - 60000000 ORDER BY minute_us LIMIT :limit
-    ))
-    """,
-)
-PRUNE_BOARD_SESSIONS = Sql(
-    "prune_board_sessions",
-    """
-    DELETE FROM board_sessions WHERE session_hash IN (
-        SELECT session_hash FROM board_sessions
-        WHERE expires_at <= mf_now() - :kept ORDER BY expires_at LIMIT :limit
-    )
-    """,
-    """
-    DELETE FROM board_sessions WHERE session_hash = ANY(ARRAY(
-        SELECT session_hash FROM board_sessions
-        WHERE expires_at <= mf_now() - :kept ORDER BY expires_at LIMIT :limit
-    ))
-    """,
-)
-# What a pass would remove, for `mainframe db prune --dry-run`: the due scans of a kind with
-# their attempts, and the due rows of each other kind, through the same indexes.
-COUNT_FINISHED = Sql(
-    "count_due_finished_scans",
-    """
-    SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
-    FROM scans
-    WHERE scans.status = 'FINISHED' AND scans.finished_at <= mf_now() - :kept
-    """,
-)
-COUNT_FAILED = Sql(
-    "count_due_failed_scans",
-    """
-    SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
-    FROM scans
-    WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NULL
-      AND scans.finished_at <= mf_now() - :kept
-    """,
-)
-COUNT_DEAD_LETTERS = Sql(
-    "count_due_dead_letters",
-    """
-    SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
-    FROM scans
-    WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
-      AND scans.dead_lettered_at <= mf_now() - :kept
-    """,
-)
-COUNT_AUDIT = Sql("count_due_audit", "SELECT count(*), 0 FROM audit WHERE at <= mf_now() - :kept")
-COUNT_DELIVERY_COUNTS = Sql(
-    "count_due_delivery_counts",
-    "SELECT count(*), 0 FROM delivery_counts WHERE minute_us <= mf_now() - :kept - 60000000",
-)
-COUNT_BOARD_SESSIONS = Sql(
-    "count_due_board_sessions",
-    "SELECT count(*), 0 FROM board_sessions WHERE expires_at <= mf_now() - :kept",
-)
+DUE_FINISHED = statement("due_finished_scans")
+DUE_FAILED = statement("due_failed_scans")
+DUE_DEAD_LETTERS = statement("due_dead_letters")
+PRUNE_ATTEMPTS = statement("prune_attempts")
+PRUNE_SCANS = statement("prune_scans")
+NOTE_PRUNED = statement("note_pruned_scans")
+PRUNE_AUDIT = statement("prune_audit")
+PRUNE_DELIVERY_COUNTS = statement("prune_delivery_counts")
+PRUNE_BOARD_SESSIONS = statement("prune_board_sessions")
+COUNT_FINISHED = statement("count_due_finished_scans")
+COUNT_FAILED = statement("count_due_failed_scans")
+COUNT_DEAD_LETTERS = statement("count_due_dead_letters")
+COUNT_AUDIT = statement("count_due_audit")
+COUNT_DELIVERY_COUNTS = statement("count_due_delivery_counts")
+COUNT_BOARD_SESSIONS = statement("count_due_board_sessions")
 
 DUE_SCANS = {
     PruneKind.FINISHED: DUE_FINISHED,

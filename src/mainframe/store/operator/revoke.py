@@ -11,47 +11,15 @@ from mainframe.lifecycle.rules import AttemptOutcome
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Sql, Tx
+from mainframe.store.engine.database import Database, Tx
 from mainframe.store.engine.errors import Conflict, NotFound
+from mainframe.store.engine.statements import statement
 from mainframe.store.work.closing import BUMP, NAME_CAUSE
 
-REVOKE_ENDPOINT = Sql(
-    "revoke_endpoint", "UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint"
-)
-# PostgreSQL: the live rows are locked first, so a result closing one of them meanwhile
-# either commits before (and the scan is no longer live) or waits for the cascade.
-LOCK_LIVE = Sql(
-    "lock_revoked_scans",
-    """
-    SELECT id FROM scans
-    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    """,
-    """
-    SELECT id FROM scans
-    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    ORDER BY id FOR UPDATE
-    """,
-)
-# The open attempt of every scan the endpoint's workers hold, closed by the revocation.
-CLOSE_HELD_ATTEMPTS = Sql(
-    "close_revoked_attempts",
-    """
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, summary, artifact, cause)
-    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
-           mf_now(), 'endpoint_revoked', NULL, NULL, :cause
-    FROM scans WHERE endpoint_id = :endpoint AND status = 'PENDING'
-    """,
-)
-DEAD_LETTER_LIVE = Sql(
-    "dead_letter_revoked",
-    """
-    UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
-        updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL,
-        fail_reason = 'endpoint_revoked', cause = :cause
-    WHERE endpoint_id = :endpoint AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    """,
-)
+REVOKE_ENDPOINT = statement("revoke_endpoint")
+LOCK_LIVE = statement("lock_revoked_scans")
+CLOSE_HELD_ATTEMPTS = statement("close_revoked_attempts")
+DEAD_LETTER_LIVE = statement("dead_letter_revoked")
 
 
 async def revoke_endpoint(tx: Tx, *, endpoint_id: int, endpoint: str) -> EndpointRevoked:

@@ -9,109 +9,14 @@ from collections.abc import Mapping
 
 from mainframe.store.accounts.authentication import worker_of
 from mainframe.store.engine.database import Database, Sql, first
+from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.leasing import Caller, LapseWatch
 from mainframe.store.work.refusals import refusal
 
-# A heartbeat during a wait leaves the wait's own deadline alone.
-HEARTBEAT = Sql(
-    "heartbeat",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET updated_at = mf_now(),
-        lease_expires_at = CASE WHEN wait_reason IS NULL THEN mf_now() + :timeout
-                                ELSE lease_expires_at END
-    WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-      AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
-      AND (:assignment IS NULL OR assignment_id = :assignment)
-    RETURNING lease_expires_at, endpoint_id
-    """,
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET updated_at = mf_now(),
-        lease_expires_at = CASE WHEN wait_reason IS NULL THEN mf_now() + :timeout
-                                ELSE lease_expires_at END
-    WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-      AND worker = (SELECT principal FROM who)
-      AND attempt_count = COALESCE(CAST(:attempt AS integer), 1)
-      AND (CAST(:assignment AS text) IS NULL OR assignment_id = :assignment)
-    RETURNING lease_expires_at, endpoint_id
-    """,
-)
-WAIT = Sql(
-    "wait",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
-        wait_reason = :reason
-    WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-      AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
-      AND (:assignment IS NULL OR assignment_id = :assignment)
-    RETURNING lease_expires_at, endpoint_id
-    """,
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
-        wait_reason = :reason
-    WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-      AND worker = (SELECT principal FROM who)
-      AND attempt_count = COALESCE(CAST(:attempt AS integer), 1)
-      AND (CAST(:assignment AS text) IS NULL OR assignment_id = :assignment)
-    RETURNING lease_expires_at, endpoint_id
-    """,
-)
-RESUME = Sql(
-    "resume",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
-        wait_reason = NULL
-    WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-      AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
-      AND (:assignment IS NULL OR assignment_id = :assignment)
-    RETURNING lease_expires_at, endpoint_id
-    """,
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
-        wait_reason = NULL
-    WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-      AND worker = (SELECT principal FROM who)
-      AND attempt_count = COALESCE(CAST(:attempt AS integer), 1)
-      AND (CAST(:assignment AS text) IS NULL OR assignment_id = :assignment)
-    RETURNING lease_expires_at, endpoint_id
-    """,
-)
+HEARTBEAT = statement("heartbeat")
+WAIT = statement("wait")
+RESUME = statement("resume")
 
 
 class Assignments:

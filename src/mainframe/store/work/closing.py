@@ -8,33 +8,8 @@ the close. PostgreSQL's COMPLETE writes all three for a worker's results itself.
 
 from __future__ import annotations
 
-from mainframe.store.engine.database import Sql
+from mainframe.store.engine.statements import statement
 
-INSERT_HISTORY = Sql(
-    "insert_attempt",
-    """
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, summary, artifact, settled_status, settled_available_at,
-                          settled_fail_reason, next_assignments, result_digest, cause)
-    VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
-            :summary, :artifact, :settled_status, :settled_available_at,
-            :settled_fail_reason, :next_assignments, :result_digest, :cause)
-    """,
-)
-BUMP = Sql(
-    "bump_totals",
-    """
-    UPDATE scan_totals SET count = count + :n
-    WHERE endpoint_id = :endpoint AND outcome = :outcome AND shard = :shard
-    """,
-)
-# A cause's pattern under its key, with the version of the rules that made it, the first
-# time any attempt fails of it.
-NAME_CAUSE = Sql(
-    "name_cause",
-    """
-    INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
-    VALUES (:cause, :pattern, mf_now(), :grouping_version)
-    ON CONFLICT (cause) DO NOTHING
-    """,
-)
+INSERT_HISTORY = statement("insert_attempt")
+BUMP = statement("bump_totals")
+NAME_CAUSE = statement("name_cause")

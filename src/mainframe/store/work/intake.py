@@ -16,137 +16,15 @@ from mainframe.lifecycle.scans import ScanRecord, scan_from_row, scan_value
 from mainframe.store.accounts import authentication, owners
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal
 from mainframe.store.accounts.owners import EndpointRecord
-from mainframe.store.engine.database import Database, Row, Sql, Tx, first
+from mainframe.store.engine.database import Database, Row, Tx, first
 from mainframe.store.engine.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
+from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
 
-# A source's token checked and its scan inserted in one statement (one round trip).
-SUBMIT_AS_SOURCE = Sql(
-    "submit_as_source",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'source'
-          AND endpoints.revoked_at IS NULL
-    )
-    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
-                       source, created_at, updated_at, available_at, attempt_count,
-                       attempt_base, redrive_count, paused_due_at)
-    SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
-           who.principal, mf_now(), mf_now(),
-           CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
-           CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
-    FROM who LEFT JOIN paused_queues AS paused
-        ON paused.endpoint_id = who.endpoint_id AND paused.queue = :queue
-    WHERE TRUE
-    ON CONFLICT (endpoint_id, name, version, kind)
-        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-)
-# A batch of scans (a JSON array of {queue, name, version, kind, payload}) for one endpoint,
-# in one statement; the ones whose live key exists are left out of RETURNING.
-INSERT_SCANS = Sql(
-    "insert_scans",
-    """
-    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
-                       source, created_at, updated_at, available_at, attempt_count,
-                       attempt_base, redrive_count, paused_due_at)
-    SELECT :endpoint, item.value ->> '$.queue', item.value ->> '$.name',
-           item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
-           :status, :verified, :source, mf_now(), mf_now(),
-           CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
-           CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
-    FROM json_each(:items) AS item
-    LEFT JOIN paused_queues AS paused
-        ON paused.endpoint_id = :endpoint AND paused.queue = item.value ->> '$.queue'
-    WHERE TRUE
-    ORDER BY item.key
-    ON CONFLICT (endpoint_id, name, version, kind)
-        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-    """
-    INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
-                       source, created_at, updated_at, available_at, attempt_count,
-                       attempt_base, redrive_count, paused_due_at)
-    SELECT :endpoint, item.queue, item.name, item.version, item.kind, item.payload,
-           CAST(:status AS varchar), :verified, :source, mf_now(), mf_now(),
-           CASE WHEN :status = 'QUEUED' AND paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
-           CASE WHEN :status = 'QUEUED' AND paused.queue IS NOT NULL THEN mf_now() END
-    FROM jsonb_to_recordset(CAST(:items AS jsonb))
-        AS item(queue text, name text, version text, kind text, payload text)
-    LEFT JOIN paused_queues AS paused
-        ON paused.endpoint_id = :endpoint AND paused.queue = item.queue
-    ON CONFLICT (endpoint_id, name, version, kind)
-        WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-)
-# The live scan of a key, through the partial unique index ux_scans_live_key.
-LIVE_SCAN = Sql(
-    "live_scan",
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-           attempt_base, available_at, redriven_at, redrive_count
-    FROM scans
-    WHERE endpoint_id = :endpoint AND name = :name AND version = :version AND kind = :kind
-      AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    """,
-)
-# A quarantined scan let into QUEUED: due now, or parked when its queue is paused. On
-# PostgreSQL the paused queue's row is taken FOR KEY SHARE, as a redrive takes it
-# (store/operator/redrive.py::REQUEUE says why): a resume lifting the pause meanwhile waits for this
-# transaction, or this statement for the resume's, so the scan is never left parked in a
-# queue no longer paused.
-PROMOTE = Sql(
-    "promote_from_quarantine",
-    """
-    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
-        available_at = CASE WHEN EXISTS (
-            SELECT 1 FROM paused_queues AS paused
-            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
-        ) THEN NULL ELSE mf_now() END,
-        paused_due_at = CASE WHEN EXISTS (
-            SELECT 1 FROM paused_queues AS paused
-            WHERE paused.endpoint_id = scans.endpoint_id AND paused.queue = scans.queue
-        ) THEN mf_now() END,
-        verified = :verified, source = COALESCE(:source, source)
-    WHERE id = :scan AND status = 'QUARANTINED'
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-    """
-    WITH paused AS MATERIALIZED (
-        SELECT queue FROM paused_queues
-        WHERE (endpoint_id, queue) = (SELECT endpoint_id, queue FROM scans WHERE id = :scan)
-        FOR KEY SHARE
-    )
-    UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
-        available_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN NULL ELSE mf_now() END,
-        paused_due_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN mf_now() END,
-        verified = :verified, source = COALESCE(:source, source)
-    WHERE id = :scan AND status = 'QUARANTINED'
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-)
+SUBMIT_AS_SOURCE = statement("submit_as_source")
+INSERT_SCANS = statement("insert_scans")
+LIVE_SCAN = statement("live_scan")
+PROMOTE = statement("promote_from_quarantine")
 # A live key can turn terminal between a refused insert and the read; retry that many times.
 RACE_RETRIES = 3
 

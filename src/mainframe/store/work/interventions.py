@@ -14,56 +14,15 @@ from mainframe.lifecycle.replay import OPERATOR_CLOSE
 from mainframe.lifecycle.reports import Report, history_row, plan, settlement_events
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
 from mainframe.lifecycle.scans import ScanRecord, scan_from_row
-from mainframe.store.engine.database import Database, Sql, Tx, first
+from mainframe.store.engine.database import Database, Tx, first
 from mainframe.store.engine.errors import Conflict, Stale
+from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
 
-# An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
-# assignment the operator saw.
-CLOSE_AS_OPERATOR = Sql(
-    "close_as_operator",
-    """
-    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
-        wait_reason = NULL, fail_reason = :fail_reason,
-        finished_at = CASE WHEN :terminal THEN mf_now() END,
-        dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
-        cause = CASE WHEN :dead THEN :cause END,
-        result = :result,
-        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
-    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
-      AND assignment_id = :assignment
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-    """
-    UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
-        wait_reason = NULL, fail_reason = :fail_reason,
-        finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,
-        dead_lettered_at = CASE WHEN CAST(:dead AS boolean) THEN mf_now() END,
-        cause = CASE WHEN CAST(:dead AS boolean) THEN CAST(:cause AS text) END,
-        result = :result,
-        available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + CAST(:delay AS bigint) END
-    WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
-      AND assignment_id = :assignment
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-)
-FAIL_UNLEASED = Sql(
-    "fail_unleased",
-    """
-    UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
-        updated_at = mf_now(), result = NULL, available_at = NULL
-    WHERE id = :scan AND status IN ('QUEUED', 'QUARANTINED')
-    RETURNING id
-    """,
-)
+CLOSE_AS_OPERATOR = statement("close_as_operator")
+FAIL_UNLEASED = statement("fail_unleased")
 
 
 class Interventions:

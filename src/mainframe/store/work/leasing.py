@@ -32,7 +32,8 @@ from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
 from mainframe.lifecycle.scans import Job, job_of, scan_from_row, scan_value
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal, worker_of
-from mainframe.store.engine.database import Database, Row, Sql, Tx
+from mainframe.store.engine.database import Database, Row, Tx
+from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.closing import BUMP, NAME_CAUSE
 
@@ -40,154 +41,12 @@ from mainframe.store.work.closing import BUMP, NAME_CAUSE
 # granted by other server processes are only seen by looking.
 PROBE_INTERVAL_US = 1_000_000
 
-# A retry goes to another worker for a while (the SQL twin of lifecycle.elsewhere.may_lease,
-# tests hold them equal): a due scan whose last attempt was this worker's is passed over until
-# :elsewhere after it fell due, while another worker of the endpoint used its token within
-# :asking. The cheap arms of the OR come first, so the probe of ix_tokens_endpoint runs only
-# for a row that is this worker's own failure, and the walk of ix_scans_queued passes over
-# only those.
-ELSEWHERE = """
-          AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
-               OR scans.available_at <= mf_now() - :elsewhere
-               OR NOT EXISTS (
-                   SELECT 1 FROM tokens AS other
-                   WHERE other.endpoint_id = (SELECT endpoint_id FROM who)
-                     AND other.role = 'worker'
-                     AND other.principal <> (SELECT principal FROM who)
-                     AND other.last_used_at > mf_now() - :asking
-               ))"""
-
-# The worker's token checked and up to :limit due scans of its endpoint leased, oldest first,
-# in one statement. The due scans are a walk of ix_scans_queued (endpoint_id, available_at,
-# id) WHERE status = 'QUEUED' that stops after :limit rows; the literal status is what lets
-# both planners prove the partial index (tests/integration/test_plans.py). On PostgreSQL the
-# leased rows are then found by key (`= ANY(ARRAY(...))`): a generic plan takes `LIMIT
-# :limit` for a tenth of the queue and would rather hash the whole table than probe the key.
-LEASE = Sql(
-    "lease",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    )
-    UPDATE scans SET status = 'PENDING', attempt_count = attempt_count + 1,
-        assignment_id = :prefix || id, worker = (SELECT principal FROM who),
-        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
-        updated_at = mf_now()
-    WHERE id IN (
-        SELECT id FROM scans
-        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
-          AND available_at <= mf_now()
-          AND queue NOT IN (
-              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-          )"""
-    + ELSEWHERE
-    + """
-        ORDER BY available_at, id LIMIT :limit
-    )
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    ), due AS (
-        SELECT id FROM scans
-        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND status = 'QUEUED'
-          AND available_at <= mf_now()
-          AND queue NOT IN (
-              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-          )"""
-    + ELSEWHERE
-    + """
-        ORDER BY available_at, id LIMIT :limit
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
-        assignment_id = :prefix || CAST(scans.id AS text), worker = (SELECT principal FROM who),
-        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
-        updated_at = mf_now()
-    FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
-    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-              scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-              scans.attempt_count, scans.assignment_id, scans.leased_at,
-              scans.lease_expires_at, scans.wait_reason, scans.created_at, scans.updated_at,
-              scans.finished_at, scans.dead_lettered_at, scans.fail_reason, scans.result,
-              scans.attempt_base, scans.available_at, scans.redriven_at, scans.redrive_count
-    """,
-)
-# Lapsed leases (and waits), oldest lapse first, with the clock they were judged by. One
-# endpoint's walk ix_scans_pending_lease (endpoint_id, lease_expires_at); every endpoint's
-# (the sweeper) walk ix_scans_lease_due (lease_expires_at); both WHERE status = 'PENDING'.
-LAPSED_OF_ENDPOINT = Sql(
-    "lapsed_of_endpoint",
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
-    FROM scans
-    WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
-    ORDER BY lease_expires_at LIMIT :limit
-    """,
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
-    FROM scans
-    WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
-    ORDER BY lease_expires_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-    """,
-)
-LAPSED_ANYWHERE = Sql(
-    "lapsed_anywhere",
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
-    FROM scans
-    WHERE status = 'PENDING' AND lease_expires_at < mf_now()
-    ORDER BY lease_expires_at LIMIT :limit
-    """,
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-           leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
-    FROM scans
-    WHERE status = 'PENDING' AND lease_expires_at < mf_now()
-    ORDER BY lease_expires_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-    """,
-)
-CLOSE_LAPSED = Sql(
-    "close_lapsed_attempt",
-    """
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, summary, artifact, cause)
-    VALUES (:scan, :seq, :attempt, :assignment, :worker, :leased_at, mf_now(), :outcome,
-            :summary, NULL, :cause)
-    """,
-)
-DEAD_LETTER_LAPSED = Sql(
-    "dead_letter_lapsed",
-    """
-    UPDATE scans SET status = 'FAILED', dead_lettered_at = mf_now(), finished_at = mf_now(),
-        updated_at = mf_now(), fail_reason = :reason, lease_expires_at = NULL,
-        wait_reason = NULL, cause = :cause
-    WHERE id = :scan AND status = 'PENDING'
-    """,
-)
-REQUEUE_LAPSED = Sql(
-    "requeue_lapsed",
-    """
-    UPDATE scans SET status = 'QUEUED', available_at = mf_now() + :delay,
-        updated_at = mf_now(), lease_expires_at = NULL, wait_reason = NULL
-    WHERE id = :scan AND status = 'PENDING'
-    """,
-)
+LEASE = statement("lease")
+LAPSED_OF_ENDPOINT = statement("lapsed_of_endpoint")
+LAPSED_ANYWHERE = statement("lapsed_anywhere")
+CLOSE_LAPSED = statement("close_lapsed_attempt")
+DEAD_LETTER_LAPSED = statement("dead_letter_lapsed")
+REQUEUE_LAPSED = statement("requeue_lapsed")
 
 Caller = Presented | Principal
 

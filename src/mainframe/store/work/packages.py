@@ -11,41 +11,11 @@ from typing import NamedTuple
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store.accounts.authentication import Presented
-from mainframe.store.engine.database import Database, Sql
+from mainframe.store.engine.database import Database
 from mainframe.store.engine.errors import NotFound, Unauthorized
+from mainframe.store.engine.statements import statement
 
-# The token checked, then the live scans of the key (ux_scans_live_key, whose prefix is
-# (endpoint_id, name, version); at most one per kind) and the latest ended one
-# (ix_scans_ended_key walked backwards from its newest id, migration 0011: without it a
-# result for a finished scan would read the endpoint's whole history to be refused). The
-# statuses are literals so both planners prove each partial index's predicate. One row with
-# NULLs when the key names nothing; no row when the token is not a worker's.
-PACKAGE_SCANS = Sql(
-    "package_scans",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    ), live AS (
-        SELECT id, status, worker, assignment_id FROM scans
-        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = :name
-          AND version = :version AND status IN ('QUARANTINED', 'QUEUED', 'PENDING')
-    ), ended AS (
-        SELECT id, status, worker, assignment_id FROM scans
-        WHERE endpoint_id = (SELECT endpoint_id FROM who) AND name = :name
-          AND version = :version AND status IN ('FINISHED', 'FAILED')
-        ORDER BY id DESC LIMIT 1
-    ), found AS (
-        SELECT id, status, worker, assignment_id FROM live
-        UNION ALL
-        SELECT id, status, worker, assignment_id FROM ended
-    )
-    SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
-    FROM who LEFT JOIN found ON 1 = 1
-    """,
-)
+PACKAGE_SCANS = statement("package_scans")
 
 
 class PackageScan(NamedTuple):

@@ -7,16 +7,11 @@ from __future__ import annotations
 from mainframe.lifecycle.events import StaleResultRejected
 from mainframe.lifecycle.rules import Holding, StaleCode, Status, diagnose_stale
 from mainframe.store.accounts.authentication import Principal
-from mainframe.store.engine.database import Sql, Tx, first
+from mainframe.store.engine.database import Tx, first
 from mainframe.store.engine.errors import NotFound, Stale, StoreError
+from mainframe.store.engine.statements import statement
 
-DIAGNOSE = Sql(
-    "diagnose_refusal",
-    """
-    SELECT status, attempt_count, assignment_id, worker FROM scans
-    WHERE id = :scan AND endpoint_id = :endpoint
-    """,
-)
+DIAGNOSE = statement("diagnose_refusal")
 
 
 async def refusal(

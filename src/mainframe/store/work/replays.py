@@ -15,46 +15,12 @@ from mainframe.lifecycle.replay import is_replay
 from mainframe.lifecycle.reports import Closed, replayed
 from mainframe.lifecycle.scans import scan_value
 from mainframe.store.accounts.authentication import Principal
-from mainframe.store.engine.database import Row, Sql, Tx, first
+from mainframe.store.engine.database import Row, Tx, first
 from mainframe.store.engine.errors import Accepted, ResultConflict
+from mainframe.store.engine.statements import statement
 
-# A result this worker sent before, found by its assignment (uq_attempts_assignment).
-ANSWERED = Sql(
-    "replayed_result",
-    """
-    SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
-           attempts.settled_available_at, attempts.settled_fail_reason,
-           attempts.next_assignments, attempts.outcome, attempts.result_digest
-    FROM attempts JOIN scans ON scans.id = attempts.scan_id
-    WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
-      AND attempts.worker = :worker AND scans.endpoint_id = :endpoint
-      AND attempts.settled_status IS NOT NULL
-    """,
-)
-# The jobs a replayed answer leased, still leased to this worker (a JSON array of ids).
-LEASED_WITH = Sql(
-    "replayed_jobs",
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-           attempt_base, available_at, redriven_at, redrive_count
-    FROM scans
-    WHERE id IN (SELECT value FROM json_each(:ids))
-      AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
-    ORDER BY id
-    """,
-    """
-    SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-           worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-           created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-           attempt_base, available_at, redriven_at, redrive_count
-    FROM scans
-    WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
-      AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
-    ORDER BY id
-    """,
-)
+ANSWERED = statement("replayed_result")
+LEASED_WITH = statement("replayed_jobs")
 
 
 class Answers:

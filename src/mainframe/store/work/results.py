@@ -37,165 +37,18 @@ from mainframe.lifecycle.reports import (
 )
 from mainframe.lifecycle.scans import Job, ScanRecord, job_of, scan_from_row, scan_value
 from mainframe.store.accounts.authentication import EndpointNames, Principal, worker_of
-from mainframe.store.engine.database import Database, Row, Sql, Tx
+from mainframe.store.engine.database import Database, Row, Tx
 from mainframe.store.engine.errors import ResultConflict, StoreError
+from mainframe.store.engine.statements import statement
 from mainframe.store.work import replays
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
-from mainframe.store.work.leasing import ELSEWHERE, LEASE, Caller, Leasing, lease_params
+from mainframe.store.work.leasing import LEASE, Caller, Leasing, lease_params
 from mainframe.store.work.refusals import refusal
 from mainframe.store.work.replays import Answers
 
-# PostgreSQL: the token, every close of the batch (its JSON items), their history rows with
-# the answer each was given, the outcome totals, and up to :fetch next leases (only when
-# something closed and nothing was a replay), in one statement. Rows: 'closed' and
-# 'leased', each with the scan as the statement left it (no payload or result for a close).
-# The closes are found by primary key only, whatever the statistics say: `scans.id = item.scan`
-# is repeated as `= ANY(ARRAY(...))`, an index condition on the key (PostgreSQL guesses 100
-# rows for a set-returning function and would rather hash every PENDING scan than probe the
-# key 100 times), and the endpoint is compared as `endpoint_id + 0`, which no index serves
-# (statistics taken before a large intake made ux_scans_live_key, every live scan of the
-# endpoint, look cheaper; tests/integration/test_plans.py holds both). The replay check is a
-# key lookup of uq_attempts_assignment the same way (an assignment id names its scan, so the
-# two lists cannot pair wrongly), never a read of the attempt history; and so are the next
-# leases (a generic plan takes `LIMIT :fetch` for a tenth of the queue, see leasing.py).
-COMPLETE = Sql(
-    "complete",
-    "-- PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.",
-    """
-    WITH who AS (
-        SELECT tokens.principal, tokens.endpoint_id
-        FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-        WHERE tokens.token_hash = :digest AND tokens.role = 'worker'
-          AND endpoints.revoked_at IS NULL
-    ), item AS (
-        SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
-            scan bigint, attempt integer, assignment text, status text, fail_reason text,
-            terminal boolean, dead boolean, result text, delay bigint, outcome text,
-            summary text, artifact text, result_digest text, cause text, pattern text,
-            grouping_version integer)
-    ), closed AS (
-        UPDATE scans SET status = item.status, updated_at = mf_now(),
-            lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
-            finished_at = CASE WHEN item.terminal THEN mf_now() END,
-            dead_lettered_at = CASE WHEN item.dead THEN mf_now() END,
-            cause = CASE WHEN item.dead THEN item.cause END,
-            result = item.result,
-            available_at = CASE WHEN item.terminal THEN NULL ELSE mf_now() + item.delay END
-        FROM item, who
-        WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
-          AND scans.endpoint_id + 0 = who.endpoint_id
-          AND scans.status = 'PENDING' AND scans.worker = who.principal
-          AND scans.attempt_count = COALESCE(item.attempt, 1)
-          AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
-        RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
-                  scans.kind, scans.status, scans.verified, scans.source, scans.worker,
-                  scans.attempt_count, scans.assignment_id, scans.leased_at,
-                  scans.lease_expires_at, scans.wait_reason, scans.created_at,
-                  scans.updated_at, scans.finished_at, scans.dead_lettered_at,
-                  scans.fail_reason, scans.attempt_base, scans.available_at,
-                  scans.redriven_at, scans.redrive_count,
-                  item.outcome, item.summary, item.artifact, item.result_digest,
-                  item.cause AS attempt_cause
-    ), named AS (
-        INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
-        SELECT DISTINCT item.cause, item.pattern, mf_now(), item.grouping_version FROM item
-        WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
-        ON CONFLICT (cause) DO NOTHING
-    ), replay AS (
-        SELECT attempts.scan_id FROM attempts
-        WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
-          AND attempts.assignment_id = ANY(ARRAY(SELECT item.assignment FROM item))
-    ), due AS (
-        SELECT scans.id FROM scans
-        WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
-          AND scans.available_at <= mf_now()
-          AND scans.queue NOT IN (
-              SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-          )"""
-    + ELSEWHERE
-    + """
-          AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
-        ORDER BY scans.available_at, scans.id LIMIT :fetch
-        FOR UPDATE SKIP LOCKED
-    ), leased AS (
-        UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
-            assignment_id = :prefix || CAST(scans.id AS text),
-            worker = (SELECT principal FROM who), leased_at = mf_now(),
-            lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
-        FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
-        RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
-                  scans.kind, scans.payload, scans.status, scans.verified, scans.source,
-                  scans.worker, scans.attempt_count, scans.assignment_id, scans.leased_at,
-                  scans.lease_expires_at, scans.wait_reason, scans.created_at,
-                  scans.updated_at, scans.finished_at, scans.dead_lettered_at,
-                  scans.fail_reason, scans.result, scans.attempt_base, scans.available_at,
-                  scans.redriven_at, scans.redrive_count
-    ), history AS (
-        INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
-                              closed_at, outcome, summary, artifact, settled_status,
-                              settled_available_at, settled_fail_reason, next_assignments,
-                              result_digest, cause)
-        SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
-               leased_at, mf_now(), outcome, summary, artifact, status, available_at,
-               fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased),
-               result_digest, attempt_cause
-        FROM closed
-    ), total AS (
-        UPDATE scan_totals SET count = scan_totals.count + ended.n
-        FROM (
-            SELECT CASE WHEN status = 'FINISHED' THEN 'finished'
-                        WHEN dead_lettered_at IS NOT NULL THEN 'dead_lettered'
-                        ELSE 'failed' END AS outcome,
-                   count(*) AS n
-            FROM closed WHERE status IN ('FINISHED', 'FAILED') GROUP BY 1
-        ) AS ended
-        WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
-          AND scan_totals.outcome = ended.outcome AND scan_totals.shard = :shard
-    )
-    SELECT 'closed', id, endpoint_id, queue, name, version, kind, NULL, status, verified,
-           source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
-           wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
-           NULL, attempt_base, available_at, redriven_at, redrive_count
-    FROM closed
-    UNION ALL
-    SELECT 'leased', id, endpoint_id, queue, name, version, kind, payload, status, verified,
-           source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
-           wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
-           result, attempt_base, available_at, redriven_at, redrive_count
-    FROM leased
-    """,
-)
-# SQLite: every close of the request in one statement (its JSON items, the first per scan),
-# each the compare-and-set of `lifecycle.rules.diagnose_stale` on the worker's current
-# assignment; a result without attempt and assignment id (the rollout form) closes attempt 1
-# only. PostgreSQL does this inside COMPLETE. `+scans.endpoint_id` keeps SQLite from walking
-# the endpoint's leases through ix_scans_pending_lease: each item finds its scan by key.
-CLOSE_RESULTS = Sql(
-    "close_results",
-    """
-    UPDATE scans SET status = item.value ->> '$.status', updated_at = mf_now(),
-        lease_expires_at = NULL, wait_reason = NULL,
-        fail_reason = item.value ->> '$.fail_reason',
-        finished_at = CASE WHEN item.value ->> '$.terminal' THEN mf_now() END,
-        dead_lettered_at = CASE WHEN item.value ->> '$.dead' THEN mf_now() END,
-        cause = CASE WHEN item.value ->> '$.dead' THEN item.value ->> '$.cause' END,
-        result = item.value ->> '$.result',
-        available_at = CASE WHEN item.value ->> '$.terminal' THEN NULL
-                            ELSE mf_now() + (item.value ->> '$.delay') END
-    FROM json_each(:items) AS item
-    WHERE scans.id = item.value ->> '$.scan' AND +scans.endpoint_id = :endpoint
-      AND scans.status = 'PENDING' AND scans.worker = :worker
-      AND scans.attempt_count = COALESCE(item.value ->> '$.attempt', 1)
-      AND (item.value ->> '$.assignment' IS NULL
-           OR scans.assignment_id = item.value ->> '$.assignment')
-    RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-              worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-              created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-              attempt_base, available_at, redriven_at, redrive_count
-    """,
-    "-- SQLite only: PostgreSQL closes results inside COMPLETE.",
-)
+COMPLETE = statement("complete")
+CLOSE_RESULTS = statement("close_results")
 
 
 @dataclass(frozen=True, slots=True)
