@@ -1,13 +1,12 @@
 """A scan and its attempts as plain data: the scan as the store last wrote it, which the
 rules of a close (lifecycle/reports.py) read and the shells show, and a job, the assignment
 a worker holds. Records are read from a statement's columns by name (`SCAN_COLUMNS`), so a
-column added to a statement shifts no reader."""
+column added to a statement, or listed in another order, shifts no reader."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from mainframe.lifecycle.events import ScanRef
 from mainframe.lifecycle.rules import Status
@@ -102,8 +101,13 @@ def job_of(scan: ScanRecord) -> Job:
     )
 
 
-# Every column of `scans`, in the order each statement that reads a whole scan lists them
-# (written out in its text; tests/unit/test_store_sql.py holds them to this order).
+class Columns(Protocol):
+    """A row of a statement's result, read by column name (the store's `Row`)."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+# Every column of `scans`: what a statement that reads a whole scan returns, by these names.
 SCAN_COLUMNS = (
     "id",
     "endpoint_id",
@@ -134,55 +138,48 @@ SCAN_COLUMNS = (
 )
 
 
-SCAN_INDEX = {column: n for n, column in enumerate(SCAN_COLUMNS)}
-
-
-def scan_value(row: Sequence[Any], column: str) -> Any:
-    """One column of a row that lists a whole scan (SCAN_COLUMNS), by its name."""
-    return row[SCAN_INDEX[column]]
-
-
-def scan_from_row(row: Sequence[Any], endpoint: str) -> ScanRecord:
-    """A ScanRecord from the first len(SCAN_COLUMNS) values of a row, in that order."""
-    (
-        id_, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-        worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-        created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-        attempt_base, available_at, redriven_at, redrive_count,
-    ) = row[: len(SCAN_COLUMNS)]  # fmt: skip
+def scan_from_row(row: Columns, endpoint: str) -> ScanRecord:
+    """A ScanRecord from a row that holds every column of SCAN_COLUMNS, by name."""
     return ScanRecord(
-        id=id_,
-        endpoint_id=endpoint_id,
+        id=row["id"],
+        endpoint_id=row["endpoint_id"],
         endpoint=endpoint,
-        queue=queue,
-        name=name,
-        version=version,
-        kind=kind,
-        payload=payload,
-        status=Status(status),
-        verified=bool(verified),
-        source=source,
-        worker=worker,
-        attempt_count=attempt_count,
-        assignment_id=assignment_id,
-        leased_at=leased_at,
-        lease_expires_at=lease_expires_at,
-        wait_reason=wait_reason,
-        created_at=created_at,
-        updated_at=updated_at,
-        finished_at=finished_at,
-        dead_lettered_at=dead_lettered_at,
-        fail_reason=fail_reason,
-        result=result,
-        attempt_base=attempt_base,
-        available_at=available_at,
-        redriven_at=redriven_at,
-        redrive_count=redrive_count or 0,
+        queue=row["queue"],
+        name=row["name"],
+        version=row["version"],
+        kind=row["kind"],
+        payload=row["payload"],
+        status=Status(row["status"]),
+        verified=bool(row["verified"]),
+        source=row["source"],
+        worker=row["worker"],
+        attempt_count=row["attempt_count"],
+        assignment_id=row["assignment_id"],
+        leased_at=row["leased_at"],
+        lease_expires_at=row["lease_expires_at"],
+        wait_reason=row["wait_reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+        dead_lettered_at=row["dead_lettered_at"],
+        fail_reason=row["fail_reason"],
+        result=row["result"],
+        attempt_base=row["attempt_base"],
+        available_at=row["available_at"],
+        redriven_at=row["redriven_at"],
+        redrive_count=row["redrive_count"] or 0,
     )
 
 
-def attempt_from_row(row: Sequence[Any]) -> AttemptRecord:
-    """An AttemptRecord from a row of seq, attempt, worker, leased_at, closed_at, outcome,
-    summary, artifact."""
-    seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact = row[:8]
-    return AttemptRecord(seq, attempt, worker, leased_at, closed_at, outcome, summary, artifact)
+def attempt_from_row(row: Columns) -> AttemptRecord:
+    """An AttemptRecord from a row of an attempt's columns, by name."""
+    return AttemptRecord(
+        row["seq"],
+        row["attempt"],
+        row["worker"],
+        row["leased_at"],
+        row["closed_at"],
+        row["outcome"],
+        row["summary"],
+        row["artifact"],
+    )

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mainframe.lifecycle.events import Event
+from mainframe.store.engine.rows import Row as Row
+from mainframe.store.engine.rows import only
 
 # `:name`, but not the second colon of a PostgreSQL `::type` cast.
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -69,7 +71,6 @@ class Sql:
         return self.sqlite if dialect == "sqlite" else self.pg_text
 
 
-Row = Sequence[Any]
 Publish = Callable[[Sequence[Event]], None]
 NO_PARAMS: Mapping[str, Any] = {}
 
@@ -106,9 +107,9 @@ async def first(tx: Tx, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Row 
 
 
 async def value(tx: Tx, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Any:
-    """The first column of the first row of a statement, or None."""
+    """The one column of the first row of a statement, or None."""
     row = await first(tx, sql, params)
-    return None if row is None else row[0]
+    return None if row is None else only(row)
 
 
 class Database(Protocol):

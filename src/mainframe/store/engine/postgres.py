@@ -33,6 +33,7 @@ from mainframe.parsers import libpq_url
 from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
 from mainframe.store.engine.errors import Invalid, ReadOnly, StoreError, Unavailable
 from mainframe.store.engine.pg_settings import SessionPolicy
+from mainframe.store.engine.rows import PG_RECORD
 
 # A host that cannot be reached fails a request within this bound (then 503), never hangs it.
 CONNECT_TIMEOUT_S = 5.0
@@ -134,6 +135,7 @@ class Connections:
                 # statement prepared by another would be missing or named twice.
                 statement_cache_size=STATEMENT_CACHE if self.policy.prepares else 0,
                 server_settings=self.policy.startup(),
+                record_class=PG_RECORD,
             )
             if self.policy.sets_after_connect():
                 await conn.execute(self.policy.set_statement())

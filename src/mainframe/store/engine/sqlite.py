@@ -22,6 +22,7 @@ from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.events import Event
 from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
 from mainframe.store.engine.errors import Unavailable
+from mainframe.store.engine.rows import SQLITE_ROW
 
 # WAL lets readers run beside the single writer. synchronous=NORMAL skips the fsync per
 # commit: a power loss (not a process crash) may drop the last few commits; see the README.
@@ -99,6 +100,7 @@ class SqliteDatabase:
         if self._conn is None:
             # isolation_level=None: the driver issues no BEGIN of its own; ours are explicit.
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.row_factory = SQLITE_ROW
             for pragma in PRAGMAS:
                 conn.execute(pragma)
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")

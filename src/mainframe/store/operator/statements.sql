@@ -167,7 +167,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM scans
@@ -195,7 +195,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM scans
@@ -236,7 +236,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM matched
@@ -266,7 +266,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM matched
@@ -285,7 +285,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM scans
@@ -310,7 +310,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM scans
@@ -348,7 +348,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM matched
@@ -378,7 +378,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name,
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
        final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
        final.outcome, final.summary, final.artifact
 FROM matched

@@ -81,6 +81,6 @@ class Assignments:
         if row is None:
             assert refused is not None
             raise refused
-        deadline, endpoint_id = row
-        self.lapses.note(int(endpoint_id), int(deadline))
+        deadline = row["lease_expires_at"]
+        self.lapses.note(int(row["endpoint_id"]), int(deadline))
         return int(deadline)

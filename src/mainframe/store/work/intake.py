@@ -12,7 +12,7 @@ import orjson
 
 from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
-from mainframe.lifecycle.scans import ScanRecord, scan_from_row, scan_value
+from mainframe.lifecycle.scans import ScanRecord, scan_from_row
 from mainframe.store.accounts import authentication, owners
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal
 from mainframe.store.accounts.owners import EndpointRecord
@@ -137,7 +137,7 @@ class Intake:
             return scan_from_row(row, scan.endpoint)
 
     async def _created(self, tx: Tx, row: Row) -> ScanRecord:
-        scan = scan_from_row(row, await self.names.of(tx, scan_value(row, "endpoint_id")))
+        scan = scan_from_row(row, await self.names.of(tx, row["endpoint_id"]))
         # A scan of a paused queue is parked (no available_at): it becomes claimable, and is
         # announced, when the queue is resumed (store/operator/queues.py).
         if scan.status is Status.QUEUED and scan.available_at is not None:

@@ -30,7 +30,7 @@ from mainframe.lifecycle.events import (
 )
 from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.lifecycle.scans import Job, job_of, scan_from_row, scan_value
+from mainframe.lifecycle.scans import Job, job_of, scan_from_row
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal, worker_of
 from mainframe.store.engine.database import Database, Row, Tx
 from mainframe.store.engine.statements import statement
@@ -71,6 +71,11 @@ class Lapsed:
     wait_reason: str | None
     attempt_base: int
     now: int  # the clock the lapse was judged by
+
+    @classmethod
+    def of(cls, row: Row) -> Lapsed:
+        """A lapse from a row of LAPSED_OF_ENDPOINT or LAPSED_ANYWHERE, by column name."""
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     @property
     def seq(self) -> int:
@@ -184,7 +189,7 @@ class Leasing:
         """Jobs from rows a lease statement returned, with their event and lapse notes."""
         if not rows:
             return []
-        endpoint_id = scan_value(rows[0], "endpoint_id")
+        endpoint_id = rows[0]["endpoint_id"]
         scans = [scan_from_row(row, await self.names.of(tx, endpoint_id)) for row in rows]
         retries = sum(1 for scan in scans if scan.attempt_count > 1)
         tx.events.append(LeasesGranted(scans[0].endpoint, len(scans), retries))
@@ -206,7 +211,7 @@ class Leasing:
             return await self._reap(tx, await tx.rows(LAPSED_ANYWHERE, {"limit": limit}))
 
     async def _reap(self, tx: Tx, rows: Sequence[Row]) -> int:
-        lapsed = [Lapsed(*row) for row in rows]
+        lapsed = [Lapsed.of(row) for row in rows]
         if not lapsed:
             return 0
         names = {x.endpoint_id: await self.names.of(tx, x.endpoint_id) for x in lapsed}

@@ -9,7 +9,6 @@ from typing import Any
 
 from mainframe.lifecycle.rules import Status
 from mainframe.lifecycle.scans import (
-    SCAN_COLUMNS,
     AttemptRecord,
     ScanRecord,
     attempt_from_row,
@@ -31,9 +30,8 @@ COUNT_SCANS = statement("count_scans")
 
 
 def _listed(row: Row) -> ScanRecord:
-    """A scan from a row of its columns and then its endpoint's name."""
-    (endpoint,) = row[len(SCAN_COLUMNS) :]
-    return scan_from_row(row, endpoint)
+    """A scan from a row of its columns and its endpoint's name (`endpoint`)."""
+    return scan_from_row(row, row["endpoint"])
 
 
 async def owned_scan(tx: Tx, owner_id: int, scan_id: int) -> ScanRecord:

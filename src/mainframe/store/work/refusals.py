@@ -22,7 +22,9 @@ async def refusal(
     found = await first(tx, DIAGNOSE, {"scan": scan_id, "endpoint": worker.endpoint_id})
     if found is None:
         return NotFound(f"no scan {scan_id} for this endpoint")
-    holding = Holding(Status(found[0]), found[1], found[2], found[3])
+    holding = Holding(
+        Status(found["status"]), found["attempt_count"], found["assignment_id"], found["worker"]
+    )
     code = diagnose_stale(holding, worker=worker.name, attempt=attempt, assignment_id=assignment_id)
     # The compare-and-set missed, so something differs even when the rule sees none: a
     # concurrent writer moved the row between the two statements.

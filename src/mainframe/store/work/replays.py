@@ -13,7 +13,6 @@ import orjson
 
 from mainframe.lifecycle.replay import is_replay
 from mainframe.lifecycle.reports import Closed, replayed
-from mainframe.lifecycle.scans import scan_value
 from mainframe.store.accounts.authentication import Principal
 from mainframe.store.engine.database import Row, Tx, first
 from mainframe.store.engine.errors import Accepted, ResultConflict
@@ -53,14 +52,16 @@ class Answers:
         row = await self.row(scan_id, assignment_id)
         if row is None:
             return None
-        attempt, closed_at, status, available_at, fail_reason, nexts, outcome, accepted = row
-        if not is_replay(accepted, digest):
-            raise ResultConflict(Accepted(outcome, status, fail_reason, closed_at))
-        closed = replayed(
-            scan_id=scan_id, attempt=attempt, closed_at=closed_at, status=status,
-            available_at=available_at, fail_reason=fail_reason,
+        status, fail_reason, closed_at = (
+            row["settled_status"], row["settled_fail_reason"], row["closed_at"]
         )  # fmt: skip
-        return closed, [a for a in (nexts or "").split(",") if a]
+        if not is_replay(row["result_digest"], digest):
+            raise ResultConflict(Accepted(row["outcome"], status, fail_reason, closed_at))
+        closed = replayed(
+            scan_id=scan_id, attempt=row["attempt"], closed_at=closed_at, status=status,
+            available_at=row["settled_available_at"], fail_reason=fail_reason,
+        )  # fmt: skip
+        return closed, [a for a in (row["next_assignments"] or "").split(",") if a]
 
 
 async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) -> list[Row]:
@@ -71,6 +72,4 @@ async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) ->
         return []
     params = {"ids": orjson.dumps(sorted(wanted)).decode(), "worker": worker.name}
     rows = await tx.rows(LEASED_WITH, params)
-    return [
-        row for row in rows if wanted.get(scan_value(row, "id")) == scan_value(row, "assignment_id")
-    ]
+    return [row for row in rows if wanted.get(row["id"]) == row["assignment_id"]]

@@ -35,7 +35,7 @@ from mainframe.lifecycle.reports import (
     plan,
     settlement_events,
 )
-from mainframe.lifecycle.scans import Job, ScanRecord, job_of, scan_from_row, scan_value
+from mainframe.lifecycle.scans import Job, ScanRecord, job_of, scan_from_row
 from mainframe.store.accounts.authentication import EndpointNames, Principal, worker_of
 from mainframe.store.engine.database import Database, Row, Tx
 from mainframe.store.engine.errors import ResultConflict, StoreError
@@ -131,7 +131,7 @@ class Results:
         )
 
     async def _scan(self, tx: Tx, row: Row) -> ScanRecord:
-        return scan_from_row(row, await self.names.of(tx, scan_value(row, "endpoint_id")))
+        return scan_from_row(row, await self.names.of(tx, row["endpoint_id"]))
 
     async def _in_one_statement(
         self, tx: Tx, caller: Caller, plans: list[Plan], fetch: int
@@ -149,9 +149,9 @@ class Results:
             "shard": shard_of(tx.session),
         }
         rows = await tx.rows(COMPLETE, params)
-        # Each row is its kind ('closed' or 'leased') and then the scan's columns.
-        closed = [row[1:] for row in rows if row[0] == "closed"]
-        return closed, [row[1:] for row in rows if row[0] == "leased"]
+        # Each row says what was done to its scan (`done`: 'closed' or 'leased') beside the scan.
+        closed = [row for row in rows if row["done"] == "closed"]
+        return closed, [row for row in rows if row["done"] == "leased"]
 
     async def _in_steps(
         self, sender: Sender, plans: list[Plan], fetch: int
@@ -160,7 +160,7 @@ class Results:
         history follows in `_write_history`, once the rows are records)."""
         tx, worker = sender.tx, await sender.worker()
         params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
-        closed = {scan_value(row, "id"): row for row in await tx.rows(CLOSE_RESULTS, params)}
+        closed = {row["id"]: row for row in await tx.rows(CLOSE_RESULTS, params)}
         leased: list[Row] = []
         if closed and fetch > 0 and not await self._any_replay(sender, plans, closed):
             leased = await tx.rows(LEASE, lease_params(sender.caller, fetch, self.budget))
@@ -223,7 +223,7 @@ async def _write_history(
 ) -> None:
     """SQLite: each closed attempt's history row, with the assignments leased beside it,
     and the causes met (COMPLETE writes both on PostgreSQL)."""
-    nexts = ",".join(scan_value(row, "assignment_id") for row in leased) or None
+    nexts = ",".join(row["assignment_id"] for row in leased) or None
     firsts = {p.scan_id: p for p in reversed(plans)}
     await tx.many(
         INSERT_HISTORY,

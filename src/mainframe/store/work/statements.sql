@@ -333,14 +333,14 @@ RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, s
 -- endpoint's walk ix_scans_pending_lease (endpoint_id, lease_expires_at); every endpoint's
 -- (the sweeper) walk ix_scans_lease_due (lease_expires_at); both WHERE status = 'PENDING'.
 SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
 FROM scans
 WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
 ORDER BY lease_expires_at LIMIT :limit;
 
 -- name: lapsed_of_endpoint @postgresql
 SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
 FROM scans
 WHERE status = 'PENDING' AND endpoint_id = :endpoint AND lease_expires_at < mf_now()
 ORDER BY lease_expires_at LIMIT :limit
@@ -348,14 +348,14 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: lapsed_anywhere @sqlite
 SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
 FROM scans
 WHERE status = 'PENDING' AND lease_expires_at < mf_now()
 ORDER BY lease_expires_at LIMIT :limit;
 
 -- name: lapsed_anywhere @postgresql
 SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now()
+       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
 FROM scans
 WHERE status = 'PENDING' AND lease_expires_at < mf_now()
 ORDER BY lease_expires_at LIMIT :limit
@@ -410,7 +410,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
 FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.id = :scan AND endpoints.owner_id = :owner;
 
@@ -433,7 +433,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
@@ -457,7 +457,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
@@ -483,7 +483,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
@@ -507,7 +507,7 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name
+       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
@@ -705,10 +705,10 @@ WITH who AS (
     WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
       AND scan_totals.outcome = ended.outcome AND scan_totals.shard = :shard
 )
-SELECT 'closed', id, endpoint_id, queue, name, version, kind, NULL, status, verified,
-       source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
-       wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
-       NULL, attempt_base, available_at, redriven_at, redrive_count
+SELECT 'closed' AS done, id, endpoint_id, queue, name, version, kind, NULL AS payload,
+       status, verified, source, worker, attempt_count, assignment_id, leased_at,
+       lease_expires_at, wait_reason, created_at, updated_at, finished_at, dead_lettered_at,
+       fail_reason, NULL AS result, attempt_base, available_at, redriven_at, redrive_count
 FROM closed
 UNION ALL
 SELECT 'leased', id, endpoint_id, queue, name, version, kind, payload, status, verified,

@@ -1,0 +1,57 @@
+"""Rows are read by column name: `sqlite3.Row` on SQLite, asyncpg's `Record` on PostgreSQL,
+both typed as `Row`, which takes a column's name and nothing else. With
+`MAINFRAME_STRICT_ROWS=1` (the test suite sets it) each driver builds rows that refuse a
+position, a slice and iteration at run time too, so a read by position fails its test."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from typing import Any, NoReturn, Protocol
+
+import asyncpg
+
+STRICT = os.environ.get("MAINFRAME_STRICT_ROWS") == "1"
+
+
+class Row(Protocol):
+    """A row of a statement's result, read by column name."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+    def keys(self) -> Any: ...
+
+
+def _refuse(what: object) -> NoReturn:
+    raise TypeError(f"rows are read by column name, not by {what!r}")
+
+
+class StrictSqliteRow(sqlite3.Row):
+    def __getitem__(self, column: Any) -> Any:
+        if not isinstance(column, str):
+            _refuse(column)
+        return super().__getitem__(column)
+
+    def __iter__(self) -> Iterator[Any]:
+        _refuse("iteration")
+
+
+class StrictRecord(asyncpg.Record):
+    def __getitem__(self, column: Any) -> Any:
+        if not isinstance(column, str):
+            _refuse(column)
+        return super().__getitem__(column)
+
+    def __iter__(self) -> Iterator[Any]:
+        _refuse("iteration")
+
+
+SQLITE_ROW: type[sqlite3.Row] = StrictSqliteRow if STRICT else sqlite3.Row
+PG_RECORD: type[asyncpg.Record] = StrictRecord if STRICT else asyncpg.Record
+
+
+def only(row: Row) -> Any:
+    """The value of a row of one column, by that column's name."""
+    [column] = list(row.keys())
+    return row[column]
