@@ -31,8 +31,8 @@ def test_behind_a_pooler_only_what_it_passes_on(mode: str) -> None:
 def test_session_pooling_sets_them_once_and_keeps_prepared_statements() -> None:
     policy = SessionPolicy("session", 30_000)
     assert policy.prepares and policy.sets_after_connect()
-    sets = policy.set_statement()
-    assert "SET statement_timeout = '30000'" in sets and "SET jit = 'off'" in sets
+    sets = policy.role_defaults()  # set once after connecting (engine's session_settings)
+    assert sets["statement_timeout"] == "30000" and sets["jit"] == "off"
 
 
 def test_transaction_pooling_keeps_nothing_on_the_session() -> None:

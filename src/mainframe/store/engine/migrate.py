@@ -12,6 +12,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
 from mainframe.store.engine.pg_settings import ROLE_DEFAULTS, SessionPolicy
+from mainframe.store.engine.statements import statement
+
+NO_STATEMENT_TIMEOUT = statement("no_statement_timeout")
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -30,7 +33,7 @@ def upgrade(engine: Engine, *, revision: str = "head", job_timeout: float | None
         if conn.dialect.name == "postgresql":
             # The role's own statement bound (below) must not cut a long index build short;
             # LOCAL, so it ends with this transaction even behind a pooler.
-            conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+            conn.exec_driver_sql(NO_STATEMENT_TIMEOUT.postgresql or "")
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 

@@ -71,10 +71,6 @@ class SessionPolicy:
         """Session pooling keeps a session's settings for its client: set them once."""
         return self.pooler == "session"
 
-    def set_statement(self) -> str:
-        """The SET of every setting, for a connection that could not send them at start."""
-        return "; ".join(f"SET {name} = '{value}'" for name, value in self.role_defaults().items())
-
 
 def not_in_force(policy: SessionPolicy, found: dict[str, str]) -> dict[str, str]:
     """The relied-on settings whose value in the session is not the one the store needs,
@@ -102,4 +98,4 @@ async def settings_found(tx: Tx, policy: SessionPolicy) -> dict[str, str]:
     if tx.dialect != "postgresql":
         return {}
     rows = await tx.rows(SETTINGS_IN_FORCE, {"names": names_json(policy)})
-    return not_in_force(policy, {name: setting for name, setting in rows})
+    return not_in_force(policy, {row["name"]: row["setting"] for row in rows})

@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
+import orjson
 
 from mainframe.clock import Clock
 from mainframe.lifecycle.events import Event
@@ -34,6 +35,10 @@ from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discar
 from mainframe.store.engine.errors import Invalid, ReadOnly, StoreError, Unavailable
 from mainframe.store.engine.pg_settings import SessionPolicy
 from mainframe.store.engine.rows import PG_RECORD
+from mainframe.store.engine.statements import statement
+
+PIN_CLOCK = statement("pin_clock")
+SESSION_SETTINGS = statement("session_settings")
 
 # A host that cannot be reached fails a request within this bound (then 503), never hangs it.
 CONNECT_TIMEOUT_S = 5.0
@@ -138,7 +143,8 @@ class Connections:
                 record_class=PG_RECORD,
             )
             if self.policy.sets_after_connect():
-                await conn.execute(self.policy.set_statement())
+                settings = orjson.dumps(self.policy.role_defaults()).decode()
+                await conn.execute(SESSION_SETTINGS.pg_text, settings)
         except BaseException:
             self._open -= 1
             self._wake()
@@ -221,9 +227,7 @@ class PostgresDatabase:
 
     async def _pin_clock(self, conn: asyncpg.Connection) -> None:
         assert self.clock is not None
-        await conn.execute(
-            "SELECT set_config('mainframe.clock_us', $1, false)", str(self.clock.now_us())
-        )
+        await conn.execute(PIN_CLOCK.pg_text, *PIN_CLOCK.pg_args({"now": str(self.clock.now_us())}))
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[asyncpg.Connection]:

@@ -37,7 +37,7 @@ class StrictSqliteRow(sqlite3.Row):
         _refuse("iteration")
 
 
-class StrictRecord(asyncpg.Record):
+class StrictRecord(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no stubs
     def __getitem__(self, column: Any) -> Any:
         if not isinstance(column, str):
             _refuse(column)

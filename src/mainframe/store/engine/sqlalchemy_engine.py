@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 
 from mainframe.parsers import libpq_url
 from mainframe.store.engine.postgres import CONNECT_TIMEOUT_S
-from mainframe.store.engine.sqlite import COMMAND_BUSY_MS, PRAGMAS
+from mainframe.store.engine.sqlite import BEGIN_WRITE, COMMAND_BUSY_MS, PRAGMAS
 
 
 def is_sqlite(url: str) -> bool:
@@ -58,7 +58,10 @@ def connect_libpq(url: str) -> psycopg.Connection[Any]:
 
 
 def _sqlite_engine(target: str, busy_timeout_ms: int) -> Engine:
-    engine = create_engine(target, connect_args={"check_same_thread": False})
+    # The driver's timeout is SQLite's busy timeout: how long a statement waits on a locked file.
+    engine = create_engine(
+        target, connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -67,14 +70,13 @@ def _sqlite_engine(target: str, busy_timeout_ms: int) -> Engine:
         cursor = dbapi_conn.cursor()
         for pragma in PRAGMAS:
             cursor.execute(pragma)
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         # Transactions take the write lock up front (BEGIN IMMEDIATE), so busy_timeout applies
         # instead of a deadlock error when two readers both try to upgrade.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql(BEGIN_WRITE)
 
     return engine
 

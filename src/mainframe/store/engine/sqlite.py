@@ -23,16 +23,13 @@ from mainframe.lifecycle.events import Event
 from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
 from mainframe.store.engine.errors import Unavailable
 from mainframe.store.engine.rows import SQLITE_ROW
+from mainframe.store.engine.statements import statement
 
-# WAL lets readers run beside the single writer. synchronous=NORMAL skips the fsync per
-# commit: a power loss (not a process crash) may drop the last few commits; see the README.
-PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",
-    "PRAGMA foreign_keys=ON",
-    "PRAGMA cache_size=-65536",
-    "PRAGMA temp_store=MEMORY",
-)
+PRAGMAS = tuple(statement("connection_pragmas").sqlite.split(";\n"))
+BEGIN_WRITE = statement("begin_write").sqlite
+BEGIN_READ = statement("begin_read").sqlite
+COMMIT = statement("commit").sqlite
+ROLLBACK = statement("rollback").sqlite
 # How long one statement blocks on a locked file: commands (the CLI) wait long; the server
 # waits briefly and retries the BEGIN after an asynchronous sleep.
 COMMAND_BUSY_MS = 10_000
@@ -99,11 +96,15 @@ class SqliteDatabase:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             # isolation_level=None: the driver issues no BEGIN of its own; ours are explicit.
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.busy_timeout_ms / 1000,
+            )
             conn.row_factory = SQLITE_ROW
             for pragma in PRAGMAS:
                 conn.execute(pragma)
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
             conn.create_function("mf_now", 0, self._mf_now, deterministic=True)
             self._conn = conn
         return self._conn
@@ -113,7 +114,7 @@ class SqliteDatabase:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[SqliteTx]:
-        async with self._transaction("BEGIN IMMEDIATE") as tx:
+        async with self._transaction(BEGIN_WRITE) as tx:
             yield tx
         if tx.events:
             self.publish(tx.events)
@@ -122,7 +123,7 @@ class SqliteDatabase:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[SqliteTx]:
-        async with self._transaction("BEGIN") as tx:
+        async with self._transaction(BEGIN_READ) as tx:
             yield tx
 
     @asynccontextmanager
@@ -139,10 +140,10 @@ class SqliteDatabase:
                 self._now = self.clock.now_us()
                 try:
                     yield SqliteTx(conn)
-                    conn.execute("COMMIT")
+                    conn.execute(COMMIT)
                 except BaseException as exc:
                     if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                        conn.execute(ROLLBACK)
                     if is_busy(exc):
                         raise Unavailable("database_busy", "the database file is locked") from exc
                     raise

@@ -41,3 +41,43 @@ ANALYZE (SKIP_LOCKED) attempts;
 
 -- name: ping
 SELECT 1;
+
+-- name: connection_pragmas @sqlite
+-- Every SQLite connection, the server's and the CLI's. WAL lets readers run beside the single
+-- writer. synchronous=NORMAL skips the fsync per commit: a power loss (not a process crash)
+-- may drop the last few commits; see the README. How long a statement waits on a locked file
+-- is the driver's `timeout` (store/engine/sqlite.py), not a pragma.
+PRAGMA journal_mode=WAL;
+PRAGMA synchronous=NORMAL;
+PRAGMA foreign_keys=ON;
+PRAGMA cache_size=-65536;
+PRAGMA temp_store=MEMORY;
+
+-- name: begin_write @sqlite
+-- A write takes the write lock up front, so a locked file is waited for here and never turns
+-- into a deadlock error when two readers both try to upgrade.
+BEGIN IMMEDIATE;
+
+-- name: begin_read @sqlite
+BEGIN;
+
+-- name: commit @sqlite
+COMMIT;
+
+-- name: rollback @sqlite
+ROLLBACK;
+
+-- name: pin_clock @postgresql
+-- Tests pin `mf_now()` to a fake clock on every connection (migration 0009 reads it).
+SELECT set_config('mainframe.clock_us', :now, false);
+
+-- name: session_settings @postgresql
+-- A session that could not send the relied-on settings at start (session pooling) sets them
+-- once after connecting, in one round trip.
+SELECT set_config(setting.key, setting.value, false)
+FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting;
+
+-- name: no_statement_timeout @postgresql
+-- A migration must not be cut short by the role's own statement bound (a long index build);
+-- local to its transaction, so it ends with it even behind a pooler.
+SELECT set_config('statement_timeout', '0', true);
