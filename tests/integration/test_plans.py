@@ -55,6 +55,7 @@ from mainframe.store.hooks import deliveries, hooks
 from mainframe.store.operator import activity, fleet_snapshot, overview, queues, retention, revoke
 from mainframe.store.work import (
     assignments,
+    closes,
     closing,
     intake,
     interventions,
@@ -63,7 +64,6 @@ from mainframe.store.work import (
     queries,
     refusals,
     replays,
-    results,
 )
 from mainframe.store.work.search import terms
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
@@ -376,7 +376,7 @@ CASES = {
     "requeue_lapsed": Case(leasing.REQUEUE_LAPSED, {"scan": PENDING_ID, "delay": 10_000_000},
                            PK, PG_PK),
     # Results: COMPLETE on PostgreSQL; SQLite's steps; replays and refusals.
-    "complete": Case(results.COMPLETE,
+    "complete": Case(closes.COMPLETE,
                      {"digest": WORKER, "items": orjson.dumps([FINISH, RETRY]).decode(),
                       "fetch": 2, "prefix": "0123456789abcdef-", "timeout": JOB_TIMEOUT_US,
                       "elsewhere": BUDGET.elsewhere_us, "asking": ASKING_US, "shard": 3},
@@ -385,7 +385,7 @@ CASES = {
                       pg_within("due", PG_OTHERS),
                       pg_index("uq_attempts_assignment", "attempts"),
                       pg_index("scan_totals_pkey", "scan_totals"))),
-    "close_results": Case(results.CLOSE_RESULTS,
+    "close_results": Case(closes.CLOSE_RESULTS,
                           {"items": orjson.dumps([FINISH, RETRY, ROLLOUT]).decode(),
                            "worker": "w1", "endpoint": 1},
                           (PK, r"^SCAN item VIRTUAL TABLE INDEX"), None),
@@ -729,6 +729,7 @@ CATALOG = "a read of PostgreSQL's statistics views, none of Mainframe's tables"
 MAINTENANCE = "an ANALYZE: nothing to plan"
 HOST_STATE = "a read of the host's recovery state and settings, none of Mainframe's tables"
 ADMINISTRATION = "the role's setting statements, built from a JSON value: no table"
+CONNECTION = "a SQLite connection's pragmas or transaction words: nothing to plan"
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
     "insert_attempt": INSERT_VALUES,
@@ -750,12 +751,21 @@ EXEMPT = {
     "settings_in_force": CATALOG,
     "host_writable": HOST_STATE,
     "role_defaults": ADMINISTRATION,
+    "connection_pragmas": CONNECTION,
+    "begin_write": CONNECTION,
+    "begin_read": CONNECTION,
+    "commit": CONNECTION,
+    "rollback": CONNECTION,
+    "pin_clock": SETTING,
+    "session_settings": SETTING,
+    "no_statement_timeout": SETTING,
 }
 _SHAPES = {
     INSERT_VALUES: r"INSERT INTO \w+ \([\w\s,]+\)\s+VALUES \((?:[^()]|\([^()]*\))*\)"
     r"(\s+RETURNING [\w\s,]+)?",
     EXPRESSION: r"SELECT [\w()]+",
-    SETTING: r"SET LOCAL [\w\s=]+|--.*",
+    SETTING: r"SET LOCAL [\w\s=]+|SELECT set_config\(.*|--.*",
+    CONNECTION: r"(PRAGMA \w+=[\w-]+;?\s*)+|BEGIN( IMMEDIATE)?|COMMIT|ROLLBACK|--.*",
     CATALOG: r"SELECT .* FROM (pg_stat_user_tables|pg_settings) .*|--.*",
     HOST_STATE: r"SELECT NOT pg_is_in_recovery\(\) AND current_setting\(.*|--.*",
     ADMINISTRATION: r"SELECT format\('ALTER ROLE CURRENT_USER IN DATABASE .* "
@@ -766,8 +776,9 @@ _SHAPES = {
 
 def _registered() -> set[str]:
     """Every statement's name, once every store module is imported (each registers its own)."""
-    for module in pkgutil.iter_modules(mainframe.store.__path__):
-        importlib.import_module(f"mainframe.store.{module.name}")
+    for module in pkgutil.walk_packages(mainframe.store.__path__, "mainframe.store."):
+        if ".migrations" not in module.name:
+            importlib.import_module(module.name)
     return set(REGISTRY)
 
 

@@ -14,12 +14,8 @@ from mainframe.store.accounts.audit import AuditTrail
 from mainframe.store.accounts.authentication import Authentication, EndpointNames
 from mainframe.store.accounts.owners import Owners
 from mainframe.store.accounts.sessions import Sessions
-from mainframe.store.engine.database import Database
-from mainframe.store.engine.errors import ReadOnly
-from mainframe.store.engine.pg_settings import host_writable, settings_found
+from mainframe.store.engine.database import Database, HostReport
 from mainframe.store.engine.planner_statistics import PlannerStatistics
-from mainframe.store.engine.postgres import PostgresDatabase
-from mainframe.store.engine.statements import statement
 from mainframe.store.hooks.deliveries import Deliveries
 from mainframe.store.hooks.hook_secrets import SecretBox
 from mainframe.store.hooks.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
@@ -30,6 +26,7 @@ from mainframe.store.operator.listings import Listings
 from mainframe.store.operator.queues import Queues
 from mainframe.store.operator.retention import Retention
 from mainframe.store.operator.revoke import Revocations
+from mainframe.store.work import closes
 from mainframe.store.work.assignments import Assignments
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.intake import Intake
@@ -37,14 +34,6 @@ from mainframe.store.work.interventions import Interventions
 from mainframe.store.work.leasing import LapseWatch, Leasing
 from mainframe.store.work.packages import Packages
 from mainframe.store.work.results import Results
-
-PING = statement("ping")
-
-
-@dataclass(frozen=True, slots=True)
-class HostReport:
-    writable: bool
-    not_in_force: dict[str, str]  # relied-on setting → the value found instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +91,9 @@ class Store:
             revocations=Revocations(db),
             intake=Intake(db, names),
             leasing=leasing,
-            results=Results(db, budget, policy, leasing, names, draws),
+            results=Results(
+                db, budget, policy, leasing, names, draws, closes.for_dialect(db.dialect, budget)
+            ),
             interventions=Interventions(db, budget, policy, draws),
             packages=Packages(db),
             assignments=Assignments(db, budget, lapses),
@@ -122,21 +113,12 @@ class Store:
     async def ping(self) -> None:
         """One round trip to the database (the readiness probe); ReadOnly when the host this
         process reached takes no writes."""
-        if self.db.dialect == "sqlite":
-            async with self.db.read() as tx:
-                await tx.rows(PING)
-            return
-        async with self.db.single() as tx:
-            if not await host_writable(tx):
-                raise ReadOnly()
+        await self.db.ping()
 
     async def host_report(self) -> HostReport:
         """What a starting server logs about its database: whether the host takes writes, and
         the relied-on settings not in force (behind a pooler they come from the role)."""
-        if not isinstance(self.db, PostgresDatabase):
-            return HostReport(True, {})
-        async with self.db.single() as tx:
-            return HostReport(await host_writable(tx), await settings_found(tx, self.db.policy))
+        return await self.db.host_report()
 
     async def close(self) -> None:
         await self.db.close()

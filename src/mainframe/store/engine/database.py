@@ -112,6 +112,14 @@ async def value(tx: Tx, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Any:
     return None if row is None else only(row)
 
 
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """What a starting server logs about its database."""
+
+    writable: bool
+    not_in_force: dict[str, str]  # relied-on setting → the value found instead
+
+
 class Database(Protocol):
     """Transactions on one database; events are published after a transaction commits."""
 
@@ -132,6 +140,14 @@ class Database(Protocol):
 
     def pool_counts(self) -> tuple[int, int, int]:
         """Connections in use and idle, and callers waiting for one."""
+        ...
+
+    async def ping(self) -> None:
+        """One round trip (the readiness probe); ReadOnly when the host takes no writes."""
+        ...
+
+    async def host_report(self) -> HostReport:
+        """Whether the host takes writes, and the relied-on settings not in force."""
         ...
 
     async def close(self) -> None: ...

@@ -31,9 +31,17 @@ import orjson
 from mainframe.clock import Clock
 from mainframe.lifecycle.events import Event
 from mainframe.parsers import libpq_url
-from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
+from mainframe.store.engine.database import (
+    NO_PARAMS,
+    HostReport,
+    Publish,
+    Row,
+    Sql,
+    discard,
+    outermost,
+)
 from mainframe.store.engine.errors import Invalid, ReadOnly, StoreError, Unavailable
-from mainframe.store.engine.pg_settings import SessionPolicy
+from mainframe.store.engine.pg_settings import SessionPolicy, host_writable, settings_found
 from mainframe.store.engine.rows import PG_RECORD
 from mainframe.store.engine.statements import statement
 
@@ -289,6 +297,15 @@ class PostgresDatabase:
     async def read(self) -> AsyncIterator[PgTx]:
         async with self._connection() as conn, conn.transaction(readonly=True):
             yield PgTx(conn)
+
+    async def ping(self) -> None:
+        async with self.single() as tx:
+            if not await host_writable(tx):
+                raise ReadOnly()
+
+    async def host_report(self) -> HostReport:
+        async with self.single() as tx:
+            return HostReport(await host_writable(tx), await settings_found(tx, self.policy))
 
     async def close(self) -> None:
         await self._connections.close()

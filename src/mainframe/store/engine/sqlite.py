@@ -20,7 +20,15 @@ from typing import Any
 
 from mainframe.clock import Clock, SystemClock
 from mainframe.lifecycle.events import Event
-from mainframe.store.engine.database import NO_PARAMS, Publish, Row, Sql, discard, outermost
+from mainframe.store.engine.database import (
+    NO_PARAMS,
+    HostReport,
+    Publish,
+    Row,
+    Sql,
+    discard,
+    outermost,
+)
 from mainframe.store.engine.errors import Unavailable
 from mainframe.store.engine.rows import SQLITE_ROW
 from mainframe.store.engine.statements import statement
@@ -30,6 +38,7 @@ BEGIN_WRITE = statement("begin_write").sqlite
 BEGIN_READ = statement("begin_read").sqlite
 COMMIT = statement("commit").sqlite
 ROLLBACK = statement("rollback").sqlite
+PING = statement("ping")
 # How long one statement blocks on a locked file: commands (the CLI) wait long; the server
 # waits briefly and retries the BEGIN after an asynchronous sleep.
 COMMAND_BUSY_MS = 10_000
@@ -167,6 +176,13 @@ class SqliteDatabase:
                         f"the database file stayed locked for {self.busy_wait:g} s",
                     ) from exc
             await asyncio.sleep(pause)
+
+    async def ping(self) -> None:
+        async with self.read() as tx:
+            await tx.rows(PING)
+
+    async def host_report(self) -> HostReport:
+        return HostReport(True, {})  # a SQLite file is writable or the server does not start
 
     async def close(self) -> None:
         async with self._lock:

@@ -8,47 +8,34 @@ assignment id) is a replay: its attempt's row kept the answer and the jobs lease
 so it is answered as before, those jobs included while their leases are live, and nothing
 is leased twice.
 
-On PostgreSQL the whole request is one statement (COMPLETE): the token check, the closes,
-their history rows and outcome totals, and the next leases. SQLite runs the same steps as
-statements of one transaction, inline (microseconds each)."""
+How the closes run on each database (one statement on PostgreSQL, steps on SQLite) is
+`closes.py`'s, chosen once where the store is built."""
 
 from __future__ import annotations
 
 import random
-import secrets
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import orjson
-
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.causes import named
-from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.lifecycle.events import StaleResultRejected
-from mainframe.lifecycle.outcomes import increments, shard_of
 from mainframe.lifecycle.reports import (
     Closed,
     Plan,
     Report,
     closed_of,
-    history_row,
     plan,
     settlement_events,
 )
 from mainframe.lifecycle.scans import Job, ScanRecord, job_of, scan_from_row
-from mainframe.store.accounts.authentication import EndpointNames, Principal, worker_of
+from mainframe.store.accounts.authentication import EndpointNames, Principal
 from mainframe.store.engine.database import Database, Row, Tx
 from mainframe.store.engine.errors import ResultConflict, StoreError
-from mainframe.store.engine.statements import statement
 from mainframe.store.work import replays
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
-from mainframe.store.work.leasing import LEASE, Caller, Leasing, lease_params
+from mainframe.store.work.closes import Closes, Sender
+from mainframe.store.work.leasing import Caller, Leasing
 from mainframe.store.work.refusals import refusal
-from mainframe.store.work.replays import Answers
-
-COMPLETE = statement("complete")
-CLOSE_RESULTS = statement("close_results")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +64,10 @@ class Results:
         leasing: Leasing,
         names: EndpointNames,
         rng: random.Random,
+        closes: Closes,
     ) -> None:
         self.db = db
+        self.closes = closes
         self.budget = budget
         self.retry = retry
         self.leasing = leasing
@@ -107,17 +96,12 @@ class Results:
         plans = [self._plan(scan_id, report) for scan_id, report in items]
         async with self.db.single() as tx:
             sender = Sender(tx, caller)
-            if tx.dialect == "postgresql":
-                closed_rows, leased_rows = await self._in_one_statement(tx, caller, plans, fetch)
-            else:
-                closed_rows, leased_rows = await self._in_steps(sender, plans, fetch)
+            closed_rows, leased_rows = await self.closes.close(sender, plans, fetch)
             jobs = await self.leasing.leased(tx, leased_rows) if leased_rows else []
             closes = {scan.id: scan for scan in [await self._scan(tx, row) for row in closed_rows]}
-            if tx.dialect == "sqlite":  # COMPLETE writes the history itself on PostgreSQL
-                await _write_history(tx, plans, closes, leased_rows)
+            await self.closes.recorded(tx, plans, closes, leased_rows)
             outcomes, replayed = await self._answers(sender, plans, closes)
-            if tx.dialect == "sqlite":  # and bumps the totals
-                await tx.many(BUMP, increments(tx.events, tx.session))
+            await self.closes.counted(tx)
             jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
 
@@ -132,47 +116,6 @@ class Results:
 
     async def _scan(self, tx: Tx, row: Row) -> ScanRecord:
         return scan_from_row(row, await self.names.of(tx, row["endpoint_id"]))
-
-    async def _in_one_statement(
-        self, tx: Tx, caller: Caller, plans: list[Plan], fetch: int
-    ) -> tuple[list[Row], list[Row]]:
-        """PostgreSQL: the whole request as COMPLETE; its closed rows and leased rows."""
-        params = {
-            "digest": caller.digest,
-            "items": _items(plans),
-            "fetch": fetch,
-            "prefix": secrets.token_hex(8) + "-",
-            "timeout": self.budget.job_timeout_us,
-            "elsewhere": self.budget.elsewhere_us,
-            "asking": ASKING_US,
-            # The totals row of this session, as every other close picks it.
-            "shard": shard_of(tx.session),
-        }
-        rows = await tx.rows(COMPLETE, params)
-        # Each row says what was done to its scan (`done`: 'closed' or 'leased') beside the scan.
-        closed = [row for row in rows if row["done"] == "closed"]
-        return closed, [row for row in rows if row["done"] == "leased"]
-
-    async def _in_steps(
-        self, sender: Sender, plans: list[Plan], fetch: int
-    ) -> tuple[list[Row], list[Row]]:
-        """SQLite: COMPLETE's closes and next leases as statements of one transaction (the
-        history follows in `_write_history`, once the rows are records)."""
-        tx, worker = sender.tx, await sender.worker()
-        params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
-        closed = {row["id"]: row for row in await tx.rows(CLOSE_RESULTS, params)}
-        leased: list[Row] = []
-        if closed and fetch > 0 and not await self._any_replay(sender, plans, closed):
-            leased = await tx.rows(LEASE, lease_params(sender.caller, fetch, self.budget))
-        return list(closed.values()), leased
-
-    async def _any_replay(self, sender: Sender, plans: list[Plan], closed: Container[int]) -> bool:
-        for p in plans:
-            if p.scan_id in closed:
-                continue
-            if await (await sender.answers()).row(p.scan_id, p.assignment):
-                return True
-        return False
 
     async def _answers(
         self, sender: Sender, plans: list[Plan], closes: dict[int, ScanRecord]
@@ -218,42 +161,6 @@ class Results:
         return [job_of(await self._scan(sender.tx, row)) for row in rows]
 
 
-async def _write_history(
-    tx: Tx, plans: list[Plan], closes: Mapping[int, ScanRecord], leased: Sequence[Row]
-) -> None:
-    """SQLite: each closed attempt's history row, with the assignments leased beside it,
-    and the causes met (COMPLETE writes both on PostgreSQL)."""
-    nexts = ",".join(row["assignment_id"] for row in leased) or None
-    firsts = {p.scan_id: p for p in reversed(plans)}
-    await tx.many(
-        INSERT_HISTORY,
-        [history_row(scan, firsts[scan_id], nexts) for scan_id, scan in closes.items()],
-    )
-    await tx.many(NAME_CAUSE, named(firsts[scan_id].cause for scan_id in closes))
-
-
-class Sender:
-    """The worker behind one request's token, authenticated at most once and only when the
-    request needs it (a refusal, a replay, SQLite's steps), and its accepted results, each
-    looked up at most once."""
-
-    def __init__(self, tx: Tx, caller: Caller) -> None:
-        self.tx = tx
-        self.caller = caller
-        self._worker: Principal | None = None
-        self._answers: Answers | None = None
-
-    async def worker(self) -> Principal:
-        if self._worker is None:
-            self._worker = await worker_of(self.tx, self.caller)
-        return self._worker
-
-    async def answers(self) -> Answers:
-        if self._answers is None:
-            self._answers = Answers(self.tx, await self.worker())
-        return self._answers
-
-
 async def _refusal(sender: Sender, p: Plan) -> StoreError:
     attempt, assignment = p.report.attempt, p.report.assignment_id
     worker = await sender.worker()
@@ -265,10 +172,3 @@ def _rejected(worker: Principal, p: Plan, conflict: ResultConflict) -> StaleResu
     return StaleResultRejected(
         worker.endpoint, p.scan_id, worker.name, conflict.stale_code, p.report.attempt
     )
-
-
-def _items(plans: list[Plan]) -> str:
-    """The JSON items of a request's closes: the first result per scan (a scan named again in
-    the same request is the same result twice, refused as stale when answered)."""
-    firsts = {p.scan_id: p for p in reversed(plans)}
-    return orjson.dumps([p.values() for p in plans if firsts[p.scan_id] is p]).decode()
