@@ -140,10 +140,7 @@ FROM who LEFT JOIN paused_queues AS paused
 WHERE TRUE
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: insert_scans @sqlite
 -- A batch of scans (a JSON array of {queue, name, version, kind, payload}) for one endpoint,
@@ -163,10 +160,7 @@ WHERE TRUE
 ORDER BY item.key
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: insert_scans @postgresql
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
@@ -182,17 +176,11 @@ LEFT JOIN paused_queues AS paused
     ON paused.endpoint_id = :endpoint AND paused.queue = item.queue
 ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: live_scan
 -- The live scan of a key, through the partial unique index ux_scans_live_key.
-SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-       attempt_base, available_at, redriven_at, redrive_count
+SELECT *
 FROM scans
 WHERE endpoint_id = :endpoint AND name = :name AND version = :version AND kind = :kind
   AND status IN ('QUARANTINED', 'QUEUED', 'PENDING');
@@ -214,10 +202,7 @@ UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
     ) THEN mf_now() END,
     verified = :verified, source = COALESCE(:source, source)
 WHERE id = :scan AND status = 'QUARANTINED'
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: promote_from_quarantine @postgresql
 WITH paused AS MATERIALIZED (
@@ -230,10 +215,7 @@ UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
     paused_due_at = CASE WHEN EXISTS (SELECT 1 FROM paused) THEN mf_now() END,
     verified = :verified, source = COALESCE(:source, source)
 WHERE id = :scan AND status = 'QUARANTINED'
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: close_as_operator @sqlite
 -- An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
@@ -247,10 +229,7 @@ UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NUL
     available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
 WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
   AND assignment_id = :assignment
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: close_as_operator @postgresql
 UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
@@ -262,10 +241,7 @@ UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NUL
     available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + CAST(:delay AS bigint) END
 WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
   AND assignment_id = :assignment
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: fail_unleased
 UPDATE scans SET status = 'FAILED', fail_reason = 'failed', finished_at = mf_now(),
@@ -297,10 +273,7 @@ WHERE id IN (
       -- include: retry_elsewhere
     ORDER BY available_at, id LIMIT :limit
 )
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
 
 -- name: lease @postgresql
 WITH who AS (
@@ -321,12 +294,7 @@ UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
     leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
     updated_at = mf_now()
 FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
-RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-          scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-          scans.attempt_count, scans.assignment_id, scans.leased_at,
-          scans.lease_expires_at, scans.wait_reason, scans.created_at, scans.updated_at,
-          scans.finished_at, scans.dead_lettered_at, scans.fail_reason, scans.result,
-          scans.attempt_base, scans.available_at, scans.redriven_at, scans.redrive_count;
+RETURNING scans.*;
 
 -- name: lapsed_of_endpoint @sqlite
 -- Lapsed leases (and waits), oldest lapse first, with the clock they were judged by. One
@@ -405,12 +373,7 @@ SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
 FROM who LEFT JOIN found ON 1 = 1;
 
 -- name: owned_scan
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
+SELECT scans.*, endpoints.name AS endpoint
 FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.id = :scan AND endpoints.owner_id = :owner;
 
@@ -428,12 +391,7 @@ FROM attempts WHERE scan_id = :scan ORDER BY seq;
 -- name, source and kind, or :term_id the scan's id. Walks the primary key backwards from :before and
 -- stops after :limit rows; CROSS JOIN keeps scans the outer loop on SQLite, which would otherwise
 -- start from the owner's endpoints and sort every scan they hold.
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
+SELECT scans.*, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
@@ -452,12 +410,7 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
 ORDER BY scans.id DESC LIMIT :limit;
 
 -- name: list_scans @postgresql
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
+SELECT scans.*, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
@@ -478,12 +431,7 @@ ORDER BY scans.id DESC LIMIT :limit;
 -- name: list_scans_newer @sqlite
 -- The way back from a later page: the scans newer than :newer_than, oldest first, walking
 -- the primary key forwards; the caller reverses them.
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
+SELECT scans.*, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (:endpoint IS NULL OR endpoints.name = :endpoint)
@@ -502,12 +450,7 @@ WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
 ORDER BY scans.id LIMIT :limit;
 
 -- name: list_scans_newer @postgresql
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint
+SELECT scans.*, endpoints.name AS endpoint
 FROM scans CROSS JOIN endpoints
 WHERE endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
@@ -585,20 +528,14 @@ WHERE attempts.scan_id = :scan AND attempts.assignment_id = :assignment
 
 -- name: replayed_jobs @sqlite
 -- The jobs a replayed answer leased, still leased to this worker (a JSON array of ids).
-SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-       attempt_base, available_at, redriven_at, redrive_count
+SELECT *
 FROM scans
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
 ORDER BY id;
 
 -- name: replayed_jobs @postgresql
-SELECT id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-       worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-       created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-       attempt_base, available_at, redriven_at, redrive_count
+SELECT *
 FROM scans
 WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
   AND status = 'PENDING' AND worker = :worker AND lease_expires_at >= mf_now()
@@ -676,13 +613,7 @@ WITH who AS (
         worker = (SELECT principal FROM who), leased_at = mf_now(),
         lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
     FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
-    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
-              scans.kind, scans.payload, scans.status, scans.verified, scans.source,
-              scans.worker, scans.attempt_count, scans.assignment_id, scans.leased_at,
-              scans.lease_expires_at, scans.wait_reason, scans.created_at,
-              scans.updated_at, scans.finished_at, scans.dead_lettered_at,
-              scans.fail_reason, scans.result, scans.attempt_base, scans.available_at,
-              scans.redriven_at, scans.redrive_count
+    RETURNING scans.*
 ), history AS (
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                           closed_at, outcome, summary, artifact, settled_status,
@@ -739,7 +670,4 @@ WHERE scans.id = item.value ->> '$.scan' AND +scans.endpoint_id = :endpoint
   AND scans.attempt_count = COALESCE(item.value ->> '$.attempt', 1)
   AND (item.value ->> '$.assignment' IS NULL
        OR scans.assignment_id = item.value ->> '$.assignment')
-RETURNING id, endpoint_id, queue, name, version, kind, payload, status, verified, source,
-          worker, attempt_count, assignment_id, leased_at, lease_expires_at, wait_reason,
-          created_at, updated_at, finished_at, dead_lettered_at, fail_reason, result,
-          attempt_base, available_at, redriven_at, redrive_count;
+RETURNING *;
