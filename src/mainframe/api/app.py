@@ -22,8 +22,7 @@ from mainframe.api import (
     ops,
     scans,
 )
-from mainframe.api.edge import RequestEdge
-from mainframe.api.limits import BodyLimit
+from mainframe.api.edge import BodyLimit, RequestEdge
 from mainframe.settings import Settings
 from mainframe.wiring import Runtime, build_runtime, serving
 
