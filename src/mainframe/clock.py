@@ -40,6 +40,7 @@ def to_us(seconds: float) -> int:
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NAIVE_EPOCH = EPOCH.replace(tzinfo=None)  # what rfc3339 renders: UTC, written as Z
 
 
 def parse_rfc3339(text: str) -> int | None:
@@ -64,9 +65,10 @@ def rfc3339(us: int | None, *, precision: Precision = "microseconds") -> str | N
     "auto" keeps it only when the instant has one (the watcher's query parameters)."""
     if us is None:
         return None
-    seconds, micros = divmod(us, MICROS)
-    stamp = datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros, tzinfo=None)
+    # Integer arithmetic from the epoch: half the time of `fromtimestamp`, and every reply of
+    # the hot routes renders one or more.
+    stamp = NAIVE_EPOCH + timedelta(microseconds=us)
     if precision == "auto":
-        precision = "microseconds" if micros else "seconds"
+        precision = "microseconds" if stamp.microsecond else "seconds"
     # isoformat pads the year to four digits, which strftime("%Y") does not on Linux.
     return stamp.isoformat(timespec=precision) + "Z"

@@ -22,13 +22,13 @@ from mainframe.api import (
     ops,
     scans,
 )
-from mainframe.api.edge import RequestEdge
-from mainframe.api.limits import BodyLimit
+from mainframe.api.edge import BodyLimit, RequestEdge
 from mainframe.settings import Settings
 from mainframe.wiring import Runtime, build_runtime, serving
 
 __all__ = ["app_from_environment", "build_runtime", "create_app"]
-# The worker's routes and intake, served ahead of FastAPI's router (`api/hot.py`).
+# The worker's routes and intake, served ahead of FastAPI's layers (`api/hot.py::HotFront`)
+# and matched in this order: a worker's poll and result first, as they are the most frequent.
 HOT = [*jobs.hot.routes, *scans.hot.routes]
 
 
@@ -57,7 +57,7 @@ def create_app(
     app.state.runtime = rt
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     errors.install(app)
-    # The hot routes first: a router matches a request against its routes in order.
+    # Also in FastAPI's router, which answers a hot path asked with another method (405).
     app.router.routes.extend(HOT)
     app.include_router(scans.router)
     app.include_router(deliveries.router)
@@ -69,7 +69,8 @@ def create_app(
     board.install(app)
     dragonfly.install(app, store=rt.store, settings=settings)
 
-    # Innermost first.
+    # Innermost first: the hot routes right above FastAPI's exception layer and router.
+    app.add_middleware(hot.HotFront, routes=HOT)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestEdge, metrics=rt.metrics, access_log=settings.access_log)
     return app

@@ -1,11 +1,13 @@
-"""The edge of every request, its outermost layer: its duration by route template (never the
-raw path, which holds ids), a NUL in its path or query refused before any parser, and the
-last line of defence for an exception no handler claimed.
+"""The edge of every request, its outermost layers, before any route: its duration by route
+template (never the raw path, which holds ids), a NUL in its path or query refused before any
+parser, the last line of defence for an exception no handler claimed (`RequestEdge`), and its
+body bounded before anything reads it (`BodyLimit`, 413).
 
-Such an exception becomes one JSON 500 and one log line with the traceback inside it, and goes
-no further: Starlette's own outermost middleware re-raises it after answering, so uvicorn
-would log it a second time (a plain-text traceback over many lines) and drop the keep-alive
-connection. One layer does both, as both follow the response's start and end."""
+An exception no handler claimed becomes one JSON 500 and one log line with the traceback
+inside it, and goes no further: Starlette's own outermost middleware re-raises it after
+answering, so uvicorn would log it a second time (a plain-text traceback over many lines) and
+drop the keep-alive connection. One layer does both, as both follow the response's start and
+end."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ from mainframe.metrics import Metrics
 UNEXPECTED = "unexpected server error; it has been logged"
 NUL = "must not contain a NUL character"
 BOARD = "/board"
+# A body declared over the bound is read and discarded up to this size before the 413, so a
+# client that sends it without `Expect: 100-continue` reads the answer instead of a reset.
+DRAIN_BYTES = 64 * 1024 * 1024
 
 
 def nul_field(scope: Scope) -> str | None:
@@ -117,3 +122,66 @@ class RequestEdge:
             child = self.metrics.http_duration.labels(template, method, str(status))
             self._children[key] = child
         return child
+
+
+class BodyLimit:
+    """Answers 413 to a request whose body is over the bound, declared or sent."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > self.max_bytes:
+                if declared.isdigit() and int(declared) <= DRAIN_BYTES:
+                    await _drain(receive)
+                await self._refuse(send)
+                return
+            # The server stops reading at Content-Length, so the declared size is the bound.
+            await self.app(scope, receive, send)
+            return
+        buffered = await self._read_bounded(receive)
+        if buffered is None:
+            await self._refuse(send)
+            return
+        await self.app(scope, _replay(buffered, receive), send)
+
+    async def _read_bounded(self, receive: Receive) -> list[Message] | None:
+        # A chunked body has no declared size: read it whole, up to the bound, then replay it.
+        messages: list[Message] = []
+        seen = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                return messages
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                return None
+            if not message.get("more_body", False):
+                return messages
+
+    async def _refuse(self, send: Send) -> None:
+        detail = f"request bodies are limited to {self.max_bytes} bytes"
+        await send_error(send, 413, "body_too_large", detail, close=True)
+
+
+async def _drain(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay

@@ -3,6 +3,7 @@ without being logged."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -82,8 +83,25 @@ async def _unexpected(request: Request, exc: Exception) -> Reply:
     return error(500, "internal_error", "unexpected server error; it has been logged")
 
 
+# The refusals a route may raise, each with its answer; anything else is the last 500 of
+# `api/edge.py`.
+REFUSALS: list[tuple[type[Exception], Callable[[Request, Exception], Awaitable[Reply]]]] = [
+    (StoreError, _store_error),
+    (RequestValidationError, _validation_error),
+    (HTTPException, _http_error),
+]
+
+
+async def answer(request: Request, exc: Exception) -> Reply:
+    """The answer to a refusal a hot route raised, by the handler the app's exception layer
+    has for it under /api (`install`); an exception no handler claims goes on."""
+    for kind, handler in REFUSALS:
+        if isinstance(exc, kind):
+            return await handler(request, exc)
+    raise exc
+
+
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(StoreError, _store_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(HTTPException, _http_error)
+    for kind, handler in REFUSALS:
+        app.add_exception_handler(kind, handler)
     app.add_exception_handler(Exception, _unexpected)

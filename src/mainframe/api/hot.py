@@ -1,19 +1,22 @@
 """The hot routes (a worker's poll, results, heartbeats, waits and resumes, and a source's
-intake) as Starlette routes, one per path. FastAPI's dependency solving and body handling
-cost more per request than the statement behind them (docs/performance.md), so a hot route
-reads its inputs through its contract models with pydantic-core alone: its path and query
-parameters as one model, its body with `validate_json`, its reply serialised from its model.
+intake) as Starlette routes, one per path. FastAPI's dependency solving, body handling,
+exception layer and exit stack cost more per request than the statement behind them
+(docs/performance.md), so a hot route reads its inputs through its contract models with
+pydantic-core alone (its path and query parameters as one model, its body with
+`validate_json`), serialises its reply from its model, and is served by `HotFront`, ahead of
+FastAPI's layers.
 
 A hot route is declared once, by its function's signature: `(rt, token, params, body) ->
 Reply`, where `token` is a `Presented` (a worker's token, required) or `Presented | None`
 (intake, which takes none on an open endpoint), and `params` and `body` are present only
 when the route takes them. The same declaration answers the request and writes the route's
 entry in the OpenAPI document (`document`). A refusal is raised as FastAPI's own
-`RequestValidationError`, so every route's invalid input gets the one answer
-(`api/errors.py`)."""
+`RequestValidationError` or a store error and answered by the app's own handler of it
+(`api/errors.py`), so every route's invalid input gets the one answer."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -22,20 +25,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Union, get_args, get_origin, get_type_hints
+from urllib.parse import parse_qsl
 
 import orjson
 from fastapi.exceptions import RequestValidationError
+from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mainframe.api import errors
 from mainframe.api.responses import REFUSED
 from mainframe.contract.schemas import ErrorBody
 from mainframe.store import Invalid, Presented, Unauthorized, digest
-from mainframe.web import bearer_scheme
 from mainframe.wiring import Runtime
 
 Endpoint = Callable[..., Awaitable[Any]]
@@ -45,13 +50,15 @@ MAX_DEPTH = 254  # orjson's own bound on nesting; a deeper value cannot be seria
 NEEDS_TOKEN = "send 'Authorization: Bearer <{role} token>'"
 # The refusal of a body that is not JSON at all (a 400), in FastAPI's own words.
 NOT_JSON = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {}}
+SHORT_QUERY = 32  # bytes; longer than any query string a worker or a source sends
 
 
 class HotRoute(Route):
     """One hot route: a POST path served by its declared function."""
 
     def __init__(self, path: str, declared: Endpoint, *, tag: str, answers: dict[int, str]):
-        super().__init__(path, self.serve, methods=["POST"], name=declared.__name__)
+        super().__init__(path, declared, methods=["POST"], name=declared.__name__)
+        self.app = self.answer  # an ASGI app, reached from `HotFront` or FastAPI's router alike
         hints = get_type_hints(declared)
         self.declared, self.tag, self.answers = declared, tag, answers
         self.status = next(iter(answers))  # the first answer's status, unless it returns one
@@ -61,7 +68,7 @@ class HotRoute(Route):
         self.reply_type: Any = _reply_type(hints["return"])
         self._params = None if self.params is None else TypeAdapter(self.params)
         self._body = None if self.body is None else TypeAdapter(self.body)
-        self._reply = TypeAdapter(self.reply_type)
+        self._reply = TypeAdapter(self.reply_type).serializer
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
@@ -69,35 +76,46 @@ class HotRoute(Route):
             child["route"] = self  # the template the request metrics are filed under, as FastAPI's
         return match, child
 
-    async def serve(self, request: Request) -> Response:
-        rt: Runtime = request.app.state.runtime
-        token = await self._token(rt, request)  # a missing token is a 401 before any 422
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request; a refusal is answered by the app's handler of it, as on every
+        other route (`api/errors.py`)."""
+        try:
+            response = await self.serve(scope, receive)
+        except Exception as exc:
+            response = await errors.answer(Request(scope, receive), exc)
+        await response(scope, receive, send)
+
+    async def serve(self, scope: Scope, receive: Receive) -> Response:
+        rt: Runtime = scope["app"].state.runtime
+        token = self._token(rt, scope)  # a missing token is a 401 before any 422
         inputs: dict[str, Any] = {}
         if self._params is not None:
-            inputs["params"] = self._read_params(request, self._params)
+            inputs["params"] = self._read_params(scope, self._params)
         if self._body is not None:
-            inputs["body"] = await _read_body(request, self._body)
+            inputs["body"] = _read_json(await _body(receive), self._body)
         reply = await self.declared(rt, token, **inputs)
         if isinstance(reply, Response):
             return reply
-        content = self._reply.dump_json(reply)
+        content = self._reply.to_json(reply)
         return Response(content, status_code=self.status, media_type="application/json")
 
-    async def _token(self, rt: Runtime, request: Request) -> Presented | None:
-        credentials = await bearer_scheme(request)
-        if credentials is None:
-            if self.optional_token and "authorization" not in request.headers:
+    def _token(self, rt: Runtime, scope: Scope) -> Presented | None:
+        header = _authorization(scope)
+        # What FastAPI's HTTPBearer reads, with its own function, without building a Request.
+        scheme, credentials = get_authorization_scheme_param(header)
+        if not (scheme and credentials) or scheme.lower() != "bearer":
+            if self.optional_token and header is None:
                 return None
             role = "source or owner" if self.optional_token else "worker"
             raise Unauthorized(NEEDS_TOKEN.format(role=role))
-        found = Presented(digest(credentials.credentials))  # checked by the store's statement
+        found = Presented(digest(credentials))  # checked by the store's statement
         rt.store.authentication.note(found.digest)  # its last use, flushed coarsely later
         return found
 
-    def _read_params(self, request: Request, adapter: TypeAdapter[Any]) -> Any:
-        given = {**request.query_params, **request.path_params}
+    def _read_params(self, scope: Scope, adapter: TypeAdapter[Any]) -> Any:
         try:
-            return adapter.validate_python(given)
+            given = {**_query(scope["query_string"]), **scope["path_params"]}
+            return adapter.validator.validate_python(given)
         except ValidationError as exc:
             raise RequestValidationError(
                 [self._located(p) for p in exc.errors(include_url=False)]
@@ -109,13 +127,69 @@ class HotRoute(Route):
         return {**problem, "loc": (where, *problem["loc"])}
 
 
-async def _read_body(request: Request, adapter: TypeAdapter[Any]) -> Any:
+class HotFront:
+    """Serves a request that a hot route matches whole ahead of FastAPI's exception layer,
+    exit stack and router, which cost more per request than the route itself
+    (docs/performance.md); every other request goes on to them, and a hot path asked with
+    another method gets the router's 405."""
+
+    def __init__(self, app: ASGIApp, *, routes: list[HotRoute]) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            for route in self.routes:
+                match, child = route.matches(scope)
+                if match == Match.FULL:
+                    scope.update(child)
+                    await route.answer(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _authorization(scope: Scope) -> str | None:
+    """The first Authorization header, as Starlette's `Headers.get` finds it."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            found: str = value.decode("latin-1")
+            return found
+    return None
+
+
+def _query(query: bytes) -> dict[str, str]:
+    """A query string's values as Starlette's QueryParams reads them, the last of a name
+    winning. A worker's are few, short and repeated (`batch=10`, `next=1`): those are parsed
+    once, and no long one is kept."""
+    return _short_query(query) if len(query) <= SHORT_QUERY else _parse_query(query)
+
+
+def _parse_query(query: bytes) -> dict[str, str]:
+    return dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+
+
+_short_query = functools.lru_cache(maxsize=256)(_parse_query)
+
+
+async def _body(receive: Receive) -> bytes:
+    """The request's body, its messages joined as Starlette's `Request.body` joins them,
+    without the asynchronous generator that costs that 2 µs a request."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _read_json(raw: bytes, adapter: TypeAdapter[Any]) -> Any:
     """The body through its model, parsed by pydantic-core; Python's parser only reads what
     pydantic-core refuses as JSON (lone surrogates, deep nesting), so that the field's own
     check can name what cannot be stored (a 422, not a 400)."""
-    raw = await request.body()
     try:
-        return adapter.validate_json(raw or b"null")
+        return adapter.validator.validate_json(raw or b"null")
     except ValidationError as exc:
         problems = exc.errors(include_url=False)
         if not any(p["type"] == "json_invalid" for p in problems):

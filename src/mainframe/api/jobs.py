@@ -50,6 +50,22 @@ def _report(body: ResultBody) -> Report:
     )
 
 
+@hot.post("/{scan_id}/result")
+async def report_result(
+    rt: Runtime, token: Presented, params: ResultParams, body: ResultBody
+) -> ResultPublic:
+    """Close the current attempt. Stale results are refused with 409 and change nothing; the
+    same result sent again is answered as the first time. With `next`, also the worker's next
+    jobs, leased in the same transaction."""
+    report = [(params.scan_id, _report(body))]
+    done = await rt.store.results.complete(token, report, fetch=params.next or 0)
+    [outcome] = done.outcomes
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.closed is not None
+    return shapes.closed(outcome.closed, shapes.jobs(done.jobs, params.next))
+
+
 @hot.post("/results")
 async def report_results(
     rt: Runtime, token: Presented, params: ResultsParams, body: BatchResults
@@ -70,22 +86,6 @@ async def report_results(
         results=[status or shapes.item_status(next(applied)) for status in statuses],
         next=shapes.jobs(done.jobs, params.next),
     )
-
-
-@hot.post("/{scan_id}/result")
-async def report_result(
-    rt: Runtime, token: Presented, params: ResultParams, body: ResultBody
-) -> ResultPublic:
-    """Close the current attempt. Stale results are refused with 409 and change nothing; the
-    same result sent again is answered as the first time. With `next`, also the worker's next
-    jobs, leased in the same transaction."""
-    report = [(params.scan_id, _report(body))]
-    done = await rt.store.results.complete(token, report, fetch=params.next or 0)
-    [outcome] = done.outcomes
-    if outcome.error is not None:
-        raise outcome.error
-    assert outcome.closed is not None
-    return shapes.closed(outcome.closed, shapes.jobs(done.jobs, params.next))
 
 
 def _echo(body: Echo) -> tuple[int | None, str | None]:
