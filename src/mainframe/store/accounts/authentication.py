@@ -124,12 +124,12 @@ class Authentication:
         return len(noted)
 
     async def authenticate(self, secret: str) -> Principal | None:
-        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
+        async with self.db.lookup() as tx:
             return await authenticate(tx, digest(secret))
 
     async def worker(self, caller: Presented) -> Principal:
         """The live worker a presented token speaks for; Unauthorized for anything else."""
-        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
+        async with self.db.lookup() as tx:
             found = await authenticate(tx, caller.digest)
         if found is None or found.role != "worker":
             raise Unauthorized("unknown token, or not a worker's, or its endpoint is revoked")

@@ -286,5 +286,7 @@ class PostgresDatabase:
         async with self._connection() as conn, conn.transaction(readonly=True):
             yield PgTx(conn)
 
+    lookup = single
+
     async def close(self) -> None:
         await self._connections.close()

@@ -125,6 +125,8 @@ class SqliteDatabase:
         async with self._transaction("BEGIN") as tx:
             yield tx
 
+    lookup = read
+
     @asynccontextmanager
     async def _transaction(self, begin: str) -> AsyncIterator[SqliteTx]:
         with outermost():
