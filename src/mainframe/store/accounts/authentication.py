@@ -85,10 +85,17 @@ async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
     row = await first(tx, AUTHENTICATE, {"digest": secret_digest})
     if row is None:
         return None
-    role, principal, owner_id, endpoint_id, endpoint, revoked_at, token_id = row
-    if revoked_at is not None:
+    if row["revoked_at"] is not None:
         return None
-    return Principal(role, principal, owner_id, endpoint_id, endpoint, secret_digest, token_id)
+    return Principal(
+        role=row["role"],
+        name=row["principal"],
+        owner_id=row["owner_id"],
+        endpoint_id=row["endpoint_id"],
+        endpoint=row["endpoint"],
+        digest=secret_digest,
+        token_id=row["token_id"],
+    )
 
 
 async def worker_of(tx: Tx, caller: Presented | Principal) -> Principal:
