@@ -112,23 +112,21 @@ def _loaded(text: str | None) -> Any:
 async def entries(tx: Tx, owner_id: int, *, before_id: int | None, limit: int) -> list[AuditEntry]:
     """The owner's audit rows newest first, older than `before_id`."""
     params = {"owner": owner_id, "before": NEWEST if before_id is None else before_id}
-    found = []
-    for row in await tx.rows(AUDIT_ENTRIES, params | {"limit": limit}):
-        id_, at, action, count, scan_ids, filter_, origin, endpoint, detail = row
-        found.append(
-            AuditEntry(
-                id=id_,
-                at=at,
-                action=action,
-                count=count,
-                scan_ids=_loaded(scan_ids),
-                filter=_loaded(filter_),
-                origin=origin,
-                endpoint=endpoint,
-                detail=_loaded(detail),
-            )
+    rows = await tx.rows(AUDIT_ENTRIES, params | {"limit": limit})
+    return [
+        AuditEntry(
+            id=row["id"],
+            at=row["at"],
+            action=row["action"],
+            count=row["count"],
+            scan_ids=_loaded(row["scan_ids"]),
+            filter=_loaded(row["filter"]),
+            origin=row["origin"],
+            endpoint=row["endpoint"],
+            detail=_loaded(row["detail"]),
         )
-    return found
+        for row in rows
+    ]
 
 
 class AuditTrail:

@@ -85,10 +85,17 @@ async def authenticate(tx: Tx, secret_digest: str) -> Principal | None:
     row = await first(tx, AUTHENTICATE, {"digest": secret_digest})
     if row is None:
         return None
-    role, principal, owner_id, endpoint_id, endpoint, revoked_at, token_id = row
-    if revoked_at is not None:
+    if row["revoked_at"] is not None:
         return None
-    return Principal(role, principal, owner_id, endpoint_id, endpoint, secret_digest, token_id)
+    return Principal(
+        role=row["role"],
+        name=row["principal"],
+        owner_id=row["owner_id"],
+        endpoint_id=row["endpoint_id"],
+        endpoint=row["endpoint"],
+        digest=secret_digest,
+        token_id=row["token_id"],
+    )
 
 
 async def worker_of(tx: Tx, caller: Presented | Principal) -> Principal:
@@ -124,12 +131,12 @@ class Authentication:
         return len(noted)
 
     async def authenticate(self, secret: str) -> Principal | None:
-        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
+        async with self.db.lookup() as tx:
             return await authenticate(tx, digest(secret))
 
     async def worker(self, caller: Presented) -> Principal:
         """The live worker a presented token speaks for; Unauthorized for anything else."""
-        async with self.db.single() if self.db.dialect != "sqlite" else self.db.read() as tx:
+        async with self.db.lookup() as tx:
             found = await authenticate(tx, caller.digest)
         if found is None or found.role != "worker":
             raise Unauthorized("unknown token, or not a worker's, or its endpoint is revoked")

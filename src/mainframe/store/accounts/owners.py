@@ -97,6 +97,11 @@ class EndpointRow(NamedTuple):
     revoked_at: int | None
     created_at: int
 
+    @classmethod
+    def of(cls, row: Row) -> EndpointRow:
+        """The endpoint of a row, by column name."""
+        return cls(**{name: row[name] for name in cls._fields})
+
     def record(self) -> EndpointRecord:
         return EndpointRecord(self.id, self.name, self.owner_id, bool(self.open_intake),
                               self.revoked_at)  # fmt: skip
@@ -115,12 +120,17 @@ class TokenRow(NamedTuple):
     created_at: int
     last_used_at: int | None
 
+    @classmethod
+    def of(cls, row: Row) -> TokenRow:
+        """The credential of a row, by column name."""
+        return cls(**{name: row[name] for name in cls._fields})
+
     def view(self) -> TokenView:
         return TokenView(self.id, self.principal, self.role, self.created_at, self.last_used_at)
 
 
 def _endpoint(row: Row | None) -> EndpointRecord | None:
-    return None if row is None else EndpointRow._make(row).record()
+    return None if row is None else EndpointRow.of(row).record()
 
 
 async def endpoint_by_name(tx: Tx, name: str) -> EndpointRecord | None:
@@ -134,7 +144,7 @@ async def endpoint_by_id(tx: Tx, endpoint_id: int) -> EndpointRecord | None:
 async def owned_endpoints(tx: Tx, owner_id: int) -> dict[int, str]:
     """The owner's endpoints by id, in name order."""
     rows = await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})
-    return {found.id: found.name for found in map(EndpointRow._make, rows)}
+    return {found.id: found.name for found in map(EndpointRow.of, rows)}
 
 
 async def owner_id_by_name(tx: Tx, name: str) -> int:
@@ -160,12 +170,12 @@ async def insert_endpoint(
 ) -> EndpointView:
     """A new endpoint with zeroed outcome totals, audited."""
     _check_name("name", name)
-    if await value(tx, ENDPOINT_BY_NAME, {"name": name}) is not None:
+    if await first(tx, ENDPOINT_BY_NAME, {"name": name}) is not None:
         raise NameTaken("endpoint_exists", f"endpoint {name!r} already exists")
     params = {"name": name, "owner": owner_id, "open_intake": open_intake}
     row = await first(tx, INSERT_ENDPOINT, params)
     assert row is not None
-    created = EndpointRow._make(row)
+    created = EndpointRow.of(row)
     await totals.create_rows(tx, created.id)
     await audit.record(
         tx, owner_id, Action.ENDPOINT_CREATED, origin=origin, endpoint=name,
@@ -201,10 +211,9 @@ async def delete_endpoint_token(
     row = await first(tx, DELETE_TOKEN, {"token": token_id, "endpoint": found.id})
     if row is None:
         raise NotFound(f"no token {token_id} on endpoint {found.name!r}")
-    principal, role = row
     await audit.record(
         tx, found.owner_id, Action.TOKEN_DELETED, origin=origin, endpoint=found.name,
-        detail=token_detail(token_id, principal, role),
+        detail=token_detail(token_id, row["principal"], row["role"]),
     )  # fmt: skip
 
 
@@ -238,7 +247,7 @@ async def issue_token_row(
     }
     row = await first(tx, INSERT_TOKEN, params)
     assert row is not None
-    return TokenRow._make(row).view()
+    return TokenRow.of(row).view()
 
 
 def _check_name(field: str, name: str) -> None:
@@ -287,7 +296,7 @@ class Owners:
     async def owner_names(self, limit: int = 2) -> list[str]:
         """The first `limit` owners' names, by name."""
         async with self.db.read() as tx:
-            return [str(name) for (name,) in await tx.rows(OWNER_NAMES, {"limit": limit})]
+            return [str(row["name"]) for row in await tx.rows(OWNER_NAMES, {"limit": limit})]
 
     async def has_owners(self) -> bool:
         async with self.db.read() as tx:
@@ -311,7 +320,7 @@ class Owners:
         """The owner's endpoints, in name order."""
         async with self.db.read() as tx:
             rows = await tx.rows(OWNED_ENDPOINTS, {"owner": owner_id})
-        return [EndpointRow._make(row).view() for row in rows]
+        return [EndpointRow.of(row).view() for row in rows]
 
     async def owned_endpoints(self, owner_id: int) -> dict[int, str]:
         """The owner's endpoint names by id, in name order."""
@@ -335,7 +344,7 @@ class Owners:
         async with self.db.read() as tx:
             found = await _acted_on(tx, acting, endpoint)
             rows = await tx.rows(ENDPOINT_TOKENS, {"endpoint": found.id})
-        return [TokenRow._make(row).view() for row in rows]
+        return [TokenRow.of(row).view() for row in rows]
 
     async def delete_token(
         self, acting: Acting, endpoint: str, token_id: int, *, origin: Origin

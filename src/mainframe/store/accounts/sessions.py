@@ -28,7 +28,7 @@ from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import authenticate, digest
-from mainframe.store.engine.database import Database, first, value
+from mainframe.store.engine.database import Database, Row, first, value
 from mainframe.store.engine.statements import statement
 
 # How long the browser keeps the cookie after its session ended, so a browser back the next
@@ -60,6 +60,11 @@ class SessionRow(NamedTuple):
     expires_at: int
     flash: str | None
     live: bool
+
+    @classmethod
+    def of(cls, row: Row) -> SessionRow:
+        """The session of a row of FIND_SESSION, by column name."""
+        return cls(**{name: row[name] for name in cls._fields})
 
 
 def _box(secret: str) -> Fernet:
@@ -107,7 +112,7 @@ class Sessions:
     async def _row(self, secret: str) -> SessionRow | None:
         async with self.db.read() as tx:
             row = await first(tx, FIND_SESSION, {"session": digest(secret)})
-        return None if row is None else SessionRow._make(row)
+        return None if row is None else SessionRow.of(row)
 
     async def sign_out(self, secret: str) -> None:
         async with self.db.write() as tx:

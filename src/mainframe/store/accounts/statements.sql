@@ -25,7 +25,7 @@ ORDER BY id DESC LIMIT :limit;
 -- name: authenticate
 -- One probe of the unique token_hash index and the endpoint's primary key.
 SELECT tokens.role, tokens.principal, tokens.owner_id, tokens.endpoint_id,
-       endpoints.name, endpoints.revoked_at, tokens.id
+       endpoints.name AS endpoint, endpoints.revoked_at, tokens.id AS token_id
 FROM tokens LEFT JOIN endpoints ON endpoints.id = tokens.endpoint_id
 WHERE tokens.token_hash = :digest;
 
@@ -109,8 +109,8 @@ RETURNING expires_at;
 
 -- name: find_session
 -- Ended sessions too (`live` false): the sign-in page says why the operator is there.
-SELECT board_sessions.owner_id, owners.name, board_sessions.csrf, board_sessions.expires_at,
-       board_sessions.flash, board_sessions.expires_at > mf_now()
+SELECT board_sessions.owner_id, owners.name AS owner, board_sessions.csrf,
+       board_sessions.expires_at, board_sessions.flash, board_sessions.expires_at > mf_now() AS live
 FROM board_sessions JOIN owners ON owners.id = board_sessions.owner_id
 WHERE board_sessions.session_hash = :session;
 
@@ -130,4 +130,4 @@ INSERT INTO scan_totals (endpoint_id, outcome, shard, count)
 VALUES (:endpoint, :outcome, :shard, 0);
 
 -- name: outcome_totals
-SELECT outcome, SUM(count) FROM scan_totals GROUP BY outcome;
+SELECT outcome, SUM(count) AS total FROM scan_totals GROUP BY outcome;

@@ -28,5 +28,5 @@ async def create_rows(tx: Tx, endpoint_id: int) -> None:
 
 async def read(tx: Tx) -> dict[str, int]:
     """Totals over every endpoint, by outcome."""
-    found = {outcome: int(total or 0) for outcome, total in await tx.rows(TOTALS)}
+    found = {row["outcome"]: int(row["total"] or 0) for row in await tx.rows(TOTALS)}
     return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}

@@ -3,8 +3,8 @@ database (sqlite.py, postgres.py), with the publication of a transaction's domai
 only after it commits.
 
 A store call opens one transaction (`write`, `read`) or runs one autocommitted statement
-(`single`), runs named statements through its `Tx`, appends what changed to `tx.events`, and
-the database hands those to `publish` once the work is durable.
+(`single`, or `lookup` for a read), runs named statements through its `Tx`, appends what
+changed to `tx.events`, and the database hands those to `publish` once the work is durable.
 
 Each statement is written out whole: its SQLite text and, where the dialects differ, its
 PostgreSQL text beside it. Both use `:name` parameters; PostgreSQL (asyncpg) receives
@@ -136,6 +136,12 @@ class Database(Protocol):
 
     def single(self) -> Any:
         """For work that is one statement: autocommit on PostgreSQL, a write on SQLite."""
+        ...
+
+    def lookup(self) -> Any:
+        """For reads that are one statement: autocommit on PostgreSQL (no BEGIN and COMMIT
+        round trips), a read transaction on SQLite (where `single` would take the writer's
+        lock)."""
         ...
 
     def pool_counts(self) -> tuple[int, int, int]:

@@ -298,6 +298,8 @@ class PostgresDatabase:
         async with self._connection() as conn, conn.transaction(readonly=True):
             yield PgTx(conn)
 
+    lookup = single
+
     async def ping(self) -> None:
         async with self.single() as tx:
             if not await host_writable(tx):

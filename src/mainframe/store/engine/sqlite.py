@@ -135,6 +135,8 @@ class SqliteDatabase:
         async with self._transaction(BEGIN_READ) as tx:
             yield tx
 
+    lookup = read
+
     @asynccontextmanager
     async def _transaction(self, begin: str) -> AsyncIterator[SqliteTx]:
         with outermost():

@@ -44,8 +44,7 @@ class Deliveries:
         async with self.db.read() as tx:
             row = await first(tx, WINDOW_TOTALS, params)
         assert row is not None
-        attempts, failures = row
-        return DeliveryTotals(int(attempts or 0), int(failures or 0))
+        return DeliveryTotals(int(row["attempts"] or 0), int(row["failures"] or 0))
 
     async def now(self) -> int:
         """The database's clock, which decides whether a window has closed."""

@@ -100,6 +100,11 @@ class HookRow(NamedTuple):
     consecutive_failures: int
     last_delivery_at: int | None
 
+    @classmethod
+    def of(cls, row: Row) -> HookRow:
+        """The hook of a row, by column name."""
+        return cls(**{name: row[name] for name in cls._fields})
+
 
 class TargetRow(NamedTuple):
     """A row of TARGETS: the secrets still sealed."""
@@ -112,9 +117,14 @@ class TargetRow(NamedTuple):
     secret: str
     previous_secret: str | None
 
+    @classmethod
+    def of(cls, row: Row) -> TargetRow:
+        """The target of a row of TARGETS, by column name."""
+        return cls(**{name: row[name] for name in cls._fields})
+
 
 def _view(row: Row, endpoint: str) -> HookView:
-    hook = HookRow._make(row)
+    hook = HookRow.of(row)
     return HookView(
         hook_id=hook.id,
         endpoint_id=hook.endpoint_id,
@@ -194,7 +204,7 @@ class Hooks:
             }
             row = await first(tx, INSERT_HOOK, params)
             assert row is not None
-            await _audit(tx, found, Action.HOOK_CREATED, HookRow._make(row).id, url, origin)
+            await _audit(tx, found, Action.HOOK_CREATED, HookRow.of(row).id, url, origin)
         return _view(row, found.name)
 
     async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
@@ -226,9 +236,8 @@ class Hooks:
             row = await first(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
-            valid_until, url = row
-            await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, url, origin)
-        return Rotation(hook_id, found.id, secret, int(valid_until))
+            await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, row["url"], origin)
+        return Rotation(hook_id, found.id, secret, int(row["previous_valid_until"]))
 
     async def enable(
         self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
@@ -239,7 +248,7 @@ class Hooks:
             row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
-            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, HookRow._make(row).url, origin)
+            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, HookRow.of(row).url, origin)
         return _view(row, found.name)
 
     # The dispatcher -------------------------------------------------------------------------
@@ -251,7 +260,7 @@ class Hooks:
         return [self._target(row) for row in rows]
 
     def _target(self, row: Row) -> HookTarget:
-        box, target = self.box, TargetRow._make(row)
+        box, target = self.box, TargetRow.of(row)
         return HookTarget(
             hook_id=target.id,
             endpoint_id=target.endpoint_id,

@@ -12,7 +12,7 @@ SET attempts = delivery_counts.attempts + excluded.attempts,
     failures = delivery_counts.failures + excluded.failures;
 
 -- name: delivery_window_totals
-SELECT SUM(delivery_counts.attempts), SUM(delivery_counts.failures)
+SELECT SUM(delivery_counts.attempts) AS attempts, SUM(delivery_counts.failures) AS failures
 FROM delivery_counts JOIN endpoints ON endpoints.id = delivery_counts.endpoint_id
 WHERE endpoints.owner_id = :owner
   AND delivery_counts.minute_us >= :start AND delivery_counts.minute_us < :end;
@@ -30,7 +30,7 @@ SELECT revoked_at FROM endpoints WHERE id = :endpoint;
 SELECT revoked_at FROM endpoints WHERE id = :endpoint FOR UPDATE;
 
 -- name: count_hooks
-SELECT count(*) FROM hooks WHERE endpoint_id = :endpoint;
+SELECT count(*) AS hooks FROM hooks WHERE endpoint_id = :endpoint;
 
 -- name: insert_hook
 INSERT INTO hooks (endpoint_id, url, queue, rate_per_minute, enabled, secret,
@@ -67,6 +67,7 @@ RETURNING id, endpoint_id, url, queue, rate_per_minute, enabled, disabled_reason
 SELECT hooks.id, hooks.endpoint_id, hooks.url, hooks.queue, hooks.rate_per_minute,
        hooks.secret,
        CASE WHEN hooks.previous_valid_until > mf_now() THEN hooks.previous_secret END
+         AS previous_secret
 FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
 WHERE hooks.endpoint_id = :endpoint AND hooks.enabled = TRUE AND endpoints.revoked_at IS NULL
 ORDER BY hooks.id;

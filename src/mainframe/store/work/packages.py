@@ -70,8 +70,7 @@ class Packages:
         """The id of the scan of this worker's endpoint that a result for (name, version)
         means; Unauthorized for a token that is not a live worker's, NotFound for no scan."""
         params = {"digest": caller.digest, "name": name, "version": version}
-        single = self.db.single() if self.db.dialect != "sqlite" else self.db.read()
-        async with single as tx:
+        async with self.db.lookup() as tx:
             rows = await tx.rows(PACKAGE_SCANS, params)
         if not rows:
             raise Unauthorized("unknown token, or its endpoint is revoked")
