@@ -754,7 +754,7 @@ EXEMPT = {
 _SHAPES = {
     INSERT_VALUES: r"INSERT INTO \w+ \([\w\s,]+\)\s+VALUES \((?:[^()]|\([^()]*\))*\)"
     r"(\s+RETURNING [\w\s,]+)?",
-    EXPRESSION: r"SELECT [\w()]+",
+    EXPRESSION: r"SELECT [\w()]+( AS \w+)?",  # its column named, to be read by name
     SETTING: r"SET LOCAL [\w\s=]+|--.*",
     CATALOG: r"SELECT .* FROM (pg_stat_user_tables|pg_settings) .*|--.*",
     HOST_STATE: r"SELECT NOT pg_is_in_recovery\(\) AND current_setting\(.*|--.*",

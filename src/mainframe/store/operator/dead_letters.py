@@ -21,13 +21,7 @@ from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.lifecycle.causes import Cause
-from mainframe.lifecycle.scans import (
-    SCAN_COLUMNS,
-    AttemptRecord,
-    ScanRecord,
-    attempt_from_row,
-    scan_from_row,
-)
+from mainframe.lifecycle.scans import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.accounts.audit import Origin
 from mainframe.store.engine.database import Database, Row, Sql, Tx, first
 from mainframe.store.engine.errors import Conflict
@@ -151,8 +145,9 @@ async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> Tally:
         row = await first(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause})
     else:
         row = await first(tx, DEAD_LETTER_TOTAL, params)
-    matching, redrivable = row or (0, 0)
-    return Tally(int(matching or 0), int(redrivable or 0))
+    if row is None:
+        return Tally(0, 0)
+    return Tally(int(row["matching"] or 0), int(row["redrivable"] or 0))
 
 
 async def page(
@@ -203,12 +198,24 @@ def _keyset(item: DeadLetter) -> tuple[int, int]:
 
 
 def _dead_letter(row: Row) -> DeadLetter:
-    """A listed row: the scan's columns, its endpoint's name, then its final attempt's
-    columns (all NULL when it was never leased)."""
-    endpoint, *final = row[len(SCAN_COLUMNS) :]
-    seq, *_ = final
-    final_attempt = None if seq is None else attempt_from_row(final)
-    return DeadLetter(scan_from_row(row, endpoint), final_attempt)
+    """A listed row: the scan's columns, its endpoint's name (`endpoint`), and its final
+    attempt's columns named `final_…` (all NULL when it was never leased)."""
+    final = _Final(row)
+    final_attempt = None if final["seq"] is None else attempt_from_row(final)
+    return DeadLetter(scan_from_row(row, row["endpoint"]), final_attempt)
+
+
+class _Final:
+    """The final attempt's columns of a listed row, read by the attempt's own column names
+    (they are aliased `final_…`: the scan's `worker` and `leased_at` have the same names)."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: Row) -> None:
+        self._row = row
+
+    def __getitem__(self, column: str, /) -> Any:
+        return self._row[f"final_{column}"]
 
 
 class DeadLetters:
@@ -278,7 +285,7 @@ class DeadLetters:
         async with self.db.read() as tx:
             await _with_values(tx, f)
             found = await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))
-            ids = [int(scan_id) for (scan_id,) in found]
+            ids = [int(row["id"]) for row in found]
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",
