@@ -249,7 +249,7 @@ CASES = {
                          SQLITE_DEAD, PG_TRIGRAMS, sorts=SORTS, custom_plan=True),
     "count_of_a_search": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(q=TERM).params(1),
                               SQLITE_DEAD, PG_TRIGRAMS, custom_plan=True),
-    # Planned with their values too (store/operator/dead_letters.py::_with_values): `since` seeks.
+    # Planned with their values too (dead_letters.py::DeadLetters._with_values): `since` seeks.
     "count_of_a_filter": Case(COUNT_DEAD_LETTERS, LEASE_EXPIRED.params(1), SQLITE_DEAD, PG_DEAD,
                               custom_plan=True),
     "count_of_a_queue": Case(COUNT_DEAD_LETTERS, DeadLetterFilter(queue="priority").params(1),

@@ -763,7 +763,7 @@ EXEMPT = {
 _SHAPES = {
     INSERT_VALUES: r"INSERT INTO \w+ \([\w\s,]+\)\s+VALUES \((?:[^()]|\([^()]*\))*\)"
     r"(\s+RETURNING [\w\s,]+)?",
-    EXPRESSION: r"SELECT [\w()]+",
+    EXPRESSION: r"SELECT [\w()]+( AS \w+)?",  # its column named, to be read by name
     SETTING: r"SET LOCAL [\w\s=]+|SELECT set_config\(.*|--.*",
     CONNECTION: r"(PRAGMA \w+=[\w-]+;?\s*)+|BEGIN( IMMEDIATE)?|COMMIT|ROLLBACK|--.*",
     CATALOG: r"SELECT .* FROM (pg_stat_user_tables|pg_settings) .*|--.*",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mainframe.lifecycle.events import Event
-from mainframe.store import Conflict
+from mainframe.store import Budget, Conflict, Store
 from mainframe.store.engine.database import NO_PARAMS, Row, Sql
 from mainframe.store.operator.dead_letters import DeadLetterFilter, DeadLetters
 
@@ -49,8 +49,11 @@ class RecordingDatabase:
 
 
 def ran_by(dialect: str, call: Any) -> list[str]:
+    """What the role runs as Store.build makes it for a database of `dialect` (where the
+    dialect decides, once, whether a narrowed read is planned with its values)."""
     db = RecordingDatabase(dialect)
-    asyncio.run(call(DeadLetters(db)))  # type: ignore[arg-type]
+    store = Store.build(db, Budget.of(job_timeout=60, max_attempts=3))  # type: ignore[arg-type]
+    asyncio.run(call(store.dead_letters))
     return db.ran
 
 

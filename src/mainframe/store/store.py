@@ -100,7 +100,9 @@ class Store:
             listings=Listings(db, budget),
             deliveries=Deliveries(db),
             hooks=Hooks(db, box=hook_box, rotation_grace_us=rotation_grace_us),
-            dead_letters=DeadLetters(db),
+            # Chosen once here: PostgreSQL may keep a generic plan for a prepared statement,
+            # SQLite plans every statement with its values bound.
+            dead_letters=DeadLetters(db, plan_with_values=db.dialect == "postgresql"),
             audit=AuditTrail(db),
             causes=Causes(db),
             queues=Queues(db),

@@ -143,8 +143,13 @@ class Activity:
             since = now - now % width - (bars - 1) * width
             params = {"owner": owner_id, "span": span, "since": since}
             found = {
-                int(at): Bar(int(at), int(finished), int(failed), int(dead_lettered))
-                for at, finished, failed, dead_lettered in await tx.rows(CHART, params)
+                int(row["at_us"]): Bar(
+                    int(row["at_us"]),
+                    int(row["finished"]),
+                    int(row["failed"]),
+                    int(row["dead_lettered"]),
+                )
+                for row in await tx.rows(CHART, params)
             }
         starts = [since + i * width for i in range(bars)]
         return [found.get(at) or Bar(at, 0, 0, 0) for at in starts]
@@ -159,8 +164,13 @@ class Activity:
             hour = await tx.rows(WORKERS_LAST_HOUR, {"endpoint": found.id})
             held = dict(await _pairs(tx, found.id))
         workers = {
-            str(w): WorkerHour(int(f), int(x), int(lapsed), held.get(str(w), 0))
-            for w, f, x, lapsed in hour
+            str(row["worker"]): WorkerHour(
+                int(row["finished"]),
+                int(row["attempt_failures"]),
+                int(row["lapsed"]),
+                held.get(str(row["worker"]), 0),
+            )
+            for row in hour
         }
         for worker, n in held.items():
             workers.setdefault(worker, WorkerHour(0, 0, 0, n))
@@ -169,4 +179,4 @@ class Activity:
 
 async def _pairs(tx: Tx, endpoint_id: int) -> list[tuple[str, int]]:
     rows = await tx.rows(LEASES_HELD, {"endpoint": endpoint_id})
-    return [(str(worker), int(n)) for worker, n in rows if worker is not None]
+    return [(str(row["worker"]), int(row["leases"])) for row in rows if row["worker"] is not None]

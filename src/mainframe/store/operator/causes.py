@@ -87,7 +87,7 @@ class Causes:
                 CAUSES_PAGE,
                 params | {"after_seen": after_seen, "after_cause": after_cause, "limit": limit},
             )
-            keys = orjson.dumps([cause for cause, *_ in rows]).decode()
+            keys = orjson.dumps([row["cause"] for row in rows]).decode()
             facets = await tx.rows(CAUSE_FACETS, params | {"causes": keys}) if rows else []
             # The deployment's clock, as every stamp being compared was taken by it.
             since = _hour(int(await value(tx, NOW))) - (SPARK_HOURS - 1) * HOUR_US
@@ -108,7 +108,8 @@ async def causes_of(tx: Tx, owner_id: int, scan_ids: Sequence[int]) -> dict[int,
     ids = orjson.dumps(list(scan_ids)).decode()
     rows = await tx.rows(CAUSES_OF_SCANS, {"ids": ids, "owner": owner_id})
     return {
-        int(scan_id): Cause(key, pattern, int(version)) for scan_id, key, pattern, version in rows
+        int(row["id"]): Cause(row["cause"], row["pattern"], int(row["grouping_version"]))
+        for row in rows
     }
 
 
@@ -117,23 +118,24 @@ def _hour(us: int) -> int:
 
 
 def _summary(row: Row, facets: list[Row], hours: list[Row], since: int) -> CauseSummary:
-    cause, pattern, dead_letters, first_seen, last_seen, example = row
+    cause = row["cause"]
     found: dict[str, list[Facet]] = {"queue": [], "kind": [], "worker": []}
-    for key, facet, endpoint, hit, hits in facets:
-        if key == cause and len(found.setdefault(facet, [])) < FACET_VALUES:
-            found[facet].append(Facet(endpoint, hit, int(hits)))
+    for hit in facets:
+        facet = hit["facet"]
+        if hit["cause"] == cause and len(found.setdefault(facet, [])) < FACET_VALUES:
+            found[facet].append(Facet(hit["endpoint"], hit["value"], int(hit["hits"])))
     bars = [0] * SPARK_HOURS
-    for key, hour, count in hours:
-        index = (int(hour) - since) // HOUR_US
-        if key == cause and 0 <= index < SPARK_HOURS:
-            bars[index] += int(count)
+    for hour in hours:
+        index = (int(hour["hour_us"]) - since) // HOUR_US
+        if hour["cause"] == cause and 0 <= index < SPARK_HOURS:
+            bars[index] += int(hour["dead_letters"])
     return CauseSummary(
         cause,
-        pattern,
-        int(dead_letters),
-        int(first_seen),
-        int(last_seen),
-        int(example),
+        row["pattern"],
+        int(row["dead_letters"]),
+        int(row["first_seen_at"]),
+        int(row["last_seen_at"]),
+        int(row["example_scan_id"]),
         found,
         bars,
     )

@@ -21,13 +21,7 @@ from typing import Any
 
 from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.lifecycle.causes import Cause
-from mainframe.lifecycle.scans import (
-    SCAN_COLUMNS,
-    AttemptRecord,
-    ScanRecord,
-    attempt_from_row,
-    scan_from_row,
-)
+from mainframe.lifecycle.scans import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.accounts.audit import Origin
 from mainframe.store.engine.database import Database, Row, Sql, Tx, first
 from mainframe.store.engine.errors import Conflict
@@ -128,15 +122,6 @@ class DeadLetterPage:
     redrivable: int = 0  # of the `count`, those a filter redrive would requeue now
 
 
-async def _with_values(tx: Tx, f: DeadLetterFilter) -> None:
-    """Before a listing or count narrowed beyond an endpoint on PostgreSQL: plan the
-    transaction's statements with their values (a generic plan guesses a cause holds a few
-    dead letters and would sort all of a big one's, and cannot seek the index to `since`, so
-    it counts every dead letter of the owner)."""
-    if (f.narrows or f.cause) and tx.dialect == "postgresql":
-        await tx.run(PLAN_WITH_VALUES)
-
-
 async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> Tally:
     """How many dead letters match now, and how many of them could be redriven: the kept
     counts (of the owner's endpoints, of one cause, or by queue and reason) unless the
@@ -151,8 +136,9 @@ async def count(tx: Tx, owner_id: int, f: DeadLetterFilter) -> Tally:
         row = await first(tx, causes.DEAD_LETTERS_OF_CAUSE, params | {"cause": f.cause})
     else:
         row = await first(tx, DEAD_LETTER_TOTAL, params)
-    matching, redrivable = row or (0, 0)
-    return Tally(int(matching or 0), int(redrivable or 0))
+    if row is None:
+        return Tally(0, 0)
+    return Tally(int(row["matching"] or 0), int(row["redrivable"] or 0))
 
 
 async def page(
@@ -203,19 +189,42 @@ def _keyset(item: DeadLetter) -> tuple[int, int]:
 
 
 def _dead_letter(row: Row) -> DeadLetter:
-    """A listed row: the scan's columns, its endpoint's name, then its final attempt's
-    columns (all NULL when it was never leased)."""
-    endpoint, *final = row[len(SCAN_COLUMNS) :]
-    seq, *_ = final
-    final_attempt = None if seq is None else attempt_from_row(final)
-    return DeadLetter(scan_from_row(row, endpoint), final_attempt)
+    """A listed row: the scan's columns, its endpoint's name (`endpoint`), and its final
+    attempt's columns named `final_…` (all NULL when it was never leased)."""
+    final = _Final(row)
+    final_attempt = None if final["seq"] is None else attempt_from_row(final)
+    return DeadLetter(scan_from_row(row, row["endpoint"]), final_attempt)
+
+
+class _Final:
+    """The final attempt's columns of a listed row, read by the attempt's own column names
+    (they are aliased `final_…`: the scan's `worker` and `leased_at` have the same names)."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: Row) -> None:
+        self._row = row
+
+    def __getitem__(self, column: str, /) -> Any:
+        return self._row[f"final_{column}"]
 
 
 class DeadLetters:
-    """The owner's dead letters: list, count, open one, redrive."""
+    """The owner's dead letters: list, count, open one, redrive. With `plan_with_values`
+    (PostgreSQL's, whose prepared statements may keep a generic plan; Store.build says), a
+    read narrowed beyond an endpoint first plans its transaction with the values."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, plan_with_values: bool) -> None:
         self.db = db
+        self.plan_with_values = plan_with_values
+
+    async def _with_values(self, tx: Tx, f: DeadLetterFilter) -> None:
+        """Before a listing or count narrowed beyond an endpoint: plan the transaction's
+        statements with their values (a generic plan guesses a cause holds a few dead
+        letters and would sort all of a big one's, and cannot seek the index to `since`, so
+        it counts every dead letter of the owner)."""
+        if self.plan_with_values and (f.narrows or f.cause):
+            await tx.run(PLAN_WITH_VALUES)
 
     async def page(
         self,
@@ -229,7 +238,7 @@ class DeadLetters:
         """One page newest first after the keyset `after` (or the page before the keyset
         `newer_than`), with how many match in all."""
         async with self.db.read() as tx:
-            await _with_values(tx, f)
+            await self._with_values(tx, f)
             found = await page(tx, owner_id, f, after=after, limit=limit, newer_than=newer_than)
             named = await causes.causes_of(tx, owner_id, [item.scan.id for item in found.items])
         items = [replace(item, cause=named.get(item.scan.id)) for item in found.items]
@@ -238,14 +247,14 @@ class DeadLetters:
     async def count(self, owner_id: int, f: DeadLetterFilter) -> int:
         """How many dead letters the filter matches (the Dead pill, a redrive's question)."""
         async with self.db.read() as tx:
-            await _with_values(tx, f)
+            await self._with_values(tx, f)
             return (await count(tx, owner_id, f)).matching
 
     async def redrivable(self, owner_id: int, f: DeadLetterFilter) -> int:
         """How many dead letters a filter redrive would requeue: what its `confirm` states
         (a revoked endpoint's dead letters match the filter but are never redriven)."""
         async with self.db.read() as tx:
-            await _with_values(tx, f)
+            await self._with_values(tx, f)
             return (await count(tx, owner_id, f)).redrivable
 
     async def get(self, owner_id: int, scan_id: int) -> ScanRecord:
@@ -276,9 +285,9 @@ class DeadLetters:
         """Redrive what the filter matches, refused (nothing changed) unless `confirm` is
         how many it matches now: a stale screen cannot requeue more than the operator saw."""
         async with self.db.read() as tx:
-            await _with_values(tx, f)
+            await self._with_values(tx, f)
             found = await tx.rows(DEAD_LETTER_IDS, f.params(owner_id))
-            ids = [int(scan_id) for (scan_id,) in found]
+            ids = [int(row["id"]) for row in found]
         if len(ids) != confirm:
             raise Conflict(
                 "count_changed",

@@ -34,8 +34,11 @@ async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
     queued = await first(tx, QUEUED_STATES)
     pending = await first(tx, PENDING_STATES, {"max_attempts": max_attempts})
     assert queued is not None and pending is not None
-    total, waiting, parked, unparked, held_waiting = (int(n or 0) for n in queued[:5])
-    lapsed, spent = int(pending[1] or 0), int(pending[2] or 0)
+    total, waiting, parked, unparked, held_waiting = (
+        int(queued[column] or 0)
+        for column in ("total", "waiting", "parked", "unparked", "held_waiting")
+    )
+    lapsed, spent = int(pending["lapsed"] or 0), int(pending["spent"] or 0)
     # A paused queue's unparked scans are counted once, as paused, whether due or waiting.
     paused, scheduled = parked + unparked, waiting - held_waiting
     queue = {
@@ -43,9 +46,9 @@ async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
         QueueState.PAUSED: paused,
         QueueState.SCHEDULED: scheduled,
         QueueState.QUARANTINED: int(await value(tx, QUARANTINED_COUNT) or 0),
-        QueueState.PENDING: int(pending[0]) - lapsed - spent,
+        QueueState.PENDING: int(pending["total"]) - lapsed - spent,
         QueueState.RETRYABLE: lapsed,
         QueueState.EXHAUSTED: spent,
     }
     oldest = await value(tx, OLDEST_DUE)
-    return Snapshot(int(queued[5]), await totals.read(tx), queue, oldest)
+    return Snapshot(int(queued["now"]), await totals.read(tx), queue, oldest)

@@ -56,9 +56,16 @@ class Overview:
 async def _hooks(tx: Tx, owner_id: int) -> dict[int, list[HookHealth]]:
     found: dict[int, list[HookHealth]] = {}
     for row in await tx.rows(HOOK_HEALTH, {"owner": owner_id}):
-        endpoint_id, hook_id, url, queue, enabled, reason, failures, last_delivery_at = row
-        found.setdefault(endpoint_id, []).append(
-            HookHealth(hook_id, url, queue, bool(enabled), reason, failures, last_delivery_at)
+        found.setdefault(row["endpoint_id"], []).append(
+            HookHealth(
+                row["id"],
+                row["url"],
+                row["queue"],
+                bool(row["enabled"]),
+                row["disabled_reason"],
+                row["consecutive_failures"],
+                row["last_delivery_at"],
+            )
         )
     return found
 
@@ -67,43 +74,45 @@ async def overview(tx: Tx, owner_id: int) -> Overview:
     rows = await tx.rows(owners.OWNED_ENDPOINTS, {"owner": owner_id})
     live: dict[tuple[int, str], int] = {}
     parked: dict[int, int] = {}  # per endpoint, its QUEUED scans with no due time
-    for endpoint_id, state, n, unleasable in await tx.rows(LIVE_COUNTS, {"owner": owner_id}):
-        live[endpoint_id, state] = int(n)
-        parked[endpoint_id] = parked.get(endpoint_id, 0) + int(unleasable or 0)
+    for row in await tx.rows(LIVE_COUNTS, {"owner": owner_id}):
+        endpoint_id = int(row["endpoint_id"])
+        live[endpoint_id, row["state"]] = int(row["n"])
+        parked[endpoint_id] = parked.get(endpoint_id, 0) + int(row["parked"] or 0)
     ended = {
-        (int(endpoint_id), outcome): int(n or 0)
-        for endpoint_id, outcome, n in await tx.rows(ENDED_NOW, {"owner": owner_id})
+        (int(row["endpoint_id"]), row["outcome"]): int(row["n"] or 0)
+        for row in await tx.rows(ENDED_NOW, {"owner": owner_id})
     }
     dead = {
-        int(endpoint_id): int(n or 0)
-        for endpoint_id, n in await tx.rows(DEAD_LETTERS_NOW, {"owner": owner_id})
+        int(row["endpoint_id"]): int(row["dead_letters"] or 0)
+        for row in await tx.rows(DEAD_LETTERS_NOW, {"owner": owner_id})
     }
     hooked = await _hooks(tx, owner_id)
     cards = []
-    for e in map(owners.EndpointRow._make, rows):
+    for e in rows:
+        endpoint_id = int(e["id"])
         # QUEUED in a paused queue, or still parked (lifecycle.rules.queue_state): no poll
         # leases it, so it is not counted as queued.
-        paused = parked.get(e.id, 0) + live.get((e.id, "unparked"), 0)
+        paused = parked.get(endpoint_id, 0) + live.get((endpoint_id, "unparked"), 0)
         counts = {
-            "queued": live.get((e.id, "queued"), 0) - paused,
+            "queued": live.get((endpoint_id, "queued"), 0) - paused,
             "paused": paused,
-            "pending": live.get((e.id, "pending"), 0),
-            "finished": ended.get((e.id, "finished"), 0),
-            "failed": ended.get((e.id, "failed"), 0),
-            "dead": dead.get(e.id, 0),
-            "quarantined": live.get((e.id, "quarantined"), 0),
+            "pending": live.get((endpoint_id, "pending"), 0),
+            "finished": ended.get((endpoint_id, "finished"), 0),
+            "failed": ended.get((endpoint_id, "failed"), 0),
+            "dead": dead.get(endpoint_id, 0),
+            "quarantined": live.get((endpoint_id, "quarantined"), 0),
         }
-        oldest = await value(tx, OLDEST_DUE_OF_ENDPOINT, {"endpoint": e.id})
+        oldest = await value(tx, OLDEST_DUE_OF_ENDPOINT, {"endpoint": endpoint_id})
         cards.append(
             EndpointCard(
-                e.id,
-                e.name,
-                bool(e.open_intake),
-                e.revoked_at,
-                e.created_at,
+                endpoint_id,
+                e["name"],
+                bool(e["open_intake"]),
+                e["revoked_at"],
+                e["created_at"],
                 counts,
                 oldest,
-                hooked.get(e.id, []),
+                hooked.get(endpoint_id, []),
             )
         )
     overall = {key: sum(card.counts[key] for card in cards) for key in (*STATUSES, "quarantined")}

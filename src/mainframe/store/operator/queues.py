@@ -25,7 +25,7 @@ from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, Sca
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Tx, first
+from mainframe.store.engine.database import Database, Row, Tx, first
 from mainframe.store.engine.errors import Conflict, Invalid, NotFound
 from mainframe.store.engine.statements import statement
 
@@ -107,8 +107,7 @@ class Queues:
             found = await first(tx, ENDPOINT_OWNER, {"endpoint": endpoint})
         if found is None:
             raise NotFound(f"no endpoint named {endpoint!r}")
-        owner_id, owner = found
-        return int(owner_id), str(owner)
+        return int(found["owner_id"]), str(found["name"])
 
     async def paused(self, owner_id: int, endpoint: str) -> list[PausedQueue]:
         """The owner's endpoint's paused queues, by name (NotFound for another's)."""
@@ -117,12 +116,12 @@ class Queues:
             if found is None or found.owner_id != owner_id:
                 raise NotFound(f"no endpoint named {endpoint!r}")
             rows = await tx.rows(PAUSED_OF_ENDPOINT, {"endpoint": found.id})
-        return [PausedQueue(queue, int(at), by) for queue, at, by in rows]
+        return [PausedQueue(row["queue"], int(row["paused_at"]), row["paused_by"]) for row in rows]
 
     async def all_paused(self) -> set[tuple[str, str]]:
         """Every paused (endpoint, queue): what `mainframe_queue_paused` reports."""
         async with self.db.read() as tx:
-            return {(endpoint, queue) for endpoint, queue in await tx.rows(ALL_PAUSED)}
+            return {(row["name"], row["queue"]) for row in await tx.rows(ALL_PAUSED)}
 
     async def _park(self, endpoint_id: int, queue: str) -> int:
         after, parked = FIRST_KEYSET, 0
@@ -134,8 +133,8 @@ class Queues:
             parked += len(rows)
             if len(rows) < CHUNK:
                 return parked
-            # PARK returns (id, paused_due_at); the next chunk starts after the last keyset.
-            after = max((int(due_at), int(scan_id)) for scan_id, due_at in rows)
+            # The next chunk starts after the last keyset (available_at, id) parked.
+            after = max((int(row["paused_due_at"]), int(row["id"])) for row in rows)
 
     async def _unpark(self, endpoint_id: int, endpoint: str, queue: str) -> int:
         after, due = 0, 0
@@ -143,7 +142,7 @@ class Queues:
             params = {"endpoint": endpoint_id, "queue": queue, "limit": CHUNK, "after_id": after}
             async with self.db.write() as tx:
                 rows = await tx.rows(UNPARK, params)
-                unparked = [UnparkedRow._make(row) for row in rows]
+                unparked = [UnparkedRow.of(row) for row in rows]
                 tx.events.extend(_ready(row, endpoint) for row in unparked if row.verified)
             due += len(rows)
             if len(rows) < CHUNK:
@@ -180,6 +179,12 @@ class UnparkedRow(NamedTuple):
     source: str | None
     created_at: int
     due_at: int
+
+    @classmethod
+    def of(cls, row: Row) -> UnparkedRow:
+        """A scan from a row of UNPARK, by column name (its due time is `available_at`)."""
+        fields = {name: row[name] for name in cls._fields if name != "due_at"}
+        return cls(**fields, due_at=row["available_at"])
 
 
 def _ready(row: UnparkedRow, endpoint: str) -> ScanReady:

@@ -20,7 +20,7 @@ from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
 from mainframe.lifecycle.outcomes import increments
 from mainframe.store.accounts import audit
-from mainframe.store.engine.database import Database, Tx
+from mainframe.store.engine.database import Database, Row, Tx
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.closing import BUMP
 
@@ -102,13 +102,13 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     if not chunk:
         return []
     params = {"ids": _ids(chunk), "owner": owner_id}
-    found = {row.id: row for row in map(Candidate._make, await tx.rows(CANDIDATES, params))}
-    live = {scan_id for (scan_id,) in await tx.rows(LIVE_KEYS, params)}
+    found = {row.id: row for row in map(Candidate.of, await tx.rows(CANDIDATES, params))}
+    live = {row["id"] for row in await tx.rows(LIVE_KEYS, params)}
     ready = sort_out(chunk, found, live, skipped)
     if not ready:
         return []
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
-    due = {scan_id: available_at for scan_id, available_at in requeued}
+    due = {row["id"]: row["available_at"] for row in requeued}
     events = [ScanRedriven(ref) for ref in ready]
     await tx.many(BUMP, increments(events, tx.session))
     tx.events.extend(events)
@@ -137,6 +137,11 @@ class Candidate(NamedTuple):
     created_at: int
     revoked_at: int | None
     dead_lettered_at: int | None
+
+    @classmethod
+    def of(cls, row: Row) -> Candidate:
+        """A candidate from a row of CANDIDATES, by column name."""
+        return cls(**{name: row[name] for name in cls._fields})
 
     def ref(self) -> ScanRef:
         return ScanRef(

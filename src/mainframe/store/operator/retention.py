@@ -83,8 +83,7 @@ class Retention:
             for kind in self.policy.pruned():
                 row = await first(tx, COUNTS[kind], {"kept": self.policy.kept(kind)})
                 assert row is not None
-                count, attempts = row
-                found.append(Due(kind, int(count), int(attempts or 0)))
+                found.append(Due(kind, int(row["due"]), int(row["attempts"] or 0)))
         return found
 
     async def prune(self, kind: PruneKind, *, limit: int) -> RowsPruned:
@@ -105,11 +104,11 @@ class Retention:
 
 
 async def _prune_scans(tx: Tx, kind: PruneKind, params: dict[str, int]) -> RowsPruned:
-    ids = [int(scan_id) for (scan_id,) in await tx.rows(DUE_SCANS[kind], params)]
+    ids = [int(row["id"]) for row in await tx.rows(DUE_SCANS[kind], params)]
     if not ids:
         return RowsPruned(kind, 0)
     batch = {"ids": orjson.dumps(ids).decode()}
     attempts = await tx.run(PRUNE_ATTEMPTS, batch)
-    removed = [int(endpoint_id) for (endpoint_id,) in await tx.rows(PRUNE_SCANS, batch)]
+    removed = [int(row["endpoint_id"]) for row in await tx.rows(PRUNE_SCANS, batch)]
     await tx.many(NOTE_PRUNED, pruned_counts(kind, removed))
     return RowsPruned(kind, len(removed), attempts)

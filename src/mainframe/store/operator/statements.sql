@@ -21,39 +21,40 @@ DELETE FROM activity WHERE span = :span AND at_us < mf_now() - :kept;
 
 -- name: activity_chart
 -- The owner's counts per bar of a span since :since, every endpoint and worker summed.
-SELECT activity.at_us, SUM(activity.finished), SUM(activity.failed),
-       SUM(activity.dead_lettered)
+SELECT activity.at_us, SUM(activity.finished) AS finished, SUM(activity.failed) AS failed,
+       SUM(activity.dead_lettered) AS dead_lettered
 FROM activity JOIN endpoints ON endpoints.id = activity.endpoint_id
 WHERE endpoints.owner_id = :owner AND activity.span = :span AND activity.at_us >= :since
 GROUP BY activity.at_us;
 
 -- name: workers_last_hour
 -- One endpoint's workers over the last hour, by minute rows.
-SELECT worker, SUM(finished), SUM(attempt_failures), SUM(lapsed)
+SELECT worker, SUM(finished) AS finished, SUM(attempt_failures) AS attempt_failures,
+       SUM(lapsed) AS lapsed
 FROM activity
 WHERE endpoint_id = :endpoint AND span = 'minute' AND at_us >= mf_now() - 3600000000
 GROUP BY worker;
 
 -- name: leases_held
 -- The leases each worker of the endpoint holds now (live or lapsed, not yet reaped).
-SELECT worker, count(*) FROM scans
+SELECT worker, count(*) AS leases FROM scans
 WHERE endpoint_id = :endpoint AND status = 'PENDING'
 GROUP BY worker;
 
 -- name: dead_letters_of_cause @sqlite
 -- A cause's dead letters now, over the owner's endpoints (or one), and of them those on
 -- endpoints not revoked (what a redrive of the cause requeues): the kept counts.
-SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0) AS matching,
        COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0) AS redrivable
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
   AND (:endpoint IS NULL OR endpoints.name = :endpoint);
 
 -- name: dead_letters_of_cause @postgresql
-SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0) AS matching,
        COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0) AS redrivable
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint);
@@ -99,7 +100,7 @@ LIMIT :limit;
 -- name: cause_facets @sqlite
 -- The queues, kinds and workers the page's causes hit (a JSON list of keys), each on its
 -- endpoint (two endpoints' `default` queues are two facets), most hits first.
-SELECT cause_facets.cause, cause_facets.facet, endpoints.name, cause_facets.value,
+SELECT cause_facets.cause, cause_facets.facet, endpoints.name AS endpoint, cause_facets.value,
        cause_facets.hits
 FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
 WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
@@ -107,7 +108,7 @@ WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :en
 ORDER BY cause_facets.hits DESC, endpoints.name, cause_facets.value;
 
 -- name: cause_facets @postgresql
-SELECT cause_facets.cause, cause_facets.facet, endpoints.name, cause_facets.value,
+SELECT cause_facets.cause, cause_facets.facet, endpoints.name AS endpoint, cause_facets.value,
        cause_facets.hits
 FROM cause_facets JOIN endpoints ON endpoints.id = cause_facets.endpoint_id
 WHERE endpoints.owner_id = :owner
@@ -117,7 +118,7 @@ ORDER BY cause_facets.hits DESC, endpoints.name, cause_facets.value;
 
 -- name: cause_hours @sqlite
 -- The page's causes' dead letters per hour since :since (the sparklines).
-SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
+SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters) AS dead_letters
 FROM cause_hours JOIN endpoints ON endpoints.id = cause_hours.endpoint_id
 WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
   AND cause_hours.cause IN (SELECT value FROM json_each(:causes))
@@ -125,7 +126,7 @@ WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :en
 GROUP BY cause_hours.cause, cause_hours.hour_us;
 
 -- name: cause_hours @postgresql
-SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters)
+SELECT cause_hours.cause, cause_hours.hour_us, SUM(cause_hours.dead_letters) AS dead_letters
 FROM cause_hours JOIN endpoints ON endpoints.id = cause_hours.endpoint_id
 WHERE endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
@@ -168,8 +169,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM scans
 CROSS JOIN endpoints
 LEFT JOIN attempts AS final
@@ -196,8 +199,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM scans
 CROSS JOIN endpoints
 LEFT JOIN attempts AS final
@@ -237,8 +242,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM matched
 JOIN scans ON scans.id = matched.id
 JOIN endpoints ON endpoints.id = scans.endpoint_id
@@ -267,8 +274,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM matched
 JOIN scans ON scans.id = matched.id
 JOIN endpoints ON endpoints.id = scans.endpoint_id
@@ -286,8 +295,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM scans
 CROSS JOIN endpoints
 LEFT JOIN attempts AS final
@@ -311,8 +322,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM scans
 CROSS JOIN endpoints
 LEFT JOIN attempts AS final
@@ -349,8 +362,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM matched
 JOIN scans ON scans.id = matched.id
 JOIN endpoints ON endpoints.id = scans.endpoint_id
@@ -379,8 +394,10 @@ SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scan
        scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
        scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
        scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
-       final.seq, final.attempt, final.worker, final.leased_at, final.closed_at,
-       final.outcome, final.summary, final.artifact
+       final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
+       final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
+       final.outcome AS final_outcome, final.summary AS final_summary,
+       final.artifact AS final_artifact
 FROM matched
 JOIN scans ON scans.id = matched.id
 JOIN endpoints ON endpoints.id = scans.endpoint_id
@@ -394,7 +411,8 @@ LIMIT :limit;
 -- optional, NULL: none), and how many of them a filter redrive would requeue now (a revoked
 -- endpoint's are never redriven): the number its `confirm` states. One pass for both: the
 -- endpoint's column is read after the join either way.
-SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+SELECT count(*) AS matching,
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0) AS redrivable
 FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.owner_id = :owner
@@ -408,7 +426,8 @@ WHERE scans.dead_lettered_at IS NOT NULL
   AND (:cause IS NULL OR scans.cause = :cause);
 
 -- name: count_dead_letters @postgresql
-SELECT count(*), COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0)
+SELECT count(*) AS matching,
+       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL THEN 1 ELSE 0 END), 0) AS redrivable
 FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE scans.dead_lettered_at IS NOT NULL
   AND endpoints.owner_id = :owner
@@ -455,9 +474,9 @@ ORDER BY scans.dead_lettered_at DESC, scans.id DESC;
 -- The owner's dead letters now (or one endpoint's), and of them those on endpoints not
 -- revoked: the counts kept per endpoint and cause (a row per endpoint and cause, whatever the
 -- scans table holds). Not the outcome totals, which keep counting what was pruned.
-SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0),
+SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0) AS matching,
        COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0)
+                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0) AS redrivable
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint);
@@ -467,9 +486,9 @@ WHERE endpoints.owner_id = :owner
 -- every cause or one), and of them those on endpoints not revoked: the counts kept per
 -- endpoint, cause, queue and reason (the `counts_now` migration), a few rows per endpoint
 -- and cause through the primary key, whatever the scans table holds.
-SELECT COALESCE(SUM(dead_letter_counts.dead_letters), 0),
+SELECT COALESCE(SUM(dead_letter_counts.dead_letters), 0) AS matching,
        COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                         THEN dead_letter_counts.dead_letters ELSE 0 END), 0)
+                         THEN dead_letter_counts.dead_letters ELSE 0 END), 0) AS redrivable
 FROM dead_letter_counts JOIN endpoints ON endpoints.id = dead_letter_counts.endpoint_id
 WHERE endpoints.owner_id = :owner
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint)
@@ -498,7 +517,8 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 -- Nothing more when no queue is paused; never a paused queue's parked backlog. On PostgreSQL
 -- the LATERAL keeps that walk per paused queue: a generic plan would rather hash every
 -- endpoint's unparked backlog.
-SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting AS held_waiting,
+       mf_now() AS now
 FROM (
     SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
            AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
@@ -512,7 +532,8 @@ FROM (
 ) AS held;
 
 -- name: queued_states @postgresql
-SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting, mf_now()
+SELECT queued.total, queued.waiting, queued.parked, held.unparked, held.waiting AS held_waiting,
+       mf_now() AS now
 FROM (
     SELECT count(*) AS total, SUM(CASE WHEN available_at > mf_now() THEN 1 ELSE 0 END)
            AS waiting, SUM(CASE WHEN available_at IS NULL THEN 1 ELSE 0 END) AS parked
@@ -530,22 +551,22 @@ FROM (
 
 -- name: pending_states
 -- The SQL twin of lifecycle.rules.queue_state for PENDING rows.
-SELECT count(*),
+SELECT count(*) AS total,
        SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count < :max_attempts
-                THEN 1 ELSE 0 END),
+                THEN 1 ELSE 0 END) AS lapsed,
        SUM(CASE WHEN lease_expires_at < mf_now() AND attempt_count >= :max_attempts
-                THEN 1 ELSE 0 END)
+                THEN 1 ELSE 0 END) AS spent
 FROM scans WHERE status = 'PENDING';
 
 -- name: quarantined_count
-SELECT count(*) FROM scans WHERE status = 'QUARANTINED';
+SELECT count(*) AS quarantined FROM scans WHERE status = 'QUARANTINED';
 
 -- name: oldest_due
 -- The oldest scan a poll could lease: per endpoint, the first due row of ix_scans_queued
 -- outside the endpoint's paused queues. The walk starts after the parked rows (NULL, never
 -- due) and steps over only the unparked due scans of paused queues ahead of it, as a poll's
 -- own walk does; each row's queue is read from the table.
-SELECT MIN(head.available_at) FROM (
+SELECT MIN(head.available_at) AS available_at FROM (
     SELECT (SELECT scans.available_at FROM scans
             WHERE scans.endpoint_id = endpoints.id AND scans.status = 'QUEUED'
               AND scans.available_at <= mf_now()
@@ -563,8 +584,8 @@ SELECT MIN(head.available_at) FROM (
 -- endpoint, its paused queues' unparked QUEUED scans (as fleet_snapshot.QUEUED_STATES counts
 -- them: the endpoint's unparked part of ix_scans_queued per paused queue). One statement, so
 -- the queued and paused depths it yields are of one moment.
-SELECT scans.endpoint_id, 'queued', count(*),
-       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
+SELECT scans.endpoint_id, 'queued' AS state, count(*) AS n,
+       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) AS parked FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
 UNION ALL
@@ -585,8 +606,8 @@ WHERE endpoints.owner_id = :owner AND paused_queues.endpoint_id = endpoints.id
 GROUP BY paused_queues.endpoint_id;
 
 -- name: live_counts @postgresql
-SELECT scans.endpoint_id, 'queued', count(*),
-       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) FROM scans
+SELECT scans.endpoint_id, 'queued' AS state, count(*) AS n,
+       SUM(CASE WHEN scans.available_at IS NULL THEN 1 ELSE 0 END) AS parked FROM scans
 JOIN endpoints ON endpoints.id = scans.endpoint_id
 WHERE endpoints.owner_id = :owner AND scans.status = 'QUEUED' GROUP BY scans.endpoint_id
 UNION ALL
@@ -614,7 +635,7 @@ GROUP BY paused_queues.endpoint_id;
 -- ended so, for packages_scan_outcomes) less what retention pruned of them (pruned_scans,
 -- store/operator/retention.py). One statement, so both are read at one instant; a few dozen rows per
 -- endpoint through the two tables' primary keys.
-SELECT ended.endpoint_id, ended.outcome, SUM(ended.n) FROM (
+SELECT ended.endpoint_id, ended.outcome, SUM(ended.n) AS n FROM (
     SELECT scan_totals.endpoint_id, scan_totals.outcome, scan_totals.count AS n
     FROM scan_totals JOIN endpoints ON endpoints.id = scan_totals.endpoint_id
     WHERE endpoints.owner_id = :owner AND scan_totals.outcome IN ('finished', 'failed')
@@ -629,7 +650,7 @@ GROUP BY ended.endpoint_id, ended.outcome;
 -- Each endpoint's dead letters now: the counts kept per endpoint and cause (migration 0017),
 -- which a prune, a redrive and a second death move in their own transaction, as the listing's
 -- unfiltered count reads them (store/operator/dead_letters.py::DEAD_LETTER_TOTAL).
-SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters)
+SELECT dead_letter_causes.endpoint_id, SUM(dead_letter_causes.dead_letters) AS dead_letters
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner
 GROUP BY dead_letter_causes.endpoint_id;
@@ -650,7 +671,7 @@ FROM hooks JOIN endpoints ON endpoints.id = hooks.endpoint_id
 WHERE endpoints.owner_id = :owner ORDER BY hooks.id;
 
 -- name: now
-SELECT mf_now();
+SELECT mf_now() AS now;
 
 -- name: pause_queue
 INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by)
@@ -659,7 +680,8 @@ ON CONFLICT (endpoint_id, queue) DO NOTHING
 RETURNING paused_at;
 
 -- name: resume_queue
-DELETE FROM paused_queues WHERE endpoint_id = :endpoint AND queue = :queue RETURNING 1;
+DELETE FROM paused_queues WHERE endpoint_id = :endpoint AND queue = :queue
+RETURNING 1 AS resumed;
 
 -- name: paused_queues_of_endpoint
 SELECT queue, paused_at, paused_by FROM paused_queues
@@ -708,7 +730,7 @@ WHERE endpoints.name = :endpoint;
 -- scan it would read. PostgreSQL plans it as any join and locks the rows in id order: a
 -- second redrive of the same scans waits, then sees them requeued, and two overlapping
 -- redrives never take their rows in opposite orders.
-SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+SELECT scans.id, scans.endpoint_id, endpoints.name AS endpoint, scans.queue, scans.name,
        scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
        endpoints.revoked_at, scans.dead_lettered_at
 FROM scans CROSS JOIN endpoints
@@ -716,7 +738,7 @@ WHERE scans.id IN (SELECT value FROM json_each(:ids))
   AND endpoints.id = scans.endpoint_id AND endpoints.owner_id = :owner;
 
 -- name: redrive_candidates @postgresql
-SELECT scans.id, scans.endpoint_id, endpoints.name, scans.queue, scans.name,
+SELECT scans.id, scans.endpoint_id, endpoints.name AS endpoint, scans.queue, scans.name,
        scans.version, scans.kind, scans.verified, scans.source, scans.created_at,
        endpoints.revoked_at, scans.dead_lettered_at
 FROM scans CROSS JOIN endpoints
@@ -901,30 +923,34 @@ DELETE FROM board_sessions WHERE session_hash = ANY(ARRAY(
 -- name: count_due_finished_scans
 -- What a pass would remove, for `mainframe db prune --dry-run`: the due scans of a kind with
 -- their attempts, and the due rows of each other kind, through the same indexes.
-SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+SELECT count(*) AS due,
+       SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id)) AS attempts
 FROM scans
 WHERE scans.status = 'FINISHED' AND scans.finished_at <= mf_now() - :kept;
 
 -- name: count_due_failed_scans
-SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+SELECT count(*) AS due,
+       SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id)) AS attempts
 FROM scans
 WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NULL
   AND scans.finished_at <= mf_now() - :kept;
 
 -- name: count_due_dead_letters
-SELECT count(*), SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id))
+SELECT count(*) AS due,
+       SUM((SELECT count(*) FROM attempts WHERE attempts.scan_id = scans.id)) AS attempts
 FROM scans
 WHERE scans.status = 'FAILED' AND scans.dead_lettered_at IS NOT NULL
   AND scans.dead_lettered_at <= mf_now() - :kept;
 
 -- name: count_due_audit
-SELECT count(*), 0 FROM audit WHERE at <= mf_now() - :kept;
+SELECT count(*) AS due, 0 AS attempts FROM audit WHERE at <= mf_now() - :kept;
 
 -- name: count_due_delivery_counts
-SELECT count(*), 0 FROM delivery_counts WHERE minute_us <= mf_now() - :kept - 60000000;
+SELECT count(*) AS due, 0 AS attempts FROM delivery_counts
+WHERE minute_us <= mf_now() - :kept - 60000000;
 
 -- name: count_due_board_sessions
-SELECT count(*), 0 FROM board_sessions WHERE expires_at <= mf_now() - :kept;
+SELECT count(*) AS due, 0 AS attempts FROM board_sessions WHERE expires_at <= mf_now() - :kept;
 
 -- name: revoke_endpoint
 UPDATE endpoints SET revoked_at = mf_now() WHERE id = :endpoint;
