@@ -30,6 +30,7 @@ def free_port() -> int:
 def mainframe_env(database_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
     env.update({"MAINFRAME_DATABASE_URL": database_url, "MAINFRAME_LOG_FORMAT": "json"})
+    env["MAINFRAME_STRICT_ROWS"] = "1"  # rows read by name only (tests/conftest.py)
     # Retries are due at once unless a test is about their backoff (it sets its own base).
     env["MAINFRAME_RETRY_BASE_SECONDS"] = "0"
     env.update(extra)

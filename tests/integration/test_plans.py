@@ -55,7 +55,6 @@ from mainframe.store.hooks import deliveries, hooks
 from mainframe.store.operator import activity, fleet_snapshot, overview, queues, retention, revoke
 from mainframe.store.work import (
     assignments,
-    closes,
     closing,
     intake,
     interventions,
@@ -64,6 +63,7 @@ from mainframe.store.work import (
     queries,
     refusals,
     replays,
+    results,
 )
 from mainframe.store.work.search import terms
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
@@ -376,7 +376,7 @@ CASES = {
     "requeue_lapsed": Case(leasing.REQUEUE_LAPSED, {"scan": PENDING_ID, "delay": 10_000_000},
                            PK, PG_PK),
     # Results: COMPLETE on PostgreSQL; SQLite's steps; replays and refusals.
-    "complete": Case(closes.COMPLETE,
+    "complete": Case(results.COMPLETE,
                      {"digest": WORKER, "items": orjson.dumps([FINISH, RETRY]).decode(),
                       "fetch": 2, "prefix": "0123456789abcdef-", "timeout": JOB_TIMEOUT_US,
                       "elsewhere": BUDGET.elsewhere_us, "asking": ASKING_US, "shard": 3},
@@ -385,7 +385,7 @@ CASES = {
                       pg_within("due", PG_OTHERS),
                       pg_index("uq_attempts_assignment", "attempts"),
                       pg_index("scan_totals_pkey", "scan_totals"))),
-    "close_results": Case(closes.CLOSE_RESULTS,
+    "close_results": Case(results.CLOSE_RESULTS,
                           {"items": orjson.dumps([FINISH, RETRY, ROLLOUT]).decode(),
                            "worker": "w1", "endpoint": 1},
                           (PK, r"^SCAN item VIRTUAL TABLE INDEX"), None),

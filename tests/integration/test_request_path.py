@@ -171,6 +171,13 @@ class Worker:
         )
 
 
+@pytest.fixture(autouse=True)
+def production_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows a server reads in production (the drivers' own, in C), not the suite's strict
+    ones, whose checks would add a module of their own to every path."""
+    monkeypatch.setenv("MAINFRAME_STRICT_ROWS", "0")
+
+
 @pytest.fixture
 def worker(api: Api, database_url: str) -> Worker:
     """The worker of alice's `pypi` with four scans queued."""

@@ -26,7 +26,7 @@ from mainframe.store.operator.listings import Listings
 from mainframe.store.operator.queues import Queues
 from mainframe.store.operator.retention import Retention
 from mainframe.store.operator.revoke import Revocations
-from mainframe.store.work import closes
+from mainframe.store.work import results
 from mainframe.store.work.assignments import Assignments
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.intake import Intake
@@ -92,7 +92,7 @@ class Store:
             intake=Intake(db, names),
             leasing=leasing,
             results=Results(
-                db, budget, policy, leasing, names, draws, closes.for_dialect(db.dialect, budget)
+                db, budget, policy, leasing, names, draws, results.for_dialect(db.dialect, budget)
             ),
             interventions=Interventions(db, budget, policy, draws),
             packages=Packages(db),

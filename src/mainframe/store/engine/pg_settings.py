@@ -87,15 +87,12 @@ def names_json(policy: SessionPolicy) -> str:
 
 
 async def host_writable(tx: Tx) -> bool:
-    """Whether the host this session reached takes writes (SQLite's always does)."""
-    if tx.dialect != "postgresql":
-        return True
+    """Whether the PostgreSQL host this session reached takes writes."""
     return bool(await value(tx, HOST_WRITABLE))
 
 
 async def settings_found(tx: Tx, policy: SessionPolicy) -> dict[str, str]:
-    """The relied-on settings that are not in force in this session, with their values."""
-    if tx.dialect != "postgresql":
-        return {}
+    """The relied-on settings that are not in force in this PostgreSQL session, with their
+    values."""
     rows = await tx.rows(SETTINGS_IN_FORCE, {"names": names_json(policy)})
     return not_in_force(policy, {row["name"]: row["setting"] for row in rows})

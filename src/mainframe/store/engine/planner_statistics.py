@@ -26,14 +26,16 @@ class PlannerStatistics:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        # SQLite's plans do not follow statistics: nothing to keep there, decided once.
+        self.keeps = db.dialect == "postgresql"
 
     async def refresh(self) -> list[str]:
         """Analyse the tables that changed enough since they were last analysed; their names."""
-        if self.db.dialect != "postgresql":
+        if not self.keeps:
             return []
         params = {"at_least": CHANGED_AT_LEAST, "share": CHANGED_SHARE}
         async with self.db.single() as tx:
-            stale = [str(table) for (table,) in await tx.rows(STALE_TABLES, params)]
+            stale = [str(row["relname"]) for row in await tx.rows(STALE_TABLES, params)]
             for table in stale:
                 await tx.run(ANALYZE[table])
         return stale

@@ -42,7 +42,7 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.errors import Invalid, ReadOnly, StoreError, Unavailable
 from mainframe.store.engine.pg_settings import SessionPolicy, host_writable, settings_found
-from mainframe.store.engine.rows import PG_RECORD
+from mainframe.store.engine.rows import pg_record
 from mainframe.store.engine.statements import statement
 
 PIN_CLOCK = statement("pin_clock")
@@ -148,7 +148,7 @@ class Connections:
                 # statement prepared by another would be missing or named twice.
                 statement_cache_size=STATEMENT_CACHE if self.policy.prepares else 0,
                 server_settings=self.policy.startup(),
-                record_class=PG_RECORD,
+                record_class=pg_record(),
             )
             if self.policy.sets_after_connect():
                 settings = orjson.dumps(self.policy.role_defaults()).decode()

@@ -12,8 +12,6 @@ from typing import Any, NoReturn, Protocol
 
 import asyncpg
 
-STRICT = os.environ.get("MAINFRAME_STRICT_ROWS") == "1"
-
 
 class Row(Protocol):
     """A row of a statement's result, read by column name."""
@@ -47,8 +45,19 @@ class StrictRecord(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no st
         _refuse("iteration")
 
 
-SQLITE_ROW: type[sqlite3.Row] = StrictSqliteRow if STRICT else sqlite3.Row
-PG_RECORD: type[asyncpg.Record] = StrictRecord if STRICT else asyncpg.Record
+def strict() -> bool:
+    """Whether rows refuse positions too; read when a connection opens."""
+    return os.environ.get("MAINFRAME_STRICT_ROWS") == "1"
+
+
+def sqlite_row() -> type[sqlite3.Row]:
+    """The row class of a new SQLite connection."""
+    return StrictSqliteRow if strict() else sqlite3.Row
+
+
+def pg_record() -> type[asyncpg.Record]:
+    """The record class of a new PostgreSQL connection."""
+    return StrictRecord if strict() else asyncpg.Record
 
 
 def only(row: Row) -> Any:

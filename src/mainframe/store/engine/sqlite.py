@@ -30,7 +30,7 @@ from mainframe.store.engine.database import (
     outermost,
 )
 from mainframe.store.engine.errors import Unavailable
-from mainframe.store.engine.rows import SQLITE_ROW
+from mainframe.store.engine.rows import sqlite_row
 from mainframe.store.engine.statements import statement
 
 PRAGMAS = tuple(statement("connection_pragmas").sqlite.split(";\n"))
@@ -111,7 +111,7 @@ class SqliteDatabase:
                 check_same_thread=False,
                 timeout=self.busy_timeout_ms / 1000,
             )
-            conn.row_factory = SQLITE_ROW
+            conn.row_factory = sqlite_row()
             for pragma in PRAGMAS:
                 conn.execute(pragma)
             conn.create_function("mf_now", 0, self._mf_now, deterministic=True)

@@ -74,7 +74,9 @@ class Packages:
             rows = await tx.rows(PACKAGE_SCANS, params)
         if not rows:
             raise Unauthorized("unknown token, or its endpoint is revoked")
-        found_rows = [PackageScan._make(row) for row in rows]
+        found_rows = [
+            PackageScan(**{name: row[name] for name in PackageScan._fields}) for row in rows
+        ]
         candidates = [
             Candidate(r.scan_id, Status(r.status), r.worker, r.assignment_id)
             for r in found_rows

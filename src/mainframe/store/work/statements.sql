@@ -369,7 +369,7 @@ WITH who AS (
     UNION ALL
     SELECT id, status, worker, assignment_id FROM ended
 )
-SELECT who.principal, found.id, found.status, found.worker, found.assignment_id
+SELECT who.principal, found.id AS scan_id, found.status, found.worker, found.assignment_id
 FROM who LEFT JOIN found ON 1 = 1;
 
 -- name: owned_scan
