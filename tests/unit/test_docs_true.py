@@ -1,15 +1,22 @@
-"""The docs name only what exists: every file, module, migration and function a README,
-ARCHITECTURE, CONTRIBUTING or docs/ page names in backticks is in the tree, and ARCHITECTURE
-lists every capability of the store and every task that runs beside the requests."""
+"""The docs name only what exists: every file and folder a README, ARCHITECTURE,
+CONTRIBUTING, docs/ or bench/ page names in backticks is in the tree, and every name that
+looks like code is defined in it (a module, class, function, method or constant) or is a
+word the code holds that is not Python (a contract field, a setting, a metric, a statement,
+a state, a log event...). ARCHITECTURE lists every capability of the store and every task
+that runs beside the requests; the arrows it says never exist are .importlinter's
+contracts; the statements that bind a status are the few it names."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tests import code_names
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "mainframe"
@@ -22,10 +29,12 @@ PAGES = sorted(
         *(ROOT / "bench").glob("*.md"),
     ]
 )
-SUFFIXES = ("py", "md", "yml", "yaml", "toml", "sql", "sh", "json", "html", "css", "ini")
-# `path/to/file.py`, `file.py::function`, `file.py` (a path under the repository or the
-# package, or a file name found in the tree).
-NAMED_FILE = re.compile(rf"^(?P<path>[\w./-]*\w\.(?:{'|'.join(SUFFIXES)}))(?:::(?P<name>[\w.]+))?$")
+SUFFIXES = ("py", "md", "yml", "yaml", "toml", "sql", "sh", "json", "html", "css", "ini", "mako")
+# `path/to/file.py`, `file.py::function`, `file.py::function(args)`, `file.py` (a path under
+# the repository or the package, or a file name found in the tree).
+NAMED_FILE = re.compile(
+    rf"^(?P<path>[\w./-]*\w\.(?:{'|'.join(SUFFIXES)}))(?:::(?P<name>[\w.]+)(?:\(.*\))?)?$"
+)
 # Where a name may resolve: the repository, the package, or a folder of either.
 BASES = (ROOT, PACKAGE, ROOT / "src")
 # Files that exist only once a command has run, and one the docs name to say it is absent.
@@ -146,3 +155,161 @@ def test_the_newest_migrations_contributing_names_are_the_newest(chain: str, pat
     newest = max(p.name for p in versions.glob("*.py") if re.fullmatch(pattern, p.name))
     assert named, f"CONTRIBUTING.md names no migration of the {chain} chain"
     assert max(named) == newest, f"CONTRIBUTING.md's newest {chain} migration is {max(named)}"
+
+
+# A folder or a path from a folder of the tree: `lifecycle/`, `tests/faults`, `.ci/run`.
+NAMED_PATH = re.compile(r"^(?P<path>\.?[\w-]+(?:/[\w.-]+)*/?)$")
+# A name that may be Python, maybe called: `wire()`, `Sql.pg_args(params)`, `rt.store.leasing`.
+NAMED_CODE = re.compile(r"^(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\(.*\))?$")
+# A metric with its labels: `packages_reaped_total{reason}`, `packages_queue{state="paused"}`.
+NAMED_METRIC = re.compile(r"^(?P<name>[a-z_]\w*)\{(?P<labels>[^}]*)\}$")
+# Where a request's value sits, as a JSON path or a validation error's `loc` (`body.payload`).
+LOCATIONS = {"body", "query", "path"}
+
+# What a page names that is not Python, each kind read from the code that holds it.
+NOT_PYTHON: dict[str, Callable[[], set[str]]] = {
+    "a field of the contract or of watch.toml": code_names.fields,
+    "a setting or an environment variable": code_names.settings,
+    "a metric or its label": code_names.metrics,
+    "a statement, keyword, function or name of the store's SQL": code_names.sql,
+    "a state, outcome, reason, code or action (the code's enumerations)": code_names.states,
+    "a word the code spells as a string": code_names.spelled,
+    "a field of a log line": code_names.log_fields,
+    "a parameter": code_names.parameters,
+    "an alert of the watcher": code_names.watch_alerts,
+    "an alert rule or PromQL function of deploy/prometheus/": code_names.alerting,
+}
+# The rest, by hand: what a page names that lives outside this tree, each with where.
+ELSEWHERE = {
+    # PostgreSQL's catalogs and settings an operator reads or tunes (docs/reliability.md,
+    # docs/scale-out.md, docs/runbook.md).
+    "pg_stat_activity": "a view of PostgreSQL",
+    "pg_stat_user_tables.n_dead_tup": "a view of PostgreSQL and its column",
+    "last_autovacuum": "a column of PostgreSQL's pg_stat_user_tables",
+    "pg_total_relation_size": "a function of PostgreSQL",
+    "superuser_reserved_connections": "a setting of PostgreSQL",
+    "autovacuum_vacuum_scale_factor": "a setting of PostgreSQL",
+    "autovacuum_vacuum_cost_delay": "a setting of PostgreSQL",
+    "VACUUM": "a command of SQLite and PostgreSQL an operator runs",
+    "INCREMENTAL": "a value of SQLite's auto_vacuum",
+    "query_wait_timeout": "a setting of PgBouncer",
+    "max_client_conn": "a setting of PgBouncer",
+    "default_pool_size": "a setting of PgBouncer",
+    "max_prepared_statements": "a setting of PgBouncer",
+    "resolve_timeout": "a setting of Alertmanager",
+    "alembic_version": "Alembic's table of the revision (the server's chain)",
+    # The dragonfly worker's own variables (its README), set by the person running it.
+    "DRAGONFLY_BASE_URL": "the dragonfly worker's configuration",
+    "DRAGONFLY_CLIENT_ID": "the dragonfly worker's configuration",
+    "DRAGONFLY_CLIENT_SECRET": "the dragonfly worker's configuration",
+    "DRAGONFLY_LOAD_DURATION": "the dragonfly worker's configuration",
+}
+# Libraries' names the pages name that the code does not import, where they live.
+LIBRARY_NAMES = {
+    "ServerErrorMiddleware": "starlette.middleware.errors.ServerErrorMiddleware",
+    "RequestResponseCycle": "uvicorn.protocols.http.httptools_impl.RequestResponseCycle",
+}
+
+
+@cache
+def not_python() -> dict[str, set[str]]:
+    return {kind: derive() for kind, derive in NOT_PYTHON.items()}
+
+
+def looks_like_code(name: str, called: bool) -> bool:
+    """Whether a name reads as Python: called, dotted, with a capital or an underscore. A
+    plain lower-case word (`settle`, `queued`, `none`) is left alone: it is as often English,
+    a value or a field as a function."""
+    if not any(c.isalpha() for c in name):
+        return False  # `_`, the character
+    return called or "." in name or "_" in name or name != name.lower()
+
+
+def kind_of(span: str) -> str | None:
+    """What a span names: a file, a folder or path, a name that looks like code, a metric,
+    or nothing the test checks (prose, a route, a command, a value)."""
+    if (NAMED_FILE.match(span) and not span.startswith("/")) or span in tree():
+        return "file"
+    path = NAMED_PATH.match(span)
+    if path and "/" in span and any((base / span.split("/")[0]).is_dir() for base in BASES):
+        return "path"
+    named = NAMED_CODE.match(span)
+    if named and looks_like_code(named["name"], "(" in span):
+        return "name"
+    return "metric" if NAMED_METRIC.match(span) else None
+
+
+def defined(name: str) -> bool:
+    """Whether a name is a Python name of the tree or of a library, or a word the code holds
+    that is not Python."""
+    if code_names.code().resolves(name):
+        return True
+    first, *rest = name.split(".")
+    if first in LIBRARY_NAMES:
+        return code_names.in_library(".".join([LIBRARY_NAMES[first], *rest]))
+    words = set().union(*not_python().values())
+    if name in words or name in ELSEWHERE:
+        return True
+    if (
+        "." in name
+    ):  # a field's place: `payload.distributions`, `observer.max_checkpoint_age_seconds`
+        return all(part in words or part in LOCATIONS for part in name.split("."))
+    # The README lists the MAINFRAME_HOOKS_* settings by the tail of their variable's name.
+    return name.isupper() and any(
+        w.endswith("_" + name) for w in words if w.startswith("MAINFRAME_")
+    )
+
+
+def metric_defined(span: str) -> bool:
+    match = NAMED_METRIC.match(span)
+    assert match is not None
+    labels = re.findall(r"(\w+)\s*(?:=|,|$)", match["labels"])
+    metrics = not_python()["a metric or its label"]
+    return match["name"] in metrics and all(label in metrics for label in labels)
+
+
+def checked(page: Path) -> list[tuple[str, str]]:
+    """(kind, span) of each span of `page` the test checks."""
+    found = [(kind_of(span), span) for span in backticked(page)]
+    return [(kind, span) for kind, span in found if kind is not None]
+
+
+def holds(kind: str, span: str) -> bool:
+    if kind == "file":
+        return True  # test_every_file_and_function_a_page_names_exists checks those
+    if kind == "path":
+        path = span.rstrip("/")
+        return any((base / path).exists() for base in BASES)
+    if kind == "metric":
+        return metric_defined(span)
+    named = NAMED_CODE.match(span)
+    assert named is not None
+    return defined(named["name"])
+
+
+def test_what_is_listed_by_hand_is_named_and_not_in_the_code() -> None:
+    """ELSEWHERE and LIBRARY_NAMES hold only names a page writes that the code cannot vouch
+    for: an entry the code now defines or spells, or no page names, goes."""
+    named = {
+        match["name"]
+        for page in PAGES
+        for kind, span in checked(page)
+        if kind == "name" and (match := NAMED_CODE.match(span))
+    }
+    words = set().union(*not_python().values())
+    derived = [n for n in ELSEWHERE if n in words or code_names.code().resolves(n)]
+    assert not derived, f"ELSEWHERE lists what the code holds: {derived}"
+    assert not set(ELSEWHERE) - named, f"no page names {set(ELSEWHERE) - named}"
+    firsts = {name.split(".")[0] for name in named}
+    for name, dotted in LIBRARY_NAMES.items():
+        assert name in firsts and code_names.in_library(dotted), name
+        assert not code_names.code().resolves(name), f"the code reaches {name} itself"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_name_a_page_writes_is_defined(page: Path) -> None:
+    """A name that looks like code is defined in the tree (or a library), or is a word the
+    code holds that is not Python; a folder or path exists; a metric and its labels are
+    exported."""
+    missing = [span for kind, span in checked(page) if not holds(kind, span)]
+    assert not missing, f"{page.relative_to(ROOT)} names what the code lacks: {missing}"
