@@ -9,6 +9,7 @@ contracts; the statements that bind a status are the few it names."""
 from __future__ import annotations
 
 import ast
+import configparser
 import re
 from collections.abc import Callable
 from functools import cache
@@ -363,3 +364,83 @@ def test_only_the_statements_architecture_excuses_bind_a_status() -> None:
     assert "literal" in notes and all(
         f"`{name}`" in notes for name in ("list_scans", "count_scans")
     )
+
+
+ARROWS = "The arrows that must never exist:"
+
+
+def arrow_bullets() -> list[str]:
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split(ARROWS, 1)[1].strip().split("\n\n", 1)[0]
+    bullets = [" ".join(b.split()) for b in re.split(r"\n- ", "\n" + section) if b.strip()]
+    assert bullets, f"ARCHITECTURE.md lists no arrow under {ARROWS!r}"
+    return bullets
+
+
+def contracts() -> list[configparser.SectionProxy]:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / ".importlinter", encoding="utf-8")
+    return [parser[s] for s in parser.sections() if s.startswith("importlinter:contract:")]
+
+
+def listed(contract: configparser.SectionProxy, key: str) -> list[str]:
+    return [m.strip() for m in contract.get(key, "").replace("|", "\n").split("\n") if m.strip()]
+
+
+def module_of(span: str) -> str:
+    """The module a backticked name means: `store/` and `store.engine` are the package's."""
+    dotted = span.removesuffix("/").removesuffix(".py").replace("/", ".")
+    known = code_names.code().modules
+    return f"mainframe.{dotted}" if f"mainframe.{dotted}" in known else dotted
+
+
+def covers(module: str, listed_modules: list[str]) -> bool:
+    """Whether a contract's list takes in `module`: it or a package holding it is listed."""
+    return any(module == m or module.startswith(m + ".") for m in listed_modules)
+
+
+def forbidden_by_a_contract(source: str, target: str) -> bool:
+    return any(
+        c["type"] == "forbidden"
+        and covers(source, listed(c, "source_modules"))
+        and covers(target, listed(c, "forbidden_modules"))
+        for c in contracts()
+    )
+
+
+def layered_by_a_contract(chain: list[set[str]]) -> bool:
+    """Whether a layers contract orders these groups of parts, the lowest first."""
+    for c in contracts():
+        if c["type"] == "layers":
+            layers = [{m.strip() for m in line.split("|")} for line in c["layers"].splitlines()]
+            if chain == [layer for layer in layers[::-1] if layer != {""}]:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("bullet", arrow_bullets())
+def test_every_arrow_architecture_forbids_is_a_contract_or_a_test(bullet: str) -> None:
+    """Each arrow names what it forbids in backticks: every module on the left of → (both
+    ways for ↔) is kept from every module on its right by a forbidden contract of
+    .importlinter, a chain `a` ← `b` is a layers contract, and a test file it names exists."""
+    spans = re.findall(r"`([^`]+)`", bullet)
+    tests = [s for s in spans if s.startswith("tests/")]
+    assert all((ROOT / t).is_file() for t in tests), tests
+    if "←" in bullet:
+        chain = bullet.split("(", 1)[1].split(")", 1)[0]
+        groups = [
+            {s.strip("/").split("/")[-1] for s in re.findall(r"`([^`]+)`", group)}
+            for group in chain.split("←")
+        ]
+        assert layered_by_a_contract(groups), f"no layers contract orders {groups}"
+        return
+    arrow = "↔" if "↔" in bullet else "→"
+    assert arrow in bullet, f"an arrow without →, ↔ or ←: {bullet}"
+    left, right = bullet.split(arrow, 1)
+    sources = [module_of(s) for s in re.findall(r"`([^`]+)`", left)]
+    targets = [module_of(s) for s in re.findall(r"`([^`]+)`", right) if s not in tests]
+    pairs = [(s, t) for s in sources for t in targets]
+    pairs += [(t, s) for s, t in pairs] if arrow == "↔" else []
+    assert pairs or tests, f"the arrow names no module and no test: {bullet}"
+    missing = [pair for pair in pairs if not forbidden_by_a_contract(*pair)]
+    assert not missing, f"no contract of .importlinter forbids {missing}"
