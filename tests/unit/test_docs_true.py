@@ -11,12 +11,15 @@ from __future__ import annotations
 import ast
 import configparser
 import re
+import sqlite3
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
+from mainframe.store.engine.rows import Row, StrictRecord, StrictSqliteRow
 from tests import code_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -364,6 +367,25 @@ def test_only_the_statements_architecture_excuses_bind_a_status() -> None:
     assert "literal" in notes and all(
         f"`{name}`" in notes for name in ("list_scans", "count_scans")
     )
+
+
+def test_rows_are_read_by_column_name_as_architecture_says() -> None:
+    """`Row` takes a column's name and nothing else, so mypy refuses `row[0]`; the strict
+    rows refuse a position and iteration at run time too."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert "`store/engine/rows.py`" in text and "by column name" in text
+    assert get_type_hints(Row.__getitem__)["column"] is str
+    assert not {"__iter__", "__len__", "__contains__"} & set(vars(Row))
+    for strict in (StrictSqliteRow, StrictRecord):
+        assert {"__getitem__", "__iter__"} <= set(vars(strict)), strict
+    with sqlite3.connect(":memory:") as connection:
+        connection.row_factory = StrictSqliteRow
+        row = connection.execute("SELECT 7 AS seven").fetchone()
+    assert row["seven"] == 7
+    with pytest.raises(TypeError):
+        row[0]
+    with pytest.raises(TypeError):
+        list(row)
 
 
 ARROWS = "The arrows that must never exist:"
