@@ -9,6 +9,7 @@ import builtins
 import importlib
 import importlib.util
 import re
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -492,6 +493,24 @@ def parameters() -> set[str]:
             found |= {a.arg for a in arguments.args + arguments.kwonlyargs + arguments.posonlyargs}
         found |= {k.arg for k in _all(module, ast.keyword) if k.arg}
     return found
+
+
+def attributes() -> set[str]:
+    """Every attribute the code reads or calls on something (`queries.enqueue`), a method of
+    ours or a library's."""
+    return {node.attr for m in _sources() for node in _all(m, ast.Attribute)}
+
+
+def tooling() -> set[str]:
+    """The Makefile's targets, the project's dependencies and what CI checks is installed."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    found = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project.get("optional-dependencies", {}).values()
+    for requirement in [*project["dependencies"], *(r for extra in extras for r in extra)]:
+        found.add(re.split(r"[\[<>=~! ;]", requirement, maxsplit=1)[0])
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    return found | set(re.findall(r"missing\+=\(([\w-]+)\)", ci))
 
 
 def watch_alerts() -> set[str]:

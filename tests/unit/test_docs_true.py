@@ -182,6 +182,8 @@ NOT_PYTHON: dict[str, Callable[[], set[str]]] = {
     "a parameter": code_names.parameters,
     "an alert of the watcher": code_names.watch_alerts,
     "an alert rule or PromQL function of deploy/prometheus/": code_names.alerting,
+    "an attribute the code reads": code_names.attributes,
+    "a make target, a dependency or what CI installs": code_names.tooling,
 }
 # The rest, by hand: what a page names that lives outside this tree, each with where.
 ELSEWHERE = {
@@ -207,6 +209,9 @@ ELSEWHERE = {
     "DRAGONFLY_CLIENT_ID": "the dragonfly worker's configuration",
     "DRAGONFLY_CLIENT_SECRET": "the dragonfly worker's configuration",
     "DRAGONFLY_LOAD_DURATION": "the dragonfly worker's configuration",
+    "console": "a value of MAINFRAME_LOG_FORMAT, which settings.py checks by pattern",
+    "null": "JSON's null (docs/dragonfly.md: what a reply holds)",
+    "nproc": "a command of coreutils (bench/README.md: what a report records)",
 }
 # Libraries' names the pages name that the code does not import, where they live.
 LIBRARY_NAMES = {
@@ -221,25 +226,28 @@ def not_python() -> dict[str, set[str]]:
 
 
 def looks_like_code(name: str, called: bool) -> bool:
-    """Whether a name reads as Python: called, dotted, with a capital or an underscore. A
-    plain lower-case word (`settle`, `queued`, `none`) is left alone: it is as often English,
-    a value or a field as a function."""
+    """Whether a name reads as Python: called, dotted, with a capital or an underscore (a
+    plain lower-case word is checked as a word)."""
     if not any(c.isalpha() for c in name):
         return False  # `_`, the character
     return called or "." in name or "_" in name or name != name.lower()
 
 
 def kind_of(span: str) -> str | None:
-    """What a span names: a file, a folder or path, a name that looks like code, a metric,
-    or nothing the test checks (prose, a route, a command, a value)."""
-    if (NAMED_FILE.match(span) and not span.startswith("/")) or span in tree():
-        return "file"
+    """What a span names: a file, a folder or path, a name that looks like code, a plain
+    word (a module, a function, a state, a field...), a metric, or nothing the test checks
+    (a route, a command line, SQL, a value with spaces)."""
+    plain = re.fullmatch(r"[a-z][a-z0-9]*", span) is not None
+    if (NAMED_FILE.match(span) and not span.startswith("/")) or (span in tree() and not plain):
+        return "file"  # `file.py`, `Makefile`, `.importlinter`
     path = NAMED_PATH.match(span)
     if path and "/" in span and any((base / span.split("/")[0]).is_dir() for base in BASES):
         return "path"
     named = NAMED_CODE.match(span)
     if named and looks_like_code(named["name"], "(" in span):
         return "name"
+    if plain:
+        return "word"
     return "metric" if NAMED_METRIC.match(span) else None
 
 
@@ -286,6 +294,8 @@ def holds(kind: str, span: str) -> bool:
         return any((base / path).exists() for base in BASES)
     if kind == "metric":
         return metric_defined(span)
+    if kind == "word":
+        return defined(span)
     named = NAMED_CODE.match(span)
     assert named is not None
     return defined(named["name"])
@@ -298,7 +308,7 @@ def test_what_is_listed_by_hand_is_named_and_not_in_the_code() -> None:
         match["name"]
         for page in PAGES
         for kind, span in checked(page)
-        if kind == "name" and (match := NAMED_CODE.match(span))
+        if kind in {"name", "word"} and (match := NAMED_CODE.match(span))
     }
     words = set().union(*not_python().values())
     derived = [n for n in ELSEWHERE if n in words or code_names.code().resolves(n)]
