@@ -76,7 +76,7 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield node
 
 
-def _targets(node: ast.stmt) -> list[str]:
+def assigned(node: ast.stmt) -> list[str]:
     """The plain names an assignment binds."""
     targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
     names: list[str] = []
@@ -91,7 +91,7 @@ def _names_of(module: Module) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             module.names[node.name] = node
         elif isinstance(node, ast.Assign | ast.AnnAssign):
-            module.names |= dict.fromkeys(_targets(node), node)
+            module.names |= dict.fromkeys(assigned(node), node)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 module.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -116,7 +116,7 @@ def _members_of(node: ast.ClassDef) -> dict[str, ast.expr | None]:
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             members[item.target.id] = item.annotation
         elif isinstance(item, ast.Assign):
-            members |= dict.fromkeys(_targets(item))
+            members |= dict.fromkeys(assigned(item))
     return members
 
 
@@ -470,7 +470,7 @@ def states() -> set[str]:
             if any(ast.unparse(base).endswith("Enum") for base in cls.bases):
                 for item in cls.body:
                     if isinstance(item, ast.Assign):
-                        found |= set(_targets(item)) | _strings(item.value)
+                        found |= set(assigned(item)) | _strings(item.value)
         for subscript in _all(module, ast.Subscript):
             if ast.unparse(subscript.value) == "Literal":
                 found |= _strings(subscript.slice)

@@ -476,3 +476,30 @@ def test_every_arrow_architecture_forbids_is_a_contract_or_a_test(bullet: str) -
     assert pairs or tests, f"the arrow names no module and no test: {bullet}"
     missing = [pair for pair in pairs if not forbidden_by_a_contract(*pair)]
     assert not missing, f"no contract of .importlinter forbids {missing}"
+
+
+def test_the_intervals_architecture_gives_the_tasks_are_theirs() -> None:
+    """Each task beside the requests that runs at a fixed period (a constant wiring.py passes
+    it) is given that period in ARCHITECTURE (`keep_activity` (every 5 s, …))."""
+    text = " ".join((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").split())
+    constants = {
+        name: node.value.value
+        for module in (PACKAGE / "sweeper.py", PACKAGE / "wiring.py")
+        for node in ast.parse(module.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for name in code_names.assigned(node)
+    }
+    wiring = ast.parse((PACKAGE / "wiring.py").read_text(encoding="utf-8"))
+    periods = {
+        call.func.id: constants[keyword.value.id]
+        for call in ast.walk(wiring)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+        for keyword in call.keywords
+        if keyword.arg == "every" and isinstance(keyword.value, ast.Name)
+        if keyword.value.id in constants
+    }
+    assert periods, "wiring.py passes no task a period of a constant"
+    for task, seconds in periods.items():
+        said = re.search(rf"`{task}` \(every ([\d.]+) s\b", text)
+        assert said is not None, f"ARCHITECTURE.md gives `{task}` no period (every {seconds} s)"
+        assert float(said[1]) == seconds, f"{task} runs every {seconds} s, not {said[1]}"
