@@ -503,3 +503,27 @@ def test_the_intervals_architecture_gives_the_tasks_are_theirs() -> None:
         said = re.search(rf"`{task}` \(every ([\d.]+) s\b", text)
         assert said is not None, f"ARCHITECTURE.md gives `{task}` no period (every {seconds} s)"
         assert float(said[1]) == seconds, f"{task} runs every {seconds} s, not {said[1]}"
+
+
+# One or more statements a page places in a module: "`heartbeat`, `wait` (`store/work/…py`".
+PLACED = re.compile(r"((?:`[a-z_]+`(?:, | and | or )?)+) \(`([\w/.]+\.py)`")
+
+
+def test_a_statement_a_page_places_in_a_module_is_asked_for_there() -> None:
+    """Where a page says which module runs a statement, that module asks for it by name."""
+    statements = set(statement_blocks())
+    placed = []
+    for page in PAGES:
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        for match in PLACED.finditer(text):
+            named = [n for n in re.findall(r"`([a-z_]+)`", match[1]) if n in statements]
+            placed += [(page.relative_to(ROOT).as_posix(), n, match[2]) for n in named]
+    assert placed, "no page places a statement in a module"
+    wrong = [
+        (page, name, path)
+        for page, name, path in placed
+        if not any(
+            f'statement("{name}")' in hit.read_text(encoding="utf-8") for hit in resolve(path)
+        )
+    ]
+    assert not wrong, f"these modules do not ask for these statements: {wrong}"
