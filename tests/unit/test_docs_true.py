@@ -482,11 +482,12 @@ def test_the_intervals_architecture_gives_the_tasks_are_theirs() -> None:
     """Each task beside the requests that runs at a fixed period (a constant wiring.py passes
     it) is given that period in ARCHITECTURE (`keep_activity` (every 5 s, …))."""
     text = " ".join((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").split())
-    constants = {
-        name: node.value.value
+    constants: dict[str, float] = {
+        name: float(node.value.value)
         for module in (PACKAGE / "sweeper.py", PACKAGE / "wiring.py")
         for node in ast.parse(module.read_text(encoding="utf-8")).body
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        if isinstance(node.value.value, int | float)
         for name in code_names.assigned(node)
     }
     wiring = ast.parse((PACKAGE / "wiring.py").read_text(encoding="utf-8"))
