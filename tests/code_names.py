@@ -1,6 +1,8 @@
-"""What the code defines, read with `ast` and never run: every module, class, function,
-method, attribute and module-level constant under src/, tests/ and bench/, and whether a
-dotted name a page writes (`lifecycle.rules.settle`, `rt.store.leasing.lease`) reaches one."""
+"""What the code defines and holds, read with `ast` and never run: every module, class,
+function, method, attribute and module-level constant under src/, tests/ and bench/, whether
+a dotted name a page writes (`lifecycle.rules.settle`, `rt.store.leasing.lease`) reaches one,
+and the words the code holds that are not Python (its settings, metrics, SQL, enumerations,
+strings), for tests/unit/test_docs_true.py."""
 
 from __future__ import annotations
 
@@ -292,7 +294,7 @@ def _library_names() -> dict[str, str]:
     of `from alembic import op`) and the attributes it reads of an imported library
     (`asyncpg.exceptions.DataError`)."""
     found: dict[str, str] = {}
-    for module in code().modules.values():
+    for module in _sources():
         libraries = {
             bound: dotted
             for bound, dotted in module.names.items()
@@ -485,8 +487,8 @@ def spelled() -> set[str]:
 
 
 def parameters() -> set[str]:
-    """The parameters of the code's functions and the keywords it passes to a library's
-    (`batch_size=` of pgqueuer's `QueueManager.run`)."""
+    """The parameters of the code's functions and the keywords it passes (a log line's
+    fields, `batch_size=` of pgqueuer's `QueueManager.run`)."""
     found: set[str] = set()
     for module in _sources():
         for arguments in _all(module, ast.arguments):
@@ -530,14 +532,6 @@ def watch_alerts() -> set[str]:
     }
     alerts = {DELIVERY_ALERT} | {OBSERVER_ALERT_PREFIX + key for key in keys}
     return alerts | {alertname(alert) for alert in alerts}
-
-
-def log_fields() -> set[str]:
-    """The fields of the code's log lines (`log.info("sweep_reaped", reaped=...)`)."""
-    levels = {"debug", "info", "warning", "error", "exception", "critical", "emit"}
-    return {
-        k.arg for name, call in _calls(PACKAGE) if name in levels for k in call.keywords if k.arg
-    }
 
 
 def alerting() -> set[str]:

@@ -178,8 +178,7 @@ NOT_PYTHON: dict[str, Callable[[], set[str]]] = {
     "a statement, keyword, function or name of the store's SQL": code_names.sql,
     "a state, outcome, reason, code or action (the code's enumerations)": code_names.states,
     "a word the code spells as a string": code_names.spelled,
-    "a field of a log line": code_names.log_fields,
-    "a parameter": code_names.parameters,
+    "a parameter or a keyword the code passes (a log line's field)": code_names.parameters,
     "an alert of the watcher": code_names.watch_alerts,
     "an alert rule or PromQL function of deploy/prometheus/": code_names.alerting,
     "an attribute the code reads": code_names.attributes,
@@ -225,6 +224,12 @@ def not_python() -> dict[str, set[str]]:
     return {kind: derive() for kind, derive in NOT_PYTHON.items()}
 
 
+@cache
+def words() -> frozenset[str]:
+    """Every word the code holds that is not Python, of whatever kind."""
+    return frozenset().union(*not_python().values())
+
+
 def looks_like_code(name: str, called: bool) -> bool:
     """Whether a name reads as Python: called, dotted, with a capital or an underscore (a
     plain lower-case word is checked as a word)."""
@@ -259,20 +264,19 @@ def defined(name: str) -> bool:
     first, *rest = name.split(".")
     if first in LIBRARY_NAMES:
         return code_names.in_library(".".join([LIBRARY_NAMES[first], *rest]))
-    words = set().union(*not_python().values())
-    if name in words or name in ELSEWHERE:
+    if name in words() or name in ELSEWHERE:
         return True
-    if (
-        "." in name
-    ):  # a field's place: `payload.distributions`, `observer.max_checkpoint_age_seconds`
-        return all(part in words or part in LOCATIONS for part in name.split("."))
+    # A field's place: `payload.distributions`, `observer.max_checkpoint_age_seconds`.
+    if "." in name:
+        return all(part in words() or part in LOCATIONS for part in name.split("."))
     # The README lists the MAINFRAME_HOOKS_* settings by the tail of their variable's name.
     return name.isupper() and any(
-        w.endswith("_" + name) for w in words if w.startswith("MAINFRAME_")
+        w.endswith("_" + name) for w in words() if w.startswith("MAINFRAME_")
     )
 
 
 def metric_defined(span: str) -> bool:
+    """Whether a metric with labels (`packages_queue{state="paused"}`) is exported with them."""
     match = NAMED_METRIC.match(span)
     assert match is not None
     labels = re.findall(r"(\w+)\s*(?:=|,|$)", match["labels"])
@@ -310,8 +314,7 @@ def test_what_is_listed_by_hand_is_named_and_not_in_the_code() -> None:
         for kind, span in checked(page)
         if kind in {"name", "word"} and (match := NAMED_CODE.match(span))
     }
-    words = set().union(*not_python().values())
-    derived = [n for n in ELSEWHERE if n in words or code_names.code().resolves(n)]
+    derived = [n for n in ELSEWHERE if n in words() or code_names.code().resolves(n)]
     assert not derived, f"ELSEWHERE lists what the code holds: {derived}"
     assert not set(ELSEWHERE) - named, f"no page names {set(ELSEWHERE) - named}"
     firsts = {name.split(".")[0] for name in named}
