@@ -47,9 +47,10 @@ NAMED_AS_ABSENT = {"alembic.ini"}
 
 
 def backticked(page: Path) -> list[str]:
-    """Every `inline code` span of a page, outside fenced blocks."""
+    """Every `inline code` span of a page, outside fenced blocks; a span that runs onto the
+    next line is one span, its line break a space (as Markdown reads it)."""
     text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
-    return re.findall(r"`([^`\n]+)`", text)
+    return [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", text)]
 
 
 @cache
@@ -211,6 +212,7 @@ ELSEWHERE = {
     "console": "a value of MAINFRAME_LOG_FORMAT, which settings.py checks by pattern",
     "null": "JSON's null (docs/dragonfly.md: what a reply holds)",
     "nproc": "a command of coreutils (bench/README.md: what a report records)",
+    "jq": "a JSON command-line tool (README: reading `mainframe stats --json`)",
 }
 # Libraries' names the pages name that the code does not import, where they live.
 LIBRARY_NAMES = {
