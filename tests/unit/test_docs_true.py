@@ -218,6 +218,9 @@ ELSEWHERE = {
 LIBRARY_NAMES = {
     "ServerErrorMiddleware": "starlette.middleware.errors.ServerErrorMiddleware",
     "RequestResponseCycle": "uvicorn.protocols.http.httptools_impl.RequestResponseCycle",
+    "QueryParams": "starlette.datastructures.QueryParams",
+    "SchemaValidator": "pydantic_core.SchemaValidator",
+    "SchemaSerializer": "pydantic_core.SchemaSerializer",
 }
 
 
