@@ -8,6 +8,7 @@ from typing import Any
 
 from mainframe.clock import rfc3339
 from mainframe.hooks import Dispatcher
+from mainframe.hooks.policy import ANNOUNCED
 from mainframe.lifecycle.events import (
     AttemptFailed,
     EndpointRevoked,
@@ -42,7 +43,9 @@ def wire(
             _apply(event, metrics, logger)
         if activity is not None:
             activity.note(events)
-        if dispatcher is not None:
+        # A poll's or a finished result's events are none a hook hears of: the dispatcher is
+        # not asked about them at all.
+        if dispatcher is not None and any(isinstance(event, ANNOUNCED) for event in events):
             dispatcher.offer(events)
 
     return publish

@@ -37,12 +37,12 @@ from tests.integration.conftest import Api, issue
 # layout: a poll in at most 10 modules, a result with its next jobs in at most 12, a refused
 # result in at most 12.
 MODULES = {
-    "poll": {"sqlite": 16, "postgresql": 16},
+    "poll": {"sqlite": 14, "postgresql": 14},
     "reaping poll": {"sqlite": 21, "postgresql": 21},
-    "result": {"sqlite": 23, "postgresql": 21},
-    "result?next=1": {"sqlite": 24, "postgresql": 22},
+    "result": {"sqlite": 21, "postgresql": 19},
+    "result?next=1": {"sqlite": 22, "postgresql": 20},
     "replayed result": {"sqlite": 19, "postgresql": 17},
-    "refused result": {"sqlite": 28, "postgresql": 25},
+    "refused result": {"sqlite": 26, "postgresql": 23},
 }
 PROJECT = "mainframe."
 STATEMENT_METHODS = frozenset({"rows", "run", "many"})  # `Tx`'s, each given a `sql`

@@ -16,6 +16,8 @@ MAX_ATTEMPTS = 3  # each notification gets up to three attempts (README: Hooks)
 RETRY_AFTER_CAP_SECONDS = 60.0  # a receiver's Retry-After is honoured up to this
 # Each configured backoff step (MAINFRAME_HOOKS_BACKOFF_SECONDS) is drawn within ±25% of it.
 JITTER = Jitter(0.75, 1.25)
+# The events hooks hear of (README: Hooks); effects.py hands the dispatcher nothing else.
+ANNOUNCED = (ScanReady, ScanDeadLettered)
 DISABLE_AFTER_FAILURES = 10  # consecutive failed notifications before a hook is disabled
 RETRYABLE_STATUSES = frozenset({408, 429})
 
@@ -58,7 +60,7 @@ class Attempt:
 def announced(event: Event) -> ScanReady | ScanDeadLettered | None:
     """The event when hooks hear of it: only the two types, and only for scans that passed
     the sender gate. A revocation cascade is an EndpointRevoked, never announced."""
-    if isinstance(event, ScanReady | ScanDeadLettered) and event.scan.verified:
+    if isinstance(event, ANNOUNCED) and event.scan.verified:
         return event
     return None
 
