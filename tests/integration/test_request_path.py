@@ -39,10 +39,10 @@ from tests.integration.conftest import Api, issue
 MODULES = {
     "poll": {"sqlite": 14, "postgresql": 14},
     "reaping poll": {"sqlite": 21, "postgresql": 21},
-    "result": {"sqlite": 21, "postgresql": 19},
-    "result?next=1": {"sqlite": 22, "postgresql": 20},
-    "replayed result": {"sqlite": 19, "postgresql": 17},
-    "refused result": {"sqlite": 26, "postgresql": 23},
+    "result": {"sqlite": 20, "postgresql": 18},
+    "result?next=1": {"sqlite": 21, "postgresql": 19},
+    "replayed result": {"sqlite": 18, "postgresql": 16},
+    "refused result": {"sqlite": 25, "postgresql": 22},
 }
 PROJECT = "mainframe."
 STATEMENT_METHODS = frozenset({"rows", "run", "many"})  # `Tx`'s, each given a `sql`

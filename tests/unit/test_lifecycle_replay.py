@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mainframe.lifecycle.replay import OPERATOR_CLOSE, is_replay, result_digest
+from mainframe.lifecycle.reports import OPERATOR_CLOSE, is_replay, result_digest
 
 SENT: dict[str, Any] = {
     "outcome": "failed",

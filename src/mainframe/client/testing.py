@@ -37,7 +37,7 @@ from mainframe.contract.schemas import (
     LeaseDeadline,
     ResultPublic,
 )
-from mainframe.lifecycle.replay import is_replay, result_digest
+from mainframe.lifecycle.reports import is_replay, result_digest
 from mainframe.lifecycle.rules import settle
 
 BASE_URL = "http://mainframe.test"  # where the fake pretends to live

@@ -38,7 +38,7 @@ class StaleCode(StrEnum):
     ALREADY_TERMINAL = "already_terminal"
     NOT_LEASE_HOLDER = "not_lease_holder"
     STALE_ASSIGNMENT = "stale_assignment"
-    # The assignment's attempt was closed by a result with other content (lifecycle/replay.py).
+    # The assignment's attempt was closed by a result with other content (lifecycle/reports.py).
     RESULT_CONFLICT = "result_conflict"
 
 

@@ -213,7 +213,7 @@ attempts = Table(
     # The cause of a failed attempt (lifecycle/causes.py), written when it closes (0017).
     Column("cause", String(16)),
     # The digest of the closing result's content (revision 0015): a resend with the same
-    # digest is a replay, with another a conflict (lifecycle/replay.py).
+    # digest is a replay, with another a conflict (lifecycle/reports.py).
     Column("result_digest", String(80)),
     UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment"),
 )

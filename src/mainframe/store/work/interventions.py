@@ -10,8 +10,7 @@ from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.causes import named
 from mainframe.lifecycle.events import ScanFailed
 from mainframe.lifecycle.outcomes import increments
-from mainframe.lifecycle.replay import OPERATOR_CLOSE
-from mainframe.lifecycle.reports import Report, history_row, plan, settlement_events
+from mainframe.lifecycle.reports import OPERATOR_CLOSE, Report, history_row, plan, settlement_events
 from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
 from mainframe.lifecycle.scans import ScanRecord, scan_from_row
 from mainframe.store.engine.database import Database, Tx, first

@@ -3,7 +3,7 @@ scan, attempt and assignment id, same content). The attempt's history row kept t
 was given, the assignments leased with it (migration 0009) and the digest of its content
 (migration 0015), so the replay is answered as the first time, with those jobs this worker
 still holds, unexpired, and nothing is leased twice. The same assignment with other content
-is refused as a conflict (`lifecycle/replay.py`)."""
+is refused as a conflict (`lifecycle/reports.py`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from mainframe.lifecycle.replay import is_replay
-from mainframe.lifecycle.reports import Closed, replayed
+from mainframe.lifecycle.reports import Closed, is_replay, replayed
 from mainframe.store.accounts.authentication import Principal
 from mainframe.store.engine.database import Row, Tx, first
 from mainframe.store.engine.errors import Accepted, ResultConflict

@@ -1,7 +1,7 @@
 """The digest of the result that closed each attempt.
 
 A result sent again for an assignment that already closed is a replay only when its content
-matches the accepted one (`lifecycle/replay.py`); other content under the same assignment is
+matches the accepted one (`lifecycle/reports.py`); other content under the same assignment is
 a conflict. `attempts.result_digest` keeps the accepted content's digest. Attempts closed
 before this revision keep NULL, which cannot be compared: a resend for one of them is
 answered as a replay, as before. Adding a nullable column rewrites nothing on either database.
