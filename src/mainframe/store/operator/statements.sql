@@ -163,12 +163,7 @@ WHERE scans.id = ANY(ARRAY(
 -- owner's endpoints and sort every dead letter they hold; PostgreSQL plans it as any join.
 -- One text for both databases, as the three listings after it: the casts give PostgreSQL
 -- each optional parameter's type, and SQLite plans them as it plans the bare parameter.
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -193,12 +188,7 @@ LIMIT :limit;
 -- (cause, dead_lettered_at, id) backwards from the keyset, so a rare cause among a million
 -- dead letters reads only its own. Not the listing with an optional cause: that walks
 -- ix_scans_dead_recent for a cause on SQLite, and sorts in PostgreSQL's generic plan.
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -236,12 +226,7 @@ WITH matched AS MATERIALIZED (
       AND (:cause IS NULL OR scans.cause = :cause)
       AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
 )
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -268,12 +253,7 @@ WITH matched AS MATERIALIZED (
       AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
       AND (scans.dead_lettered_at, scans.id) < (:after_at, :after_id)
 )
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -289,12 +269,7 @@ LIMIT :limit;
 -- name: list_dead_letters_newer
 -- The way back from a later page: the dead letters newer than the keyset (:newer_at,
 -- :newer_id), oldest first, walking ix_scans_dead_recent forwards; the caller reverses them.
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -316,12 +291,7 @@ LIMIT :limit;
 
 -- name: list_dead_letters_of_cause_newer
 -- One cause's page before a keyset, walking ix_scans_dead_cause forwards.
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -356,12 +326,7 @@ WITH matched AS MATERIALIZED (
       AND (:cause IS NULL OR scans.cause = :cause)
       AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
 )
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
@@ -388,12 +353,7 @@ WITH matched AS MATERIALIZED (
       AND (CAST(:cause AS text) IS NULL OR scans.cause = :cause)
       AND (scans.dead_lettered_at, scans.id) > (:newer_at, :newer_id)
 )
-SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
-       scans.payload, scans.status, scans.verified, scans.source, scans.worker,
-       scans.attempt_count, scans.assignment_id, scans.leased_at, scans.lease_expires_at,
-       scans.wait_reason, scans.created_at, scans.updated_at, scans.finished_at,
-       scans.dead_lettered_at, scans.fail_reason, scans.result, scans.attempt_base,
-       scans.available_at, scans.redriven_at, scans.redrive_count, endpoints.name AS endpoint,
+SELECT scans.*, endpoints.name AS endpoint,
        final.seq AS final_seq, final.attempt AS final_attempt, final.worker AS final_worker,
        final.leased_at AS final_leased_at, final.closed_at AS final_closed_at,
        final.outcome AS final_outcome, final.summary AS final_summary,
