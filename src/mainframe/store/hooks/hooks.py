@@ -204,7 +204,7 @@ class Hooks:
             }
             row = await first(tx, INSERT_HOOK, params)
             assert row is not None
-            await _audit(tx, found, Action.HOOK_CREATED, HookRow.of(row).id, url, origin)
+            await _audit(tx, found, Action.HOOK_CREATED, row["id"], url, origin)
         return _view(row, found.name)
 
     async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
@@ -248,7 +248,7 @@ class Hooks:
             row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
-            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, HookRow.of(row).url, origin)
+            await _audit(tx, found, Action.HOOK_ENABLED, hook_id, row["url"], origin)
         return _view(row, found.name)
 
     # The dispatcher -------------------------------------------------------------------------
