@@ -20,6 +20,7 @@ from typing import get_type_hints
 import pytest
 
 from mainframe.store.engine.rows import Row, StrictRecord, StrictSqliteRow
+from mainframe.store.engine.sqlite import SqliteRows
 from tests import code_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -397,7 +398,7 @@ def test_rows_are_read_by_column_name_as_architecture_says() -> None:
     for strict in (StrictSqliteRow, StrictRecord):
         assert {"__getitem__", "__iter__"} <= set(vars(strict)), strict
     with sqlite3.connect(":memory:") as connection:
-        connection.row_factory = StrictSqliteRow
+        connection.row_factory = SqliteRows(strict=True)
         row = connection.execute("SELECT 7 AS seven").fetchone()
     assert row["seven"] == 7
     with pytest.raises(TypeError):

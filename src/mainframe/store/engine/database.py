@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -126,19 +126,19 @@ class Database(Protocol):
     dialect: str
     publish: Publish
 
-    def write(self) -> Any:
+    def write(self) -> AbstractAsyncContextManager[Tx]:
         """A read-write transaction (an async context manager yielding a Tx)."""
         ...
 
-    def read(self) -> Any:
+    def read(self) -> AbstractAsyncContextManager[Tx]:
         """A read-only transaction."""
         ...
 
-    def single(self) -> Any:
+    def single(self) -> AbstractAsyncContextManager[Tx]:
         """For work that is one statement: autocommit on PostgreSQL, a write on SQLite."""
         ...
 
-    def lookup(self) -> Any:
+    def lookup(self) -> AbstractAsyncContextManager[Tx]:
         """For reads that are one statement: autocommit on PostgreSQL (no BEGIN and COMMIT
         round trips), a read transaction on SQLite (where `single` would take the writer's
         lock)."""

@@ -1,12 +1,12 @@
-"""Rows are read by column name: `sqlite3.Row` on SQLite, asyncpg's `Record` on PostgreSQL,
-both typed as `Row`, which takes a column's name and nothing else. With
+"""Rows are read by column name: a dict per row on SQLite (`sqlite.py::SqliteRows`),
+asyncpg's `Record` on PostgreSQL, both typed as `Row`, which takes a column's name and
+nothing else. With
 `MAINFRAME_STRICT_ROWS=1` (the test suite sets it) each driver builds rows that refuse a
 position, a slice and iteration at run time too, so a read by position fails its test."""
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from typing import Any, NoReturn, Protocol
 
@@ -25,7 +25,7 @@ def _refuse(what: object) -> NoReturn:
     raise TypeError(f"rows are read by column name, not by {what!r}")
 
 
-class StrictSqliteRow(sqlite3.Row):
+class StrictSqliteRow(dict[str, Any]):
     def __getitem__(self, column: Any) -> Any:
         if not isinstance(column, str):
             _refuse(column)
@@ -48,11 +48,6 @@ class StrictRecord(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no st
 def strict() -> bool:
     """Whether rows refuse positions too; read when a connection opens."""
     return os.environ.get("MAINFRAME_STRICT_ROWS") == "1"
-
-
-def sqlite_row() -> type[sqlite3.Row]:
-    """The row class of a new SQLite connection."""
-    return StrictSqliteRow if strict() else sqlite3.Row
 
 
 def pg_record() -> type[asyncpg.Record]:

@@ -30,7 +30,7 @@ from mainframe.store.engine.database import (
     outermost,
 )
 from mainframe.store.engine.errors import Unavailable
-from mainframe.store.engine.rows import sqlite_row
+from mainframe.store.engine.rows import StrictSqliteRow, strict
 from mainframe.store.engine.statements import statement
 
 PRAGMAS = tuple(statement("connection_pragmas").sqlite.split(";\n"))
@@ -45,6 +45,24 @@ COMMAND_BUSY_MS = 10_000
 SERVER_BUSY_MS = 50
 # Pauses between BEGINs on a locked file: short first, then a steady poll.
 BUSY_PAUSES = (0.005, 0.01, 0.02, 0.05, 0.1)
+
+
+class SqliteRows:
+    """SQLite's row factory: each row a dict of its columns by name, the names read once per
+    statement. (`sqlite3.Row` finds a name by a case-blind scan of the columns: reading a whole
+    scan's 28 by name cost 5 µs a row against 2 µs for the dict.)"""
+
+    def __init__(self, strict: bool) -> None:
+        self._make: type[dict[str, Any]] = StrictSqliteRow if strict else dict
+        self._description: Any = None
+        self._names: tuple[str, ...] = ()
+
+    def __call__(self, cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> dict[str, Any]:
+        description = cursor.description
+        if description is not self._description:
+            self._description = description
+            self._names = tuple(column[0] for column in description)
+        return self._make(zip(self._names, values, strict=True))
 
 
 class SqliteTx:
@@ -111,7 +129,7 @@ class SqliteDatabase:
                 check_same_thread=False,
                 timeout=self.busy_timeout_ms / 1000,
             )
-            conn.row_factory = sqlite_row()
+            conn.row_factory = SqliteRows(strict())
             for pragma in PRAGMAS:
                 conn.execute(pragma)
             conn.create_function("mf_now", 0, self._mf_now, deterministic=True)
