@@ -14,7 +14,7 @@ from mainframe.contract.names import name_problem
 from mainframe.store.accounts import audit, totals
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import digest, issue_secret
-from mainframe.store.engine.database import Database, Row, Tx, first, value
+from mainframe.store.engine.database import Database, Row, Tx, first, record, value
 from mainframe.store.engine.errors import Conflict, Invalid, NotFound
 from mainframe.store.engine.statements import statement
 
@@ -100,7 +100,7 @@ class EndpointRow(NamedTuple):
     @classmethod
     def of(cls, row: Row) -> EndpointRow:
         """The endpoint of a row, by column name."""
-        return cls(**{name: row[name] for name in cls._fields})
+        return record(cls, row)
 
     def record(self) -> EndpointRecord:
         return EndpointRecord(self.id, self.name, self.owner_id, bool(self.open_intake),
@@ -123,7 +123,7 @@ class TokenRow(NamedTuple):
     @classmethod
     def of(cls, row: Row) -> TokenRow:
         """The credential of a row, by column name."""
-        return cls(**{name: row[name] for name in cls._fields})
+        return record(cls, row)
 
     def view(self) -> TokenView:
         return TokenView(self.id, self.principal, self.role, self.created_at, self.last_used_at)

@@ -28,7 +28,7 @@ from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import authenticate, digest
-from mainframe.store.engine.database import Database, Row, first, value
+from mainframe.store.engine.database import Database, Row, first, record, value
 from mainframe.store.engine.statements import statement
 
 # How long the browser keeps the cookie after its session ended, so a browser back the next
@@ -64,7 +64,7 @@ class SessionRow(NamedTuple):
     @classmethod
     def of(cls, row: Row) -> SessionRow:
         """The session of a row of FIND_SESSION, by column name."""
-        return cls(**{name: row[name] for name in cls._fields})
+        return record(cls, row)
 
 
 def _box(secret: str) -> Fernet:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mainframe.lifecycle.events import Event
 from mainframe.store.engine.rows import Row as Row
@@ -98,6 +98,16 @@ class Tx(Protocol):
     async def many(self, sql: Sql, params: Sequence[Mapping[str, Any]]) -> None:
         """Run a statement without rows once per parameter set."""
         ...
+
+
+T = TypeVar("T")
+
+
+def record(kind: type[T], row: Row) -> T:
+    """A `kind` (a NamedTuple or a dataclass) from the row's columns named as its fields."""
+    shape: Any = kind  # a NamedTuple names its fields `_fields`, a dataclass its own way
+    names = getattr(shape, "_fields", None) or tuple(shape.__dataclass_fields__)
+    return kind(**{name: row[name] for name in names})
 
 
 async def first(tx: Tx, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Row | None:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import EndpointRecord, endpoint_by_name
-from mainframe.store.engine.database import Database, Row, Tx, first, value
+from mainframe.store.engine.database import Database, Row, Tx, first, record, value
 from mainframe.store.engine.errors import Conflict, NotFound
 from mainframe.store.engine.statements import statement
 from mainframe.store.hooks.deliveries import Deliveries
@@ -103,7 +103,7 @@ class HookRow(NamedTuple):
     @classmethod
     def of(cls, row: Row) -> HookRow:
         """The hook of a row, by column name."""
-        return cls(**{name: row[name] for name in cls._fields})
+        return record(cls, row)
 
 
 class TargetRow(NamedTuple):
@@ -120,7 +120,7 @@ class TargetRow(NamedTuple):
     @classmethod
     def of(cls, row: Row) -> TargetRow:
         """The target of a row of TARGETS, by column name."""
-        return cls(**{name: row[name] for name in cls._fields})
+        return record(cls, row)
 
 
 def _view(row: Row, endpoint: str) -> HookView:

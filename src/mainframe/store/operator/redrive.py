@@ -20,7 +20,7 @@ from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
 from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
 from mainframe.lifecycle.outcomes import increments
 from mainframe.store.accounts import audit
-from mainframe.store.engine.database import Database, Row, Tx
+from mainframe.store.engine.database import Database, Row, Tx, record
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.closing import BUMP
 
@@ -141,7 +141,7 @@ class Candidate(NamedTuple):
     @classmethod
     def of(cls, row: Row) -> Candidate:
         """A candidate from a row of CANDIDATES, by column name."""
-        return cls(**{name: row[name] for name in cls._fields})
+        return record(cls, row)
 
     def ref(self) -> ScanRef:
         return ScanRef(

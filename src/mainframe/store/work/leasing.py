@@ -32,7 +32,7 @@ from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
 from mainframe.lifecycle.scans import Job, job_of, scan_from_row
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal, worker_of
-from mainframe.store.engine.database import Database, Row, Tx
+from mainframe.store.engine.database import Database, Row, Tx, record
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.closing import BUMP, NAME_CAUSE
@@ -75,7 +75,7 @@ class Lapsed:
     @classmethod
     def of(cls, row: Row) -> Lapsed:
         """A lapse from a row of LAPSED_OF_ENDPOINT or LAPSED_ANYWHERE, by column name."""
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+        return record(cls, row)
 
     @property
     def seq(self) -> int:

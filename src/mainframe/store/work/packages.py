@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store.accounts.authentication import Presented
-from mainframe.store.engine.database import Database
+from mainframe.store.engine.database import Database, record
 from mainframe.store.engine.errors import NotFound, Unauthorized
 from mainframe.store.engine.statements import statement
 
@@ -74,9 +74,7 @@ class Packages:
             rows = await tx.rows(PACKAGE_SCANS, params)
         if not rows:
             raise Unauthorized("unknown token, or its endpoint is revoked")
-        found_rows = [
-            PackageScan(**{name: row[name] for name in PackageScan._fields}) for row in rows
-        ]
+        found_rows = [record(PackageScan, row) for row in rows]
         candidates = [
             Candidate(r.scan_id, Status(r.status), r.worker, r.assignment_id)
             for r in found_rows
