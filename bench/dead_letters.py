@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
-from mainframe.lifecycle.outcomes import SHARDS
+from mainframe.lifecycle.scans import SHARDS
 from mainframe.store import Budget, Store, open_database
 from mainframe.store.engine.database import first
 from mainframe.store.engine.migrate import upgrade

@@ -19,9 +19,8 @@ from typing import Any
 import orjson
 
 from mainframe.api.app import create_app
-from mainframe.lifecycle.reports import Closed
 from mainframe.lifecycle.rules import Status
-from mainframe.lifecycle.scans import Job
+from mainframe.lifecycle.scans import Closed, Job
 from mainframe.settings import Settings
 from mainframe.store import Completion, ItemOutcome
 from mainframe.wiring import build_runtime

@@ -1,15 +1,23 @@
-"""The one place where committed transitions become effects: counters, log lines, and hook
-announcements (handed to the dispatcher, which never blocks the caller)."""
+"""The one place where committed transitions become effects: counters, log lines, the
+fleet's activity counts in memory (flushed by the store's `Activity`), and hook announcements
+(handed to the dispatcher, which never blocks the caller)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from mainframe.clock import rfc3339
 from mainframe.hooks import Dispatcher
 from mainframe.hooks.policy import ANNOUNCED
-from mainframe.lifecycle.events import (
+from mainframe.lifecycle.rules import (
+    AttemptOutcome,
+    DeadLetterReason,
+    PruneKind,
+    StaleResultRejected,
+)
+from mainframe.lifecycle.scans import (
     AttemptFailed,
     EndpointRevoked,
     Event,
@@ -21,12 +29,15 @@ from mainframe.lifecycle.events import (
     ScanFailed,
     ScanFinished,
     ScansRedriven,
-    StaleResultRejected,
 )
-from mainframe.lifecycle.retention import PruneKind
 from mainframe.logs import get_logger, neutralize
 from mainframe.metrics import Metrics
 from mainframe.store import Activity, Publish
+
+NO_WORKER = ""  # what a revocation's dead letters count under in the activity: nobody held them
+MAX_NOTED = 10_000  # (endpoint, worker) pairs noted between two flushes at most
+_LAPSES = frozenset({AttemptOutcome.LEASE_EXPIRED.value, AttemptOutcome.INTERRUPT_EXPIRED.value})
+_LAPSE_REASONS = frozenset({DeadLetterReason.LEASE_EXPIRED, DeadLetterReason.INTERRUPT_EXPIRED})
 
 
 def wire(
@@ -42,7 +53,7 @@ def wire(
         for event in events:
             _apply(event, metrics, logger)
         if activity is not None:
-            activity.note(events)
+            note_activity(activity.noted, events)
         # A poll's or a finished result's events are none a hook hears of: the dispatcher is
         # not asked about them at all.
         if dispatcher is not None and any(isinstance(event, ANNOUNCED) for event in events):
@@ -136,3 +147,44 @@ def _log_dead_letter(event: ScanDeadLettered, log: Any) -> None:
         leased_at=rfc3339(event.leased_at),
         reason=event.reason.value,
     )
+
+
+def note_activity(noted: Counter[tuple[int, str, str]], events: Sequence[Event]) -> None:
+    """Add committed events to this process's activity counts, by (endpoint id, worker,
+    kind); at most MAX_NOTED pairs are kept between two flushes."""
+    for event in events:
+        if isinstance(event, EndpointRevoked):
+            _add(noted, (event.endpoint_id, NO_WORKER, "dead_lettered"), event.dead_lettered)
+            continue
+        key = _counted(event)
+        if key is None:
+            continue
+        _add(noted, key, 1)
+        if isinstance(event, ScanDeadLettered):
+            # The attempt that made a dead letter failed or lapsed like any other.
+            kind = "lapsed" if event.reason in _LAPSE_REASONS else "attempt_failures"
+            if event.reason is not DeadLetterReason.ENDPOINT_REVOKED:
+                _add(noted, (key[0], key[1], kind), 1)
+        elif isinstance(event, ScanFailed):  # its attempt failed like any other
+            _add(noted, (key[0], key[1], "attempt_failures"), 1)
+
+
+def _counted(event: Event) -> tuple[int, str, str] | None:
+    """Which (endpoint, worker, kind) an event adds one to; None for one that counts
+    nothing here (a revocation adds its count separately)."""
+    match event:
+        case ScanFinished():
+            return event.scan.endpoint_id, event.worker or NO_WORKER, "finished"
+        case ScanFailed():
+            return event.scan.endpoint_id, event.worker or NO_WORKER, "failed"
+        case AttemptFailed():
+            kind = "lapsed" if event.outcome in _LAPSES else "attempt_failures"
+            return event.scan.endpoint_id, event.worker or NO_WORKER, kind
+        case ScanDeadLettered():
+            return event.scan.endpoint_id, event.prior_worker or NO_WORKER, "dead_lettered"
+    return None
+
+
+def _add(noted: Counter[tuple[int, str, str]], key: tuple[int, str, str], n: int) -> None:
+    if key in noted or len(noted) < MAX_NOTED:
+        noted[key] += n

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import Counter
 
-from mainframe.lifecycle.events import RowsPruned
-from mainframe.lifecycle.retention import PruneKind
+from mainframe.lifecycle.rules import PruneKind
+from mainframe.lifecycle.scans import RowsPruned
 from mainframe.logs import get_logger
 from mainframe.store import Store
 

@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from mainframe.api.app import create_app
 from mainframe.clock import FakeClock
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.events import Event
+from mainframe.lifecycle.scans import Event
 from mainframe.settings import Settings
 from mainframe.store import Budget, Principal, Publish, ScanRecord, ScanSpec, Store, open_database
 from mainframe.store.accounts.owners import OPERATOR

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from mainframe.effects import note_activity
 from mainframe.shapes import operator as shapes
 from mainframe.store import Report
 from mainframe.store.accounts.audit import CLI
@@ -24,7 +25,7 @@ def counting(world: World, loop: Any) -> Blocking:
 
     def publish(events: Any) -> None:
         recorder(events)
-        activity.note(events)
+        note_activity(activity.noted, events)
 
     world.store.target.db.publish = publish
     return Blocking(activity, loop)

@@ -15,7 +15,8 @@ from anyio.from_thread import BlockingPortal
 from sqlalchemy import Engine, text
 
 from mainframe.lifecycle.causes import cause_of
-from mainframe.lifecycle.retention import PruneKind, RetentionPolicy
+from mainframe.lifecycle.retention import RetentionPolicy
+from mainframe.lifecycle.rules import PruneKind
 from mainframe.store import Principal, Report
 from mainframe.store.accounts.audit import CLI
 from mainframe.store.operator.causes import CauseSummary

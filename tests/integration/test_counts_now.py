@@ -24,8 +24,8 @@ from sqlalchemy import Engine, text
 
 from mainframe.board.filters import PILLS, BoardFilter
 from mainframe.clock import MICROS
-from mainframe.lifecycle.retention import DAY_US, PruneKind
-from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.lifecycle.retention import DAY_US
+from mainframe.lifecycle.rules import DeadLetterReason, PruneKind
 from mainframe.settings import Settings
 from mainframe.store.operator.dead_letters import DeadLetterFilter
 from tests.integration.conftest import issue

@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from mainframe.clock import MICROS
-from mainframe.lifecycle.retention import DAY_US, PruneKind
+from mainframe.lifecycle.retention import DAY_US
+from mainframe.lifecycle.rules import PruneKind
 from mainframe.settings import Settings
 from tests.integration.test_board_pages import sign_in
 from tests.integration.test_dead_letters import Desk, open_desk

@@ -20,8 +20,8 @@ from mainframe.hooks import body, signing
 from mainframe.hooks.addresses import AddressPolicy
 from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
 from mainframe.hooks.transport import PinnedTransport
-from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.lifecycle.scans import FinalAttempt, ScanDeadLettered, ScanRef
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.parsers import parse_cidrs
 from mainframe.store.hooks.hooks import HookTarget

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mainframe.lifecycle.events import LeasesGranted, ScanDeadLettered
 from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.scans import LeasesGranted, ScanDeadLettered
 from mainframe.store import Report, Stale, Unauthorized
 from mainframe.store.accounts.owners import OPERATOR
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan

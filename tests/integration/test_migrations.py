@@ -31,7 +31,7 @@ from sqlalchemy import (
     text,
 )
 
-from mainframe.lifecycle.outcomes import SHARDS
+from mainframe.lifecycle.scans import SHARDS
 from mainframe.store.accounts.owners import OPERATOR
 from mainframe.store.engine.migrate import current_revision, head_revision, upgrade
 from mainframe.store.engine.schema import attempts, metadata, scans
@@ -529,7 +529,8 @@ def test_counts_now_start_from_what_exists_and_move_with_it(
     empty_database_url: str, loop: BlockingPortal
 ) -> None:
     from mainframe.clock import FakeClock
-    from mainframe.lifecycle.retention import DAY_US, PruneKind, RetentionPolicy
+    from mainframe.lifecycle.retention import DAY_US, RetentionPolicy
+    from mainframe.lifecycle.rules import PruneKind
     from mainframe.store.accounts.audit import CLI
 
     engine = create_store_engine(empty_database_url)

@@ -12,7 +12,7 @@ import pytest
 from mainframe.contract import names
 from mainframe.store.accounts import owners
 from mainframe.store.accounts.owners import OPERATOR
-from mainframe.store.engine.errors import Invalid
+from mainframe.store.engine.database import Invalid
 from tests.blocking import Blocking
 from tests.integration import test_board_pages
 from tests.integration.conftest import Api

@@ -30,9 +30,8 @@ from sqlalchemy import Connection, Engine, insert, text
 import mainframe.store
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.elsewhere import ASKING_US
-from mainframe.lifecycle.outcomes import SHARDS
-from mainframe.lifecycle.reports import Report, plan
-from mainframe.lifecycle.rules import LIVE
+from mainframe.lifecycle.rules import LIVE, Report, plan
+from mainframe.lifecycle.scans import SHARDS
 from mainframe.store import Budget, Presented, open_database
 from mainframe.store.accounts import audit as store_audit
 from mainframe.store.accounts import authentication, sessions, totals
@@ -54,15 +53,11 @@ from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from mainframe.store.hooks import deliveries, hooks
 from mainframe.store.operator import activity, fleet_snapshot, overview, queues, retention, revoke
 from mainframe.store.work import (
-    assignments,
-    closing,
     intake,
     interventions,
     leasing,
     packages,
     queries,
-    refusals,
-    replays,
     results,
 )
 from mainframe.store.work.search import terms
@@ -390,7 +385,7 @@ CASES = {
                            "worker": "w1", "endpoint": 1},
                           (PK, r"^SCAN item VIRTUAL TABLE INDEX"), None),
     "close_as_operator": Case(interventions.CLOSE_AS_OPERATOR, FINISH, PK, PG_PK),
-    "replayed_result": Case(replays.ANSWERED,
+    "replayed_result": Case(results.ANSWERED,
                             {"scan": FINISHED_ID, "assignment": "a-7", "worker": "w1",
                              "endpoint": 2},
                             (sqlite_index("sqlite_autoindex_attempts_2", "attempts")
@@ -398,10 +393,10 @@ CASES = {
                             (pg_index("uq_attempts_assignment", "attempts"), PG_PK)),
     # The jobs a replayed answer leased: by key, or (a generic plan's guess) through the
     # leases in flight; never the queue or the history.
-    "replayed_jobs": Case(replays.LEASED_WITH, {"ids": f"[{PENDING_ID + 1}, {PENDING_ID + 3}]",
+    "replayed_jobs": Case(results.LEASED_WITH, {"ids": f"[{PENDING_ID + 1}, {PENDING_ID + 3}]",
                                                   "worker": "w1"},
                           PK, PG_PK + "|" + PG_PENDING, sorts=SORTS_ON_PG),
-    "diagnose_refusal": Case(refusals.DIAGNOSE, {"scan": PENDING_ID, "endpoint": 1}, PK, PG_PK),
+    "diagnose_refusal": Case(results.DIAGNOSE, {"scan": PENDING_ID, "endpoint": 1}, PK, PG_PK),
     "fail_unleased": Case(interventions.FAIL_UNLEASED, {"scan": QUARANTINED_ID}, PK, PG_PK),
     # A result keyed by package: the key's live scans, and its newest ended one walked
     # backwards (a finished scan of endpoint 1, so the refusal path is what is planned).
@@ -414,7 +409,7 @@ CASES = {
     # A worker's touches, with its echo and in the rollout form.
     **{f"{sql.name}{form}": Case(sql, TOUCH | echo | {"reason": "waiting on upstream"},
                                  (WHO, PK), (PG_WHO, PG_PK))
-       for sql in (assignments.HEARTBEAT, assignments.WAIT, assignments.RESUME)
+       for sql in (results.HEARTBEAT, results.WAIT, results.RESUME)
        for form, echo in (("", {}), ("_rollout", {"attempt": None, "assignment": None}))},
     # Intake.
     "submit_as_source": Case(intake.SUBMIT_AS_SOURCE, ITEM | {"digest": SOURCE},
@@ -547,7 +542,7 @@ CASES = {
                          sqlite_pk("tokens"),
                          pg_index("(tokens_pkey|ix_tokens_endpoint)", "tokens")),
     # Outcome totals: a few rows per endpoint, read whole for the fleet.
-    "bump_totals": Case(closing.BUMP, {"n": 1, "endpoint": 1, "outcome": "finished", "shard": 3},
+    "bump_totals": Case(results.BUMP, {"n": 1, "endpoint": 1, "outcome": "finished", "shard": 3},
                         sqlite_index("sqlite_autoindex_scan_totals_1", "scan_totals"),
                         pg_index("scan_totals_pkey", "scan_totals")),
     "outcome_totals": Case(totals.TOTALS, {}, r"^SCAN scan_totals$",
@@ -630,7 +625,7 @@ CASES = {
                         sqlite_index("ix_scans_pending_lease"),
                         pg_index("(ix_scans_pending_lease|ix_scans_lease_due)"), sorts=SORTS),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
-    "name_cause": Case(closing.NAME_CAUSE,
+    "name_cause": Case(results.NAME_CAUSE,
                        {"cause": "0123456789abcdef", "pattern": "p", "grouping_version": 2},
                        NO_READ, r"Conflict Arbiter Indexes: causes_pkey$"),
     "record_delivery_minute": Case(deliveries.RECORD_MINUTE,

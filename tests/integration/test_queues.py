@@ -20,8 +20,8 @@ from sqlalchemy import Engine, select, text
 
 from mainframe.cli.stats import stats_figures, stats_lines
 from mainframe.lifecycle.causes import cause_of
-from mainframe.lifecycle.events import QueuePaused, ScanDeadLettered, ScanReady
 from mainframe.lifecycle.rules import QueueState, lapse_outcome
+from mainframe.lifecycle.scans import QueuePaused, ScanDeadLettered, ScanReady
 from mainframe.metrics.reconcile import reconcile_once
 from mainframe.store import Budget, NotFound, Report, ScanSpec
 from mainframe.store.accounts.audit import CLI

@@ -6,19 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from mainframe.lifecycle.events import (
+from mainframe.lifecycle.rules import StaleCode, StaleResultRejected, Status
+from mainframe.lifecycle.scans import (
     AttemptFailed,
     EndpointRevoked,
     ScanDeadLettered,
     ScanFailed,
     ScanFinished,
     ScanReady,
-    StaleResultRejected,
 )
-from mainframe.lifecycle.rules import StaleCode, Status
 from mainframe.store import Job, NotFound, Report, Stale
 from mainframe.store.accounts.owners import OPERATOR
-from mainframe.store.engine.errors import Accepted, ResultConflict
+from mainframe.store.engine.database import Accepted, ResultConflict
 from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
 
 

@@ -18,9 +18,9 @@ from sqlalchemy import Engine, text
 
 from mainframe import effects
 from mainframe.clock import MICROS
-from mainframe.lifecycle.events import RowsPruned
-from mainframe.lifecycle.retention import DAY_US, PruneKind, RetentionPolicy
-from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.retention import DAY_US, RetentionPolicy
+from mainframe.lifecycle.rules import PruneKind, Status
+from mainframe.lifecycle.scans import RowsPruned
 from mainframe.metrics import Metrics
 from mainframe.store import Job, NotFound, Report, ScanSpec
 from mainframe.store.accounts.audit import CLI

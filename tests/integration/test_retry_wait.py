@@ -10,8 +10,8 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import QueueState, Status
+from mainframe.lifecycle.scans import ScanReady
 from mainframe.store import Report
 from mainframe.store.engine.database import Sql
 from mainframe.store.engine.postgres import PgTx

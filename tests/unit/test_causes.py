@@ -17,6 +17,7 @@ from mainframe.lifecycle.causes import (
     meaningful_line,
     named,
 )
+from mainframe.lifecycle.rules import AttemptOutcome
 
 # Each group: summaries of one failure, whatever varies between them, and the pattern shown.
 GROUPS: dict[str, tuple[str, list[str]]] = {
@@ -355,6 +356,14 @@ def test_attempts_that_ended_without_a_result_have_causes_of_their_own() -> None
     assert lapsed != cause_of("interrupt_expired", None) != cause_of("endpoint_revoked", None)
     assert lapsed != cause_of("failed", lapsed.pattern), "a worker's words never pose as one"
     assert cause_of("failed", None).pattern == NO_SUMMARY == cause_of("failed", " \n ").pattern
+
+
+def test_every_attempt_that_ends_without_a_result_is_named_by_its_outcome() -> None:
+    ended = {AttemptOutcome.LEASE_EXPIRED, AttemptOutcome.INTERRUPT_EXPIRED}
+    ended |= {AttemptOutcome.ENDPOINT_REVOKED}
+    for outcome in AttemptOutcome:
+        cause = cause_of(outcome.value, "exit 1")
+        assert (cause.pattern != "exit <n>") == (outcome in ended), outcome
 
 
 def test_the_meaningful_line_is_the_last_that_says_something() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mainframe.lifecycle.events import Event
+from mainframe.lifecycle.scans import Event
 from mainframe.store import Budget, Conflict, Store
 from mainframe.store.engine.database import NO_PARAMS, Row, Sql
 from mainframe.store.operator.dead_letters import DeadLetterFilter, DeadLetters

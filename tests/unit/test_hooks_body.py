@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from mainframe.hooks import body
-from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.lifecycle.scans import FinalAttempt, ScanDeadLettered, ScanReady, ScanRef
 
 NOW = 1_790_000_000_000_000
 READY_FIELDS = {

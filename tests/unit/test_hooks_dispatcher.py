@@ -20,8 +20,8 @@ from standardwebhooks.webhooks import Webhook
 from mainframe.clock import FakeClock
 from mainframe.hooks import signing
 from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
-from mainframe.lifecycle.events import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.lifecycle.scans import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.store.hooks.hooks import HookTarget
 from tests.hooks_fakes import MemoryHookBook

@@ -8,9 +8,9 @@ import pytest
 from mainframe import parsers
 from mainframe.hooks import policy
 from mainframe.hooks.policy import Attempt, AttemptResult
-from mainframe.lifecycle.events import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.lifecycle.retry_after import retry_after_seconds
 from mainframe.lifecycle.rules import DeadLetterReason
+from mainframe.lifecycle.scans import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 
 NOW = 1_790_000_000_000_000
 

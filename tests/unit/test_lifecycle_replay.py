@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mainframe.lifecycle.reports import OPERATOR_CLOSE, is_replay, result_digest
+from mainframe.lifecycle.rules import is_replay, result_digest
+from mainframe.lifecycle.scans import OPERATOR_CLOSE
 
 SENT: dict[str, Any] = {
     "outcome": "failed",

@@ -7,10 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.events import AttemptFailed, ScanDeadLettered, ScanFinished, ScanReady
-from mainframe.lifecycle.reports import Report, plan, replayed, settlement_events
-from mainframe.lifecycle.rules import DeadLetterReason, Status
-from mainframe.lifecycle.scans import ScanRecord
+from mainframe.lifecycle.rules import DeadLetterReason, Report, Status, plan
+from mainframe.lifecycle.scans import (
+    AttemptFailed,
+    ScanDeadLettered,
+    ScanFinished,
+    ScanReady,
+    ScanRecord,
+    replayed,
+    settlement_events,
+)
 
 RETRY = RetryPolicy(base=10.0, cap=600.0)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mainframe.effects import wire
-from mainframe.lifecycle.events import QueuePaused, QueueResumed
+from mainframe.lifecycle.scans import QueuePaused, QueueResumed
 from mainframe.metrics import Metrics
 from mainframe.metrics.reconcile import apply_paused
 

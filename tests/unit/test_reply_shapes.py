@@ -24,14 +24,12 @@ from mainframe.dragonfly import replies as dragonfly
 from mainframe.dragonfly.routes import router as dragonfly_router
 from mainframe.dragonfly.rules import RuleSet
 from mainframe.dragonfly.session import Session
-from mainframe.lifecycle.reports import Closed
-from mainframe.lifecycle.scans import Job, ScanRecord
+from mainframe.lifecycle.scans import Closed, Job, ScanRecord
 from mainframe.shapes import hooks, operator, scans
-from mainframe.shapes.refusals import refusal
 from mainframe.store import Conflict, Invalid, ItemOutcome
 from mainframe.store.accounts.audit import AuditEntry
 from mainframe.store.accounts.owners import EndpointView, TokenView
-from mainframe.store.engine.errors import Accepted, ResultConflict
+from mainframe.store.engine.database import Accepted, ResultConflict
 from mainframe.store.hooks.deliveries import DeliveryTotals
 from mainframe.store.hooks.hooks import HookView, Rotation
 from mainframe.store.operator.activity import WorkerHour
@@ -41,6 +39,7 @@ from mainframe.store.operator.overview import Overview
 from mainframe.store.operator.queues import PausedQueue, QueueChange
 from mainframe.store.operator.redrive import Redriven
 from mainframe.store.work.intake import Submitted
+from mainframe.web import refusal
 
 NOW = 1_780_000_000_000_000  # µs: a valid time, and a valid count or id
 NOW_S = NOW // 1_000_000  # the same time in seconds, as a session's `exp`
@@ -101,10 +100,13 @@ BOTH = pytest.mark.parametrize("empty", [True, False], ids=["optional-empty", "o
 # Reply-building function → the contract model it builds, and how to call it.
 Call = Callable[[bool], Any]
 REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
-    scans.job: (schemas.JobPublic, lambda e: scans.job(filled(Job, empty=e))),
+    schemas.JobPublic.of: (schemas.JobPublic, lambda e: schemas.JobPublic.of(filled(Job, empty=e))),
     scans.scan: (schemas.ScanPublic, lambda e: scans.scan(filled(ScanRecord, empty=e))),
-    scans.closed: (schemas.ResultPublic, lambda e: scans.closed(filled(Closed, empty=e))),
-    scans.deadline: (schemas.LeaseDeadline, lambda e: scans.deadline(7, NOW)),
+    schemas.ResultPublic.of: (
+        schemas.ResultPublic,
+        lambda e: schemas.ResultPublic.of(filled(Closed, empty=e)),
+    ),
+    schemas.LeaseDeadline.of: (schemas.LeaseDeadline, lambda e: schemas.LeaseDeadline.of(7, NOW)),
     scans.submitted: (
         schemas.SubmitStatus,
         lambda e: scans.submitted(Submitted(filled(ScanRecord, empty=e), created=not e)),
@@ -204,7 +206,7 @@ REPLIES: dict[Callable[..., Any], tuple[type[BaseModel], Call]] = {
 PARTS = {operator.card, operator.audit_entry, operator.audit_target, operator.cursor}
 PARTS |= {operator.redrive_headline, operator.redrive_named}
 PARTS |= {operator.parse_cursor, operator.parse_cause_cursor, operator.cause_name}
-PARTS |= {scans.stored_value, scans.jobs}
+PARTS |= {schemas.stored_value, schemas.next_jobs}
 
 
 def _validation() -> ValidationError:
@@ -221,7 +223,7 @@ def _audit_entries(empty: bool) -> list[AuditEntry]:
 
 
 @BOTH
-@pytest.mark.parametrize("build", list(REPLIES), ids=lambda f: f"{f.__module__}.{f.__name__}")
+@pytest.mark.parametrize("build", list(REPLIES), ids=lambda f: f"{f.__module__}.{f.__qualname__}")
 def test_every_reply_is_its_model_from_every_record(build: Callable[..., Any], empty: bool) -> None:
     model, call = REPLIES[build]
     reply = call(empty)
@@ -238,7 +240,13 @@ def test_every_function_of_the_shapes_is_held_to_a_model() -> None:
         and obj.__module__ == module.__name__
         and not name.startswith("_")
     }
-    assert public - set(REPLIES) - PARTS == set()
+    built_by_model = {
+        model.of
+        for model in vars(schemas).values()
+        if isinstance(model, type) and issubclass(model, BaseModel) and "of" in vars(model)
+    }
+    assert built_by_model, "the worker's replies are built by their models"
+    assert (public | built_by_model) - set(REPLIES) - PARTS == set()
 
 
 def test_every_dragonfly_route_names_a_model_its_reply_is_held_to() -> None:
@@ -265,8 +273,8 @@ def test_a_result_conflict_names_the_accepted_result_in_both_error_shapes(
 
 def test_a_field_with_nothing_to_say_is_left_out_not_sent_as_null() -> None:
     closed = filled(Closed, empty=False)
-    assert "next" not in orjson.loads(scans.closed(closed).model_dump_json())
-    assert orjson.loads(scans.closed(closed, []).model_dump_json())["next"] == []
+    assert "next" not in orjson.loads(schemas.ResultPublic.of(closed).model_dump_json())
+    assert orjson.loads(schemas.ResultPublic.of(closed, []).model_dump_json())["next"] == []
     refused = orjson.loads(refusal(Invalid("body.name", "too long"))[1].model_dump_json())
     assert set(refused) == {"error", "detail"}
 

@@ -18,7 +18,6 @@ from mainframe.api import (
     errors,
     hooks,
     hot,
-    jobs,
     ops,
     scans,
 )
@@ -29,7 +28,7 @@ from mainframe.wiring import Runtime, build_runtime, serving
 __all__ = ["app_from_environment", "build_runtime", "create_app"]
 # The worker's routes and intake, served ahead of FastAPI's layers (`api/hot.py::HotFront`)
 # and matched in this order: a worker's poll and result first, as they are the most frequent.
-HOT = [*jobs.hot.routes, *scans.hot.routes]
+HOT = [*hot.worker.routes, *scans.hot.routes]
 
 
 def create_app(
@@ -77,9 +76,9 @@ def create_app(
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document of its routes, with the hot routes' operations (`api/hot.py`)."""
+    """FastAPI's document of its routes, with the hot routes' operations (`api/docs.py`)."""
     if app.openapi_schema is None:
-        hot.document(FastAPI.openapi(app), HOT)  # FastAPI keeps its document, amended here
+        docs.document(FastAPI.openapi(app), HOT)  # FastAPI keeps its document, amended here
     assert app.openapi_schema is not None
     return app.openapi_schema
 

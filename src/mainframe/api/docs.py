@@ -1,20 +1,31 @@
 """The pages a person opens first: `/`, which points to the board and the API documentation,
 and `/docs`, a Swagger UI that reads the OpenAPI 3.1 document. Its assets come from the
-installed fastapi-offline package, so `/docs` works where the server has no internet."""
+installed fastapi-offline package, so `/docs` works where the server has no internet. The
+hot routes' operations are added to FastAPI's document (`document`) from the same models
+the routes read and reply with."""
 
 from __future__ import annotations
 
+import inspect
 from html import escape
+from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 
 import fastapi_offline
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
+from pydantic import BaseModel, TypeAdapter
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
 
+from mainframe.api.hot import HotRoute
+from mainframe.api.responses import REFUSED
+from mainframe.contract.schemas import ErrorBody
+
 ASSETS = "/docs-assets"
+REF = "#/components/schemas/{model}"
 # Swagger UI 5 (OpenAPI 3.1), as fastapi-offline ships it.
 ASSET_DIR = Path(fastapi_offline.__file__).parent / "static"
 # Where a newcomer goes from `/`: the board, the API documentation, and the probes.
@@ -76,3 +87,62 @@ def install(app: FastAPI) -> None:
             swagger_css_url=f"{ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{ASSETS}/favicon.png",
         )
+
+
+def document(schema: dict[str, Any], routes: list[HotRoute]) -> None:
+    """Add the hot routes' operations to an OpenAPI document FastAPI wrote, from the same
+    models the routes read and reply with."""
+    components: dict[str, Any] = schema.setdefault("components", {}).setdefault("schemas", {})
+    paths: dict[str, Any] = schema.setdefault("paths", {})
+    for route in routes:
+        paths.setdefault(route.path, {})["post"] = _operation(route, components)
+
+
+def _operation(route: HotRoute, components: dict[str, Any]) -> dict[str, Any]:
+    name = route.declared.__name__
+    reply = _content(route.reply_type, "serialization", components)
+    refusal = _content(ErrorBody, "serialization", components)
+    responses = {
+        str(code): {"description": what, "content": reply} for code, what in route.answers.items()
+    }
+    for code in REFUSED:
+        responses[str(code)] = {"description": HTTPStatus(code).phrase, "content": refusal}
+    operation: dict[str, Any] = {
+        "tags": [route.tag],
+        "summary": name.replace("_", " ").title(),
+        "description": inspect.cleandoc(route.declared.__doc__ or ""),
+        "operationId": f"{name}_{route.path.strip('/').replace('/', '_')}_post",
+        "parameters": _parameters(route),
+        "responses": responses,
+        # Intake takes a token, or none on an endpoint with open intake.
+        "security": [{"HTTPBearer": []}, {}] if route.optional_token else [{"HTTPBearer": []}],
+    }
+    if route.body is not None:
+        content = _content(route.body, "validation", components)
+        operation["requestBody"] = {"required": True, "content": content}
+    return operation
+
+
+def _parameters(route: HotRoute) -> list[dict[str, Any]]:
+    if route.params is None:
+        return []
+    properties = route.params.model_json_schema(ref_template=REF)["properties"]
+    found = []
+    for name, declared in route.params.model_fields.items():
+        schema = dict(properties[name])
+        description = schema.pop("description", None)
+        where = "path" if name in route.param_convertors else "query"
+        entry = {"name": name, "in": where, "required": declared.is_required(), "schema": schema}
+        found.append(entry | ({"description": description} if description else {}))
+    return found
+
+
+def _content(model: Any, mode: Any, components: dict[str, Any]) -> dict[str, Any]:
+    """`{"application/json": {"schema": ...}}` for `model`, its models among `components`."""
+    found = TypeAdapter(model).json_schema(mode=mode, ref_template=REF)
+    for key, value in found.pop("$defs", {}).items():
+        components.setdefault(key, value)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        components.setdefault(model.__name__, found)
+        found = {"$ref": REF.format(model=model.__name__)}
+    return {"application/json": {"schema": found}}

@@ -12,20 +12,15 @@ from starlette.exceptions import HTTPException
 
 from mainframe.api.responses import error
 from mainframe.logs import get_logger
-from mainframe.shapes.refusals import refusal
-from mainframe.store import StoreError, Unavailable
-from mainframe.web import Reply
+from mainframe.store import StoreError
+from mainframe.web import Reply, refused
 
 UNPARSABLE = "There was an error parsing the body"
 
 
 async def _store_error(_request: Request, exc: Exception) -> Reply:
     assert isinstance(exc, StoreError)
-    status, body = refusal(exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if isinstance(exc, Unavailable):
-        headers = {"Retry-After": str(exc.retry_after)}
-    return Reply(body, status_code=status, headers=headers)
+    return refused(exc)
 
 
 def _field(loc: tuple[Any, ...]) -> str:

@@ -10,20 +10,20 @@ A hot route is declared once, by its function's signature: `(rt, token, params, 
 Reply`, where `token` is a `Presented` (a worker's token, required) or `Presented | None`
 (intake, which takes none on an open endpoint), and `params` and `body` are present only
 when the route takes them. The same declaration answers the request and writes the route's
-entry in the OpenAPI document (`document`). A refusal is raised as FastAPI's own
-`RequestValidationError` or a store error and answered by the app's own handler of it
-(`api/errors.py`), so every route's invalid input gets the one answer."""
+entry in the OpenAPI document (`api/docs.py::document`). A store refusal gets the answer every
+shell gives it (`web.py::refused`), and invalid input, raised as FastAPI's own
+`RequestValidationError`, the app's own handler of it (`api/errors.py`), so every route's
+refusals get the one answer. The worker's routes are declared here; intake's in
+api/scans.py."""
 
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import math
 import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Union, get_args, get_origin, get_type_hints
 from urllib.parse import parse_qsl
 
@@ -38,13 +38,38 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mainframe.api import errors
-from mainframe.api.responses import REFUSED
-from mainframe.contract.schemas import ErrorBody
-from mainframe.store import Invalid, Presented, Unauthorized, digest
+from mainframe.contract.limits import JOBS_PATH, MAX_RESULT_BYTES
+from mainframe.contract.schemas import (
+    BatchResults,
+    BatchStatuses,
+    Echo,
+    ItemStatus,
+    JobPublic,
+    LeaseDeadline,
+    PollParams,
+    ResultBody,
+    ResultParams,
+    ResultPublic,
+    ResultsParams,
+    ScanParams,
+    WaitBody,
+    next_jobs,
+)
+from mainframe.lifecycle.rules import EchoError, require_echo_pair
+from mainframe.shapes import scans as shapes
+from mainframe.store import (
+    Invalid,
+    ItemOutcome,
+    Presented,
+    Report,
+    StoreError,
+    Unauthorized,
+    digest,
+)
+from mainframe.web import refused
 from mainframe.wiring import Runtime
 
 Endpoint = Callable[..., Awaitable[Any]]
-REF = "#/components/schemas/{model}"
 MAX_DEPTH = 254  # orjson's own bound on nesting; a deeper value cannot be serialized at all
 # A token the route needs; intake's may be absent (an endpoint with open intake).
 NEEDS_TOKEN = "send 'Authorization: Bearer <{role} token>'"
@@ -77,10 +102,11 @@ class HotRoute(Route):
         return match, child
 
     async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one request; a refusal is answered by the app's handler of it, as on every
-        other route (`api/errors.py`)."""
+        """Serve one request; a refusal is answered as on every other route."""
         try:
             response = await self.serve(scope, receive)
+        except StoreError as exc:
+            response = refused(exc)
         except Exception as exc:
             response = await errors.answer(Request(scope, receive), exc)
         await response(scope, receive, send)
@@ -244,65 +270,6 @@ class HotRoutes:
         return declare
 
 
-def document(schema: dict[str, Any], routes: list[HotRoute]) -> None:
-    """Add the hot routes' operations to an OpenAPI document FastAPI wrote, from the same
-    models the routes read and reply with."""
-    components: dict[str, Any] = schema.setdefault("components", {}).setdefault("schemas", {})
-    paths: dict[str, Any] = schema.setdefault("paths", {})
-    for route in routes:
-        paths.setdefault(route.path, {})["post"] = _operation(route, components)
-
-
-def _operation(route: HotRoute, components: dict[str, Any]) -> dict[str, Any]:
-    name = route.declared.__name__
-    reply = _content(route.reply_type, "serialization", components)
-    refusal = _content(ErrorBody, "serialization", components)
-    responses = {
-        str(code): {"description": what, "content": reply} for code, what in route.answers.items()
-    }
-    for code in REFUSED:
-        responses[str(code)] = {"description": HTTPStatus(code).phrase, "content": refusal}
-    operation: dict[str, Any] = {
-        "tags": [route.tag],
-        "summary": name.replace("_", " ").title(),
-        "description": inspect.cleandoc(route.declared.__doc__ or ""),
-        "operationId": f"{name}_{route.path.strip('/').replace('/', '_')}_post",
-        "parameters": _parameters(route),
-        "responses": responses,
-        # Intake takes a token, or none on an endpoint with open intake.
-        "security": [{"HTTPBearer": []}, {}] if route.optional_token else [{"HTTPBearer": []}],
-    }
-    if route.body is not None:
-        content = _content(route.body, "validation", components)
-        operation["requestBody"] = {"required": True, "content": content}
-    return operation
-
-
-def _parameters(route: HotRoute) -> list[dict[str, Any]]:
-    if route.params is None:
-        return []
-    properties = route.params.model_json_schema(ref_template=REF)["properties"]
-    found = []
-    for name, declared in route.params.model_fields.items():
-        schema = dict(properties[name])
-        description = schema.pop("description", None)
-        where = "path" if name in route.param_convertors else "query"
-        entry = {"name": name, "in": where, "required": declared.is_required(), "schema": schema}
-        found.append(entry | ({"description": description} if description else {}))
-    return found
-
-
-def _content(model: Any, mode: Any, components: dict[str, Any]) -> dict[str, Any]:
-    """`{"application/json": {"schema": ...}}` for `model`, its models among `components`."""
-    found = TypeAdapter(model).json_schema(mode=mode, ref_template=REF)
-    for key, value in found.pop("$defs", {}).items():
-        components.setdefault(key, value)
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        components.setdefault(model.__name__, found)
-        found = {"$ref": REF.format(model=model.__name__)}
-    return {"application/json": {"schema": found}}
-
-
 def stored(value: Any, *, field: str, limit: int) -> str | None:
     """A sender's free-form value (a scan's payload, a result) as compact JSON text of at
     most `limit` bytes, stored only if it reads back as the same value: NaN, infinities,
@@ -344,3 +311,115 @@ def _has_non_finite(value: Any) -> bool:
         elif isinstance(item, list):
             pending.extend(item)
     return False
+
+
+# The worker's routes: the job poll, results (single and batch), heartbeats, waits, resumes,
+# each declared once by its signature. Intake's are in api/scans.py.
+worker = HotRoutes(JOBS_PATH, "worker")
+
+
+@worker.post("")
+async def lease_jobs(rt: Runtime, token: Presented, params: PollParams) -> list[JobPublic]:
+    """The job poll: reaps this endpoint's lapsed leases when one may be due, then leases up
+    to `batch` due scans, oldest first."""
+    return [JobPublic.of(job) for job in await rt.store.leasing.lease(token, params.batch)]
+
+
+def _report(body: ResultBody) -> Report:
+    _echo(body)
+    result = stored(body.result, field="body.result", limit=MAX_RESULT_BYTES)
+    return Report(
+        body.outcome,
+        body.retryable,
+        body.attempt,
+        body.assignment_id,
+        body.summary,
+        body.artifact,
+        result,
+        body.retry_after_seconds,
+    )
+
+
+@worker.post("/{scan_id}/result")
+async def report_result(
+    rt: Runtime, token: Presented, params: ResultParams, body: ResultBody
+) -> ResultPublic:
+    """Close the current attempt. Stale results are refused with 409 and change nothing; the
+    same result sent again is answered as the first time. With `next`, also the worker's next
+    jobs, leased in the same transaction."""
+    report = [(params.scan_id, _report(body))]
+    done = await rt.store.results.complete(token, report, fetch=params.next or 0)
+    [outcome] = done.outcomes
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.closed is not None
+    return ResultPublic.of(outcome.closed, next_jobs(done.jobs, params.next))
+
+
+@worker.post("/results")
+async def report_results(
+    rt: Runtime, token: Presented, params: ResultsParams, body: BatchResults
+) -> BatchStatuses:
+    """Up to 100 independent results; each item gets the status the single route would give.
+    With `next`, also the worker's next jobs."""
+    statuses: list[ItemStatus | None] = []
+    valid: list[tuple[int, Report]] = []
+    for item in body.results:
+        try:
+            valid.append((item.scan_id, _report(item)))
+            statuses.append(None)
+        except Invalid as exc:
+            statuses.append(shapes.item_status(ItemOutcome(item.scan_id, None, exc)))
+    done = await rt.store.results.complete(token, valid, fetch=params.next or 0)
+    applied = iter(done.outcomes)
+    return BatchStatuses(
+        results=[status or shapes.item_status(next(applied)) for status in statuses],
+        next=next_jobs(done.jobs, params.next),
+    )
+
+
+def _echo(body: Echo) -> tuple[int | None, str | None]:
+    try:
+        require_echo_pair(body.attempt, body.assignment_id)
+    except EchoError as exc:
+        raise Invalid(f"body.{exc.missing}", str(exc)) from None
+    return body.attempt, body.assignment_id
+
+
+@worker.post("/{scan_id}/heartbeat")
+async def heartbeat(rt: Runtime, token: Presented, params: ScanParams, body: Echo) -> LeaseDeadline:
+    """Extend the lease of the current assignment by the job timeout."""
+    attempt, assignment = _echo(body)
+    until = await rt.store.assignments.heartbeat(
+        token, params.scan_id, attempt=attempt, assignment_id=assignment
+    )
+    return LeaseDeadline.of(params.scan_id, until)
+
+
+@worker.post("/{scan_id}/wait")
+async def wait(rt: Runtime, token: Presented, params: ScanParams, body: WaitBody) -> LeaseDeadline:
+    """Park the scan while it waits on something outside, for at most `seconds`."""
+    attempt, assignment = _echo(body)
+    if body.seconds > rt.settings.max_wait_seconds:
+        raise Invalid(
+            "body.seconds", f"a wait lasts at most {rt.settings.max_wait_seconds} seconds"
+        )
+    until = await rt.store.assignments.wait(
+        token,
+        params.scan_id,
+        attempt=attempt,
+        assignment_id=assignment,
+        seconds=body.seconds,
+        reason=body.reason,
+    )
+    return LeaseDeadline.of(params.scan_id, until)
+
+
+@worker.post("/{scan_id}/resume")
+async def resume(rt: Runtime, token: Presented, params: ScanParams, body: Echo) -> LeaseDeadline:
+    """End a wait; the scan is back under an ordinary lease."""
+    attempt, assignment = _echo(body)
+    until = await rt.store.assignments.resume(
+        token, params.scan_id, attempt=attempt, assignment_id=assignment
+    )
+    return LeaseDeadline.of(params.scan_id, until)

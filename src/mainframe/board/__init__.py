@@ -21,8 +21,8 @@ from starlette.staticfiles import StaticFiles
 from mainframe.board import actions, credentials, pages
 from mainframe.board.auth import BOARD_PATH, SESSION_COOKIE, CsrfRefused, SignInNeeded
 from mainframe.board.render import page
-from mainframe.shapes.refusals import status_of
 from mainframe.store import StoreError, Unavailable
+from mainframe.web import status_of
 
 STATIC = Path(__file__).parent / "static"
 Handler = Callable[[Request, Exception], Awaitable[Response]]

@@ -10,8 +10,9 @@ import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store
 from mainframe.contract.text import counted
-from mainframe.lifecycle.events import RowsPruned
-from mainframe.lifecycle.retention import DAY_US, RETAINED, SCAN_KINDS, PruneKind, RetentionPolicy
+from mainframe.lifecycle.retention import DAY_US, RETAINED, SCAN_KINDS, RetentionPolicy
+from mainframe.lifecycle.rules import PruneKind
+from mainframe.lifecycle.scans import RowsPruned
 from mainframe.store import Due, Store
 from mainframe.sweeper import prune_once
 

@@ -37,8 +37,7 @@ from mainframe.contract.schemas import (
     LeaseDeadline,
     ResultPublic,
 )
-from mainframe.lifecycle.reports import is_replay, result_digest
-from mainframe.lifecycle.rules import settle
+from mainframe.lifecycle.rules import is_replay, result_digest, settle
 
 BASE_URL = "http://mainframe.test"  # where the fake pretends to live
 TOKEN = "worker-token"  # the one bearer token the fake accepts

@@ -1,9 +1,12 @@
-"""Request and response bodies, named by role (ScanCreate, ScanPublic, ...)."""
+"""Request and response bodies, named by role (ScanCreate, ScanPublic, ...). The replies of a
+worker's routes are built from the core's records by their model (`JobPublic.of`,
+`ResultPublic.of`, `LeaseDeadline.of`); the other replies by `shapes/`."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -13,6 +16,7 @@ from pydantic import (
     StringConstraints,
 )
 
+from mainframe.clock import rfc3339
 from mainframe.contract.limits import (
     MAX_ARTIFACT,
     MAX_ASSIGNMENT_ID,
@@ -25,6 +29,7 @@ from mainframe.contract.limits import (
     MAX_SUMMARY,
 )
 from mainframe.contract.names import Name
+from mainframe.lifecycle.scans import Closed, Job
 
 
 def _ascii_digits(value: object) -> object:
@@ -61,6 +66,11 @@ CURSOR_PATTERN = r"^[0-9]{1,18}$"
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def stored_value(text: str | None) -> Any:
+    """A sender's value (a payload, a result) from the JSON text it is stored as."""
+    return None if text is None else orjson.loads(text)
 
 
 def _absent(value: object) -> bool:
@@ -209,6 +219,20 @@ class ResultPublic(BaseModel):
         "With ?next=N only: the jobs leased in the same transaction (complete-and-fetch)."
     )
 
+    @classmethod
+    def of(cls, record: Closed, next_jobs: list[JobPublic] | None = None) -> ResultPublic:
+        """The answer to a result that closed its attempt, with the jobs leased with it."""
+        return cls(
+            scan_id=record.scan_id,
+            status=record.status.value,
+            attempt_count=record.attempt,
+            available_at=rfc3339(record.available_at),
+            finished_at=rfc3339(record.finished_at),
+            dead_lettered_at=rfc3339(record.dead_lettered_at),
+            fail_reason=record.fail_reason,
+            next=next_jobs,
+        )
+
 
 class BatchItem(ResultBody):
     scan_id: ScanId
@@ -238,6 +262,25 @@ class JobPublic(BaseModel):
     attempt: int
     assignment_id: str
     lease_expires_at: str
+
+    @classmethod
+    def of(cls, record: Job) -> JobPublic:
+        return cls(
+            scan_id=record.scan_id,
+            name=record.name,
+            version=record.version,
+            kind=record.kind,
+            queue=record.queue,
+            payload=stored_value(record.payload),
+            attempt=record.attempt,
+            assignment_id=record.assignment_id,
+            lease_expires_at=rfc3339(record.lease_expires_at),
+        )
+
+
+def next_jobs(records: list[Job], asked: int | None) -> list[JobPublic] | None:
+    """The `next` of a reply: the jobs leased with it, when `?next` asked for any."""
+    return None if asked is None else [JobPublic.of(record) for record in records]
 
 
 class AttemptPublic(BaseModel):
@@ -310,6 +353,10 @@ class BatchStatuses(BaseModel):
 class LeaseDeadline(BaseModel):
     scan_id: int
     lease_expires_at: str
+
+    @classmethod
+    def of(cls, scan_id: int, until: int) -> LeaseDeadline:
+        return cls(scan_id=scan_id, lease_expires_at=rfc3339(until))
 
 
 class ErrorBody(BaseModel):

@@ -20,7 +20,6 @@ from mainframe.dragonfly import replies
 from mainframe.dragonfly.reports import read_report
 from mainframe.dragonfly.session import COOKIE
 from mainframe.dragonfly.surface import Surface
-from mainframe.shapes import scans as shapes
 from mainframe.web import BearerDep
 
 PREFIX = "/dragonfly"
@@ -93,4 +92,4 @@ async def report_package(request: Request, bearer: BearerDep) -> ResultPublic:
     if outcome.error is not None:
         raise outcome.error
     assert outcome.closed is not None
-    return shapes.closed(outcome.closed)
+    return ResultPublic.of(outcome.closed)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from mainframe.clock import rfc3339
-from mainframe.lifecycle.events import FinalAttempt, ScanDeadLettered, ScanReady, ScanRef
+from mainframe.lifecycle.scans import FinalAttempt, ScanDeadLettered, ScanReady, ScanRef
 
 MAX_BODY_BYTES = 4096  # a whole body stays under 4 KiB whatever the sender wrote (docs/hooks.md)
 READY = "scan.ready"

@@ -21,7 +21,7 @@ import httpx
 from mainframe.clock import Clock
 from mainframe.hooks import body, policy, signing
 from mainframe.hooks.attempt import post
-from mainframe.lifecycle.events import Event, ScanDeadLettered, ScanReady
+from mainframe.lifecycle.scans import Event, ScanDeadLettered, ScanReady
 from mainframe.logs import get_logger
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.ratelimit import TokenBucket

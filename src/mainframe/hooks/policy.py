@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from mainframe.lifecycle.backoff import Jitter
-from mainframe.lifecycle.events import Event, ScanDeadLettered, ScanReady
 from mainframe.lifecycle.retry_after import bound, retry_after_seconds
+from mainframe.lifecycle.scans import Event, ScanDeadLettered, ScanReady
 
 MAX_ATTEMPTS = 3  # each notification gets up to three attempts (README: Hooks)
 RETRY_AFTER_CAP_SECONDS = 60.0  # a receiver's Retry-After is honoured up to this

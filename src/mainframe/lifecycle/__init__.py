@@ -3,7 +3,6 @@ reasons, events), and the backoff, token bucket and Retry-After reading every pa
 
 from __future__ import annotations
 
-from mainframe.lifecycle.events import Event
 from mainframe.lifecycle.rules import (
     LIVE,
     TERMINAL,
@@ -18,6 +17,7 @@ from mainframe.lifecycle.rules import (
     queue_state,
     settle,
 )
+from mainframe.lifecycle.scans import Event
 
 __all__ = [
     "LIVE",

@@ -17,8 +17,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mainframe.lifecycle.rules import AttemptOutcome
-
 # The version of these rules, stored with every cause. Changing what a summary groups into
 # takes a new version and a migration that regroups what exists once (0020 brought 2; 1 was
 # the first rule, which split numbers by their length).
@@ -146,10 +144,12 @@ _HEXISH = re.compile(r"[0-9a-fA-F]{7,}")
 _SPACE = re.compile(r"\s+")
 # What stands for a failure that said nothing, and for attempts that ended without a result.
 NO_SUMMARY = "(no summary)"
-_ENDED = {
-    AttemptOutcome.LEASE_EXPIRED: "the lease ran out before a result (the worker vanished?)",
-    AttemptOutcome.INTERRUPT_EXPIRED: "the wait ran out before a resume or a result",
-    AttemptOutcome.ENDPOINT_REVOKED: "the endpoint was revoked",
+# Keyed by the attempt outcomes' names (lifecycle/rules.py::AttemptOutcome), which the rules,
+# importing this module, pass in.
+_ENDED_BY_NAME = {
+    "lease_expired": "the lease ran out before a result (the worker vanished?)",
+    "interrupt_expired": "the wait ran out before a resume or a result",
+    "endpoint_revoked": "the endpoint was revoked",
 }
 
 
@@ -192,9 +192,6 @@ def cause_of(outcome: str, summary: str | None) -> Cause:
     if ended is not None:
         return _cause("ended", ended)
     return _cause("summary", pattern_of(meaningful_line(summary)) or NO_SUMMARY)
-
-
-_ENDED_BY_NAME = {outcome.value: words for outcome, words in _ENDED.items()}
 
 
 def key_of(kind: str, pattern: str) -> str:

@@ -13,26 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
-from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.rules import PruneKind, Status
 
 DAY_US = 86_400 * 1_000_000
 # A row of delivery counts holds one minute; it ends when the minute does, so even a
 # retention of 0 never prunes the minute the dispatcher is still adding to.
 DELIVERY_MINUTE_US = 60 * 1_000_000
-
-
-class PruneKind(StrEnum):
-    """What pruning removes, each a bounded metric label value."""
-
-    FINISHED = "finished"
-    FAILED = "failed"  # plainly failed: FAILED, not dead-lettered
-    DEAD_LETTERED = "dead_lettered"
-    ATTEMPTS = "attempts"  # no retention of their own: they go with their scan
-    AUDIT = "audit"
-    DELIVERY_COUNTS = "delivery_counts"
-    BOARD_SESSIONS = "board_sessions"
 
 
 # The kinds of scan, whose attempts are pruned with them.

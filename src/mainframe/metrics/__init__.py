@@ -14,8 +14,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
-from mainframe.lifecycle.retention import PruneKind
-from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason, StaleCode
+from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason, PruneKind, StaleCode
 from mainframe.metrics.hooks import HookMetrics
 
 # The *_created series double every counter and no rule of ours reads them.

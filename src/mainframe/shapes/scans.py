@@ -3,47 +3,19 @@ which is the reply (the route's `response_model` serialises it)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from pydantic import ValidationError
 
 from mainframe.clock import rfc3339
 from mainframe.contract.schemas import (
     AttemptPublic,
     ItemStatus,
-    JobPublic,
-    LeaseDeadline,
     ResultPublic,
     ScanPublic,
     SubmitStatus,
+    stored_value,
 )
-from mainframe.shapes.refusals import refusal
-from mainframe.store import Closed, Invalid, ItemOutcome, Job, ScanRecord, Submitted
-
-
-def stored_value(text: str | None) -> Any:
-    """A sender's value (a payload, a result) from the JSON text it is stored as."""
-    return None if text is None else orjson.loads(text)
-
-
-def job(record: Job) -> JobPublic:
-    return JobPublic(
-        scan_id=record.scan_id,
-        name=record.name,
-        version=record.version,
-        kind=record.kind,
-        queue=record.queue,
-        payload=stored_value(record.payload),
-        attempt=record.attempt,
-        assignment_id=record.assignment_id,
-        lease_expires_at=rfc3339(record.lease_expires_at),
-    )
-
-
-def jobs(records: list[Job], asked: int | None) -> list[JobPublic] | None:
-    """The `next` of a reply: the jobs leased with it, when `?next` asked for any."""
-    return None if asked is None else [job(record) for record in records]
+from mainframe.store import Invalid, ItemOutcome, ScanRecord, Submitted
+from mainframe.web import refusal
 
 
 def scan(record: ScanRecord, *, with_attempts: bool = False) -> ScanPublic:
@@ -88,25 +60,11 @@ def scan(record: ScanRecord, *, with_attempts: bool = False) -> ScanPublic:
     )
 
 
-def closed(record: Closed, next_jobs: list[JobPublic] | None = None) -> ResultPublic:
-    """The answer to a result that closed its attempt, with the jobs leased with it."""
-    return ResultPublic(
-        scan_id=record.scan_id,
-        status=record.status.value,
-        attempt_count=record.attempt,
-        available_at=rfc3339(record.available_at),
-        finished_at=rfc3339(record.finished_at),
-        dead_lettered_at=rfc3339(record.dead_lettered_at),
-        fail_reason=record.fail_reason,
-        next=next_jobs,
-    )
-
-
 def item_status(outcome: ItemOutcome) -> ItemStatus:
     """One item of a batch of results: the closed scan, or what the single route refuses."""
     if outcome.error is None:
         assert outcome.closed is not None
-        return ItemStatus(scan_id=outcome.scan_id, status=200, scan=closed(outcome.closed))
+        return ItemStatus(scan_id=outcome.scan_id, status=200, scan=ResultPublic.of(outcome.closed))
     status, body = refusal(outcome.error)
     return ItemStatus(
         scan_id=outcome.scan_id,
@@ -115,10 +73,6 @@ def item_status(outcome: ItemOutcome) -> ItemStatus:
         detail=body.detail,
         accepted=body.accepted,
     )
-
-
-def deadline(scan_id: int, until: int) -> LeaseDeadline:
-    return LeaseDeadline(scan_id=scan_id, lease_expires_at=rfc3339(until))
 
 
 def submitted(item: Submitted) -> SubmitStatus:

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from mainframe.clock import Clock, to_us
 from mainframe.lifecycle.backoff import RetryPolicy
-from mainframe.lifecycle.reports import Closed, Report
-from mainframe.lifecycle.scans import Job, ScanRecord
+from mainframe.lifecycle.rules import Report
+from mainframe.lifecycle.scans import Closed, Job, ScanRecord
 from mainframe.settings import Settings
 from mainframe.store.accounts.audit import API, BOARD, CLI, Action, AuditEntry, Origin
 from mainframe.store.accounts.authentication import Presented, Principal, digest
 from mainframe.store.accounts.owners import OPERATOR, EndpointView, TokenView, UnknownName
 from mainframe.store.accounts.sessions import ENDED_KEPT_US, Session
-from mainframe.store.engine.database import Database, Publish, discard
-from mainframe.store.engine.errors import (
+from mainframe.store.engine.database import (
     Conflict,
+    Database,
     Invalid,
     NotFound,
+    Publish,
     ResultConflict,
     Stale,
     StoreError,
     Unauthorized,
     Unavailable,
+    discard,
 )
 from mainframe.store.engine.migrate import (
     current_revision,

@@ -19,8 +19,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from mainframe.store.engine.database import Database, Tx, first, value
-from mainframe.store.engine.errors import Unauthorized
+from mainframe.store.engine.database import Database, Tx, Unauthorized, first, value
 from mainframe.store.engine.statements import statement
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}

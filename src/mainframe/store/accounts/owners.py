@@ -14,8 +14,17 @@ from mainframe.contract.names import name_problem
 from mainframe.store.accounts import audit, totals
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import digest, issue_secret
-from mainframe.store.engine.database import Database, Row, Tx, first, record, value
-from mainframe.store.engine.errors import Conflict, Invalid, NotFound
+from mainframe.store.engine.database import (
+    Conflict,
+    Database,
+    Invalid,
+    NotFound,
+    Row,
+    Tx,
+    first,
+    record,
+    value,
+)
 from mainframe.store.engine.statements import statement
 
 

@@ -5,7 +5,7 @@ pruned or not; the owner's overview subtracts what was pruned (store/operator/ov
 
 from __future__ import annotations
 
-from mainframe.lifecycle.outcomes import SHARDS
+from mainframe.lifecycle.scans import SHARDS
 from mainframe.store.engine.database import Tx
 from mainframe.store.engine.statements import statement
 

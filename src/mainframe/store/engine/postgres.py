@@ -29,18 +29,21 @@ import asyncpg
 import orjson
 
 from mainframe.clock import Clock
-from mainframe.lifecycle.events import Event
+from mainframe.lifecycle.scans import Event
 from mainframe.parsers import libpq_url
 from mainframe.store.engine.database import (
     NO_PARAMS,
     HostReport,
+    Invalid,
     Publish,
+    ReadOnly,
     Row,
     Sql,
+    StoreError,
+    Unavailable,
     discard,
     outermost,
 )
-from mainframe.store.engine.errors import Invalid, ReadOnly, StoreError, Unavailable
 from mainframe.store.engine.pg_settings import SessionPolicy, host_writable, settings_found
 from mainframe.store.engine.rows import pg_record
 from mainframe.store.engine.statements import statement

@@ -19,17 +19,17 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mainframe.clock import Clock, SystemClock
-from mainframe.lifecycle.events import Event
+from mainframe.lifecycle.scans import Event
 from mainframe.store.engine.database import (
     NO_PARAMS,
     HostReport,
     Publish,
     Row,
     Sql,
+    Unavailable,
     discard,
     outermost,
 )
-from mainframe.store.engine.errors import Unavailable
 from mainframe.store.engine.rows import StrictSqliteRow, strict
 from mainframe.store.engine.statements import statement
 

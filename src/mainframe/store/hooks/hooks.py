@@ -12,8 +12,16 @@ from typing import NamedTuple
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import EndpointRecord, endpoint_by_name
-from mainframe.store.engine.database import Database, Row, Tx, first, record, value
-from mainframe.store.engine.errors import Conflict, NotFound
+from mainframe.store.engine.database import (
+    Conflict,
+    Database,
+    NotFound,
+    Row,
+    Tx,
+    first,
+    record,
+    value,
+)
 from mainframe.store.engine.statements import statement
 from mainframe.store.hooks.deliveries import Deliveries
 from mainframe.store.hooks.hook_secrets import SecretBox

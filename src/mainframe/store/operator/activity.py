@@ -1,29 +1,19 @@
 """What the fleet did, per endpoint and worker, by minute and by hour: scans finished, plainly
 failed and dead-lettered, attempts that failed and leases that lapsed. Counted as things
 happen, never by reading the scans: each process notes its committed events in memory
-(`note`, from the after-commit wiring) and a periodic flush adds them to the current minute
-and hour of the database's clock, so no request writes for it. A count is late by up to one
-flush period, and a process that dies loses at most that much; the outcome totals and the
-metrics stay exact. Read by the board's charts and an endpoint's workers at a glance."""
+(`Activity.noted`, added to after commit by effects.py::note_activity) and a periodic flush
+adds them to the current minute and hour of the database's clock, so no request writes for it.
+A count is late by up to one flush period, and a process that dies loses at most that much; the
+outcome totals and the metrics stay exact. Read by the board's charts and an endpoint's workers
+at a glance."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mainframe.lifecycle.events import (
-    AttemptFailed,
-    EndpointRevoked,
-    Event,
-    ScanDeadLettered,
-    ScanFailed,
-    ScanFinished,
-)
-from mainframe.lifecycle.rules import AttemptOutcome, DeadLetterReason
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Tx, value
-from mainframe.store.engine.errors import NotFound
+from mainframe.store.engine.database import Database, NotFound, Tx, value
 from mainframe.store.engine.statements import statement
 from mainframe.store.operator.overview import NOW
 
@@ -33,10 +23,6 @@ HOUR_US = 3_600_000_000
 # day by hour; a little more, so the oldest bar is whole.
 KEPT_US = {"minute": 2 * HOUR_US, "hour": 48 * HOUR_US}
 KINDS = ("finished", "failed", "dead_lettered", "attempt_failures", "lapsed")
-NO_WORKER = ""  # what a revocation's dead letters count under: nobody held them
-MAX_NOTED = 10_000  # (endpoint, worker) pairs noted between two flushes at most
-_LAPSES = frozenset({AttemptOutcome.LEASE_EXPIRED.value, AttemptOutcome.INTERRUPT_EXPIRED.value})
-_LAPSE_REASONS = frozenset({DeadLetterReason.LEASE_EXPIRED, DeadLetterReason.INTERRUPT_EXPIRED})
 
 ADD = statement("add_activity")
 PRUNE = statement("prune_activity")
@@ -65,58 +51,20 @@ class WorkerHour:
     leases_held: int
 
 
-def counted(event: Event) -> tuple[int, str, str] | None:
-    """Which (endpoint, worker, kind) an event adds one to; None for one that counts
-    nothing here (a revocation adds its count separately)."""
-    match event:
-        case ScanFinished():
-            return event.scan.endpoint_id, event.worker or NO_WORKER, "finished"
-        case ScanFailed():
-            return event.scan.endpoint_id, event.worker or NO_WORKER, "failed"
-        case AttemptFailed():
-            kind = "lapsed" if event.outcome in _LAPSES else "attempt_failures"
-            return event.scan.endpoint_id, event.worker or NO_WORKER, kind
-        case ScanDeadLettered():
-            return event.scan.endpoint_id, event.prior_worker or NO_WORKER, "dead_lettered"
-    return None
-
-
 class Activity:
     """This process's activity since the last flush, and the reads of what was flushed."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._noted: Counter[tuple[int, str, str]] = Counter()
-
-    def note(self, events: Sequence[Event]) -> None:
-        """Count committed events (called after commit, never inside a transaction)."""
-        for event in events:
-            if isinstance(event, EndpointRevoked):
-                self._add((event.endpoint_id, NO_WORKER, "dead_lettered"), event.dead_lettered)
-                continue
-            key = counted(event)
-            if key is not None:
-                self._add(key, 1)
-                if isinstance(event, ScanDeadLettered):
-                    self._final_attempt(event)
-                elif isinstance(event, ScanFailed):  # its attempt failed like any other
-                    self._add((key[0], key[1], "attempt_failures"), 1)
-
-    def _final_attempt(self, event: ScanDeadLettered) -> None:
-        # The attempt that made a dead letter failed or lapsed like any other.
-        kind = "lapsed" if event.reason in _LAPSE_REASONS else "attempt_failures"
-        if event.reason is not DeadLetterReason.ENDPOINT_REVOKED:
-            self._add((event.scan.endpoint_id, event.prior_worker or NO_WORKER, kind), 1)
-
-    def _add(self, key: tuple[int, str, str], n: int) -> None:
-        if key in self._noted or len(self._noted) < MAX_NOTED:
-            self._noted[key] += n
+        # What this process's committed events counted since the last flush, by (endpoint id,
+        # worker, kind): effects.py adds to it after each commit, as it does to the metrics.
+        self.noted: Counter[tuple[int, str, str]] = Counter()
 
     async def flush(self) -> int:
         """Add what was noted to the current minute and hour; how many counts it added."""
-        if not self._noted:
+        if not self.noted:
             return 0
-        noted, self._noted = self._noted, Counter()
+        noted, self.noted = self.noted, Counter()
         rows: dict[tuple[int, str], dict[str, int]] = {}
         for (endpoint, worker, kind), n in noted.items():
             rows.setdefault((endpoint, worker), dict.fromkeys(KINDS, 0))[kind] += n
@@ -131,7 +79,7 @@ class Activity:
                 for span, kept in KEPT_US.items():
                     await tx.run(PRUNE, {"span": span, "kept": kept})
         except Exception:
-            self._noted.update(noted)  # kept for the next flush, which adds them then
+            self.noted.update(noted)  # kept for the next flush, which adds them then
             raise
         return sum(noted.values())
 

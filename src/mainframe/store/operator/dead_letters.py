@@ -23,8 +23,7 @@ from mainframe.contract.limits import MAX_QUERY_LENGTH
 from mainframe.lifecycle.causes import Cause
 from mainframe.lifecycle.scans import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
 from mainframe.store.accounts.audit import Origin
-from mainframe.store.engine.database import Database, Row, Sql, Tx, first
-from mainframe.store.engine.errors import Conflict
+from mainframe.store.engine.database import Conflict, Database, Row, Sql, Tx, first
 from mainframe.store.engine.statements import statement
 from mainframe.store.operator import causes
 from mainframe.store.operator.redrive import Progress, Redriven, redrive

@@ -21,12 +21,11 @@ from typing import NamedTuple
 
 from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import name_problem
-from mainframe.lifecycle.events import QueuePaused, QueueResumed, ScanReady, ScanRef
+from mainframe.lifecycle.scans import QueuePaused, QueueResumed, ScanReady, ScanRef
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Row, Tx, first
-from mainframe.store.engine.errors import Conflict, Invalid, NotFound
+from mainframe.store.engine.database import Conflict, Database, Invalid, NotFound, Row, Tx, first
 from mainframe.store.engine.statements import statement
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each

@@ -17,12 +17,10 @@ from typing import Any, NamedTuple
 import orjson
 
 from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
-from mainframe.lifecycle.events import ScanReady, ScanRedriven, ScanRef, ScansRedriven
-from mainframe.lifecycle.outcomes import increments
+from mainframe.lifecycle.scans import ScanReady, ScanRedriven, ScanRef, ScansRedriven, increments
 from mainframe.store.accounts import audit
 from mainframe.store.engine.database import Database, Row, Tx, record
 from mainframe.store.engine.statements import statement
-from mainframe.store.work.closing import BUMP
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
 NOT_DEAD_LETTERED = "not_dead_lettered"
@@ -33,6 +31,7 @@ LIVE_DUPLICATE = "live_duplicate"
 
 Progress = Callable[[int, int], None]  # (done so far, total)
 
+BUMP = statement("bump_totals")
 CANDIDATES = statement("redrive_candidates")
 LIVE_KEYS = statement("redrive_live_keys")
 REQUEUE = statement("redrive_requeue")

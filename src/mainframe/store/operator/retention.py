@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from mainframe.lifecycle.events import RowsPruned
-from mainframe.lifecycle.retention import PruneKind, RetentionPolicy, pruned_counts
+from mainframe.lifecycle.retention import RetentionPolicy, pruned_counts
+from mainframe.lifecycle.rules import PruneKind
+from mainframe.lifecycle.scans import RowsPruned
 from mainframe.store.engine.database import Database, Tx, first
 from mainframe.store.engine.statements import statement
 

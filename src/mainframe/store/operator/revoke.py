@@ -5,17 +5,16 @@ scan becomes a dead letter with reason `endpoint_revoked` (`Revocations.revoke`,
 from __future__ import annotations
 
 from mainframe.lifecycle.causes import cause_of, named
-from mainframe.lifecycle.events import EndpointRevoked
-from mainframe.lifecycle.outcomes import increments
 from mainframe.lifecycle.rules import AttemptOutcome
+from mainframe.lifecycle.scans import EndpointRevoked, increments
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, Tx
-from mainframe.store.engine.errors import Conflict, NotFound
+from mainframe.store.engine.database import Conflict, Database, NotFound, Tx
 from mainframe.store.engine.statements import statement
-from mainframe.store.work.closing import BUMP, NAME_CAUSE
 
+BUMP = statement("bump_totals")
+NAME_CAUSE = statement("name_cause")
 REVOKE_ENDPOINT = statement("revoke_endpoint")
 LOCK_LIVE = statement("lock_revoked_scans")
 CLOSE_HELD_ATTEMPTS = statement("close_revoked_attempts")

@@ -41,7 +41,7 @@ SELECT worker, count(*) AS leases FROM scans
 WHERE endpoint_id = :endpoint AND status = 'PENDING'
 GROUP BY worker;
 
--- name: dead_letters_of_cause @sqlite
+-- name: dead_letters_of_cause
 -- A cause's dead letters now, over the owner's endpoints (or one), and of them those on
 -- endpoints not revoked (what a redrive of the cause requeues): the kept counts.
 SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0) AS matching,
@@ -49,37 +49,12 @@ SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0) AS matching,
                          THEN dead_letter_causes.dead_letters ELSE 0 END), 0) AS redrivable
 FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
 WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
-  AND (:endpoint IS NULL OR endpoints.name = :endpoint);
-
--- name: dead_letters_of_cause @postgresql
-SELECT COALESCE(SUM(dead_letter_causes.dead_letters), 0) AS matching,
-       COALESCE(SUM(CASE WHEN endpoints.revoked_at IS NULL
-                         THEN dead_letter_causes.dead_letters ELSE 0 END), 0) AS redrivable
-FROM dead_letter_causes JOIN endpoints ON endpoints.id = dead_letter_causes.endpoint_id
-WHERE endpoints.owner_id = :owner AND dead_letter_causes.cause = :cause
   AND (CAST(:endpoint AS text) IS NULL OR endpoints.name = :endpoint);
 
--- name: causes_page @sqlite
+-- name: causes_page
 -- One page of causes with dead letters now, newest last seen first, strictly after the
 -- keyset (:after_seen, :after_cause): the owner's endpoints' rows of dead_letter_causes (one
 -- per endpoint and cause with dead letters, whatever the scans table holds), summed per cause.
-SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
-       counted.last_seen_at, counted.example_scan_id
-FROM (
-    SELECT dead_letter_causes.cause, SUM(dead_letter_causes.dead_letters) AS dead_letters,
-           MIN(dead_letter_causes.first_seen_at) AS first_seen_at,
-           MAX(dead_letter_causes.last_seen_at) AS last_seen_at,
-           MAX(dead_letter_causes.example_scan_id) AS example_scan_id
-    FROM dead_letter_causes JOIN endpoints
-        ON endpoints.id = dead_letter_causes.endpoint_id
-    WHERE endpoints.owner_id = :owner AND (:endpoint IS NULL OR endpoints.name = :endpoint)
-    GROUP BY dead_letter_causes.cause
-) AS counted JOIN causes ON causes.cause = counted.cause
-WHERE (counted.last_seen_at, counted.cause) < (:after_seen, :after_cause)
-ORDER BY counted.last_seen_at DESC, counted.cause DESC
-LIMIT :limit;
-
--- name: causes_page @postgresql
 SELECT counted.cause, causes.pattern, counted.dead_letters, counted.first_seen_at,
        counted.last_seen_at, counted.example_scan_id
 FROM (

@@ -10,14 +10,22 @@ from dataclasses import dataclass
 
 import orjson
 
-from mainframe.lifecycle.events import ScanReady
 from mainframe.lifecycle.rules import Status
-from mainframe.lifecycle.scans import ScanRecord, scan_from_row
+from mainframe.lifecycle.scans import ScanReady, ScanRecord, scan_from_row
 from mainframe.store.accounts import authentication, owners
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal
 from mainframe.store.accounts.owners import EndpointRecord
-from mainframe.store.engine.database import Database, Row, Tx, first
-from mainframe.store.engine.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
+from mainframe.store.engine.database import (
+    Conflict,
+    Database,
+    Invalid,
+    NotFound,
+    Row,
+    StoreError,
+    Tx,
+    Unauthorized,
+    first,
+)
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
 

@@ -8,18 +8,24 @@ import random
 
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.causes import named
-from mainframe.lifecycle.events import ScanFailed
-from mainframe.lifecycle.outcomes import increments
-from mainframe.lifecycle.reports import OPERATOR_CLOSE, Report, history_row, plan, settlement_events
-from mainframe.lifecycle.rules import TERMINAL, StaleCode, Status
-from mainframe.lifecycle.scans import ScanRecord, scan_from_row
-from mainframe.store.engine.database import Database, Tx, first
-from mainframe.store.engine.errors import Conflict, Stale
+from mainframe.lifecycle.rules import TERMINAL, Report, StaleCode, Status, plan
+from mainframe.lifecycle.scans import (
+    OPERATOR_CLOSE,
+    ScanFailed,
+    ScanRecord,
+    history_row,
+    increments,
+    scan_from_row,
+    settlement_events,
+)
+from mainframe.store.engine.database import Conflict, Database, Stale, Tx, first
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
 
+BUMP = statement("bump_totals")
+INSERT_HISTORY = statement("insert_attempt")
+NAME_CAUSE = statement("name_cause")
 CLOSE_AS_OPERATOR = statement("close_as_operator")
 FAIL_UNLEASED = statement("fail_unleased")
 

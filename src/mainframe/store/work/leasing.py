@@ -19,28 +19,31 @@ from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
 from mainframe.lifecycle.causes import Cause, cause_of, named
 from mainframe.lifecycle.elsewhere import ASKING_US
-from mainframe.lifecycle.events import (
+from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
+from mainframe.lifecycle.scans import (
     AttemptFailed,
     Event,
     FinalAttempt,
+    Job,
     LeasesGranted,
     ScanDeadLettered,
     ScanReady,
     ScanRef,
+    increments,
+    job_of,
+    scan_from_row,
 )
-from mainframe.lifecycle.outcomes import increments
-from mainframe.lifecycle.rules import lapse_dead_letter_reason, lapse_outcome
-from mainframe.lifecycle.scans import Job, job_of, scan_from_row
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal, worker_of
 from mainframe.store.engine.database import Database, Row, Tx, record
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.closing import BUMP, NAME_CAUSE
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
 PROBE_INTERVAL_US = 1_000_000
 
+BUMP = statement("bump_totals")
+NAME_CAUSE = statement("name_cause")
 LEASE = statement("lease")
 LAPSED_OF_ENDPOINT = statement("lapsed_of_endpoint")
 LAPSED_ANYWHERE = statement("lapsed_anywhere")

@@ -11,8 +11,7 @@ from typing import NamedTuple
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store.accounts.authentication import Presented
-from mainframe.store.engine.database import Database, record
-from mainframe.store.engine.errors import NotFound, Unauthorized
+from mainframe.store.engine.database import Database, NotFound, Unauthorized, record
 from mainframe.store.engine.statements import statement
 
 PACKAGE_SCANS = statement("package_scans")

@@ -8,14 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mainframe.lifecycle.rules import Status
-from mainframe.lifecycle.scans import (
-    AttemptRecord,
-    ScanRecord,
-    attempt_from_row,
-    scan_from_row,
-)
-from mainframe.store.engine.database import Row, Tx, first, value
-from mainframe.store.engine.errors import NotFound
+from mainframe.lifecycle.scans import AttemptRecord, ScanRecord, attempt_from_row, scan_from_row
+from mainframe.store.engine.database import NotFound, Row, Tx, first, value
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import search
 

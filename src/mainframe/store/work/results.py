@@ -26,29 +26,50 @@ import orjson
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.causes import named
 from mainframe.lifecycle.elsewhere import ASKING_US
-from mainframe.lifecycle.events import StaleResultRejected
-from mainframe.lifecycle.outcomes import increments, shard_of
-from mainframe.lifecycle.reports import (
-    Closed,
+from mainframe.lifecycle.rules import (
+    Holding,
     Plan,
     Report,
+    StaleCode,
+    StaleResultRejected,
+    Status,
+    diagnose_stale,
+    is_replay,
+    plan,
+)
+from mainframe.lifecycle.scans import (
+    Closed,
+    Job,
+    ScanRecord,
     closed_of,
     history_row,
-    plan,
+    increments,
+    job_of,
+    replayed,
+    scan_from_row,
     settlement_events,
+    shard_of,
 )
-from mainframe.lifecycle.scans import Job, ScanRecord, job_of, scan_from_row
 from mainframe.store.accounts.authentication import EndpointNames, Principal, worker_of
-from mainframe.store.engine.database import Database, Row, Tx
-from mainframe.store.engine.errors import ResultConflict, StoreError
+from mainframe.store.engine.database import (
+    Accepted,
+    Database,
+    NotFound,
+    ResultConflict,
+    Row,
+    Sql,
+    Stale,
+    StoreError,
+    Tx,
+    first,
+)
 from mainframe.store.engine.statements import statement
-from mainframe.store.work import replays
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.closing import BUMP, INSERT_HISTORY, NAME_CAUSE
-from mainframe.store.work.leasing import LEASE, Caller, Leasing, lease_params
-from mainframe.store.work.refusals import refusal
-from mainframe.store.work.replays import Answers
+from mainframe.store.work.leasing import LEASE, Caller, LapseWatch, Leasing, lease_params
 
+BUMP = statement("bump_totals")
+INSERT_HISTORY = statement("insert_attempt")
+NAME_CAUSE = statement("name_cause")
 COMPLETE = statement("complete")
 CLOSE_RESULTS = statement("close_results")
 
@@ -157,7 +178,9 @@ class InSteps:
             INSERT_HISTORY,
             [history_row(scan, firsts[scan_id], nexts) for scan_id, scan in closes.items()],
         )
-        await tx.many(NAME_CAUSE, named(firsts[scan_id].cause for scan_id in closes))
+        failures = [firsts[scan_id].cause for scan_id in closes if firsts[scan_id].cause]
+        if failures:  # a finished scan names no cause
+            await tx.many(NAME_CAUSE, named(failures))
 
     async def counted(self, tx: Tx) -> None:
         await tx.many(BUMP, increments(tx.events, tx.session))
@@ -245,9 +268,12 @@ class Results:
             closed_rows, leased_rows = await self.closes.close(sender, plans, fetch)
             jobs = await self.leasing.leased(tx, leased_rows) if leased_rows else []
             closes = {scan.id: scan for scan in [await self._scan(tx, row) for row in closed_rows]}
-            await self.closes.recorded(tx, plans, closes, leased_rows)
-            outcomes, replayed = await self._answers(sender, plans, closes)
-            await self.closes.counted(tx)
+            # A request that closed nothing (refused, replayed) writes no history and no totals.
+            if closes:
+                await self.closes.recorded(tx, plans, closes, leased_rows)
+            outcomes, replayed = await self._answers(sender, plans, dict(closes))
+            if closes:
+                await self.closes.counted(tx)
             jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
 
@@ -303,7 +329,7 @@ class Results:
         """The jobs leased with replayed answers that this worker still holds, unexpired."""
         if not assignments:
             return []
-        rows = await replays.still_leased(sender.tx, await sender.worker(), assignments)
+        rows = await still_leased(sender.tx, await sender.worker(), assignments)
         return [job_of(await self._scan(sender.tx, row)) for row in rows]
 
 
@@ -318,3 +344,167 @@ def _rejected(worker: Principal, p: Plan, conflict: ResultConflict) -> StaleResu
     return StaleResultRejected(
         worker.endpoint, p.scan_id, worker.name, conflict.stale_code, p.report.attempt
     )
+
+
+# What a worker does with an assignment it holds, short of closing it: heartbeat (extend the
+# lease), wait (park the scan on something outside, under a lease of its own length) and resume.
+# Each is one statement that checks the token and is a compare-and-set on the current
+# assignment; only a refused one reads the scan again, to say why.
+HEARTBEAT = statement("heartbeat")
+WAIT = statement("wait")
+RESUME = statement("resume")
+
+
+class Assignments:
+    def __init__(self, db: Database, budget: Budget, lapses: LapseWatch) -> None:
+        self.db = db
+        self.budget = budget
+        self.lapses = lapses
+
+    async def heartbeat(
+        self, caller: Caller, scan_id: int, *, attempt: int | None, assignment_id: str | None
+    ) -> int:
+        """Extend the current lease (a wait keeps its own deadline); return the new deadline."""
+        values = {"timeout": self.budget.job_timeout_us}
+        return await self._touch(HEARTBEAT, caller, scan_id, attempt, assignment_id, values)
+
+    async def wait(
+        self,
+        caller: Caller,
+        scan_id: int,
+        *,
+        attempt: int | None,
+        assignment_id: str | None,
+        seconds: float,
+        reason: str,
+    ) -> int:
+        """Park the scan for at most `seconds`; it is reclaimed if neither resume nor result
+        arrives in time."""
+        values = {"timeout": round(seconds * 1_000_000), "reason": reason}
+        return await self._touch(WAIT, caller, scan_id, attempt, assignment_id, values)
+
+    async def resume(
+        self, caller: Caller, scan_id: int, *, attempt: int | None, assignment_id: str | None
+    ) -> int:
+        """End a wait: the scan is back under an ordinary lease."""
+        values = {"timeout": self.budget.job_timeout_us}
+        return await self._touch(RESUME, caller, scan_id, attempt, assignment_id, values)
+
+    async def _touch(
+        self,
+        sql: Sql,
+        caller: Caller,
+        scan_id: int,
+        attempt: int | None,
+        assignment_id: str | None,
+        values: Mapping[str, object],
+    ) -> int:
+        params = dict(values) | {
+            "digest": caller.digest,
+            "scan": scan_id,
+            "attempt": attempt,
+            "assignment": assignment_id,
+        }
+        async with self.db.single() as tx:
+            row = await first(tx, sql, params)
+            # Refused: the rejection is counted once this commits, then raised.
+            refused = None
+            if row is None:
+                worker = await worker_of(tx, caller)
+                refused = await refusal(
+                    tx, worker, scan_id, attempt=attempt, assignment_id=assignment_id
+                )
+        if row is None:
+            assert refused is not None
+            raise refused
+        deadline = row["lease_expires_at"]
+        self.lapses.note(int(row["endpoint_id"]), int(deadline))
+        return int(deadline)
+
+
+# Replays: a worker that never saw the answer to an accepted result sends it again (same scan,
+# attempt and assignment id, same content). The attempt's history row kept the answer it was
+# given, the assignments leased with it (migration 0009) and the digest of its content
+# (migration 0015), so the replay is answered as the first time, with those jobs this worker
+# still holds, unexpired, and nothing is leased twice. The same assignment with other content is
+# refused as a conflict (`lifecycle/reports.py`).
+ANSWERED = statement("replayed_result")
+LEASED_WITH = statement("replayed_jobs")
+
+
+class Answers:
+    """The accepted results of one worker's request, each looked up at most once: SQLite asks
+    before it leases next jobs (none after a replay), and every dialect when it answers."""
+
+    def __init__(self, tx: Tx, worker: Principal) -> None:
+        self.tx = tx
+        self.worker = worker
+        self._rows: dict[tuple[int, str | None], Row | None] = {}
+
+    async def row(self, scan_id: int, assignment_id: str | None) -> Row | None:
+        """The history row that kept the answer to this assignment's result, if any."""
+        key = (scan_id, assignment_id)
+        if key not in self._rows:
+            params = {
+                "scan": scan_id,
+                "assignment": assignment_id,
+                "worker": self.worker.name,
+                "endpoint": self.worker.endpoint_id,
+            }
+            self._rows[key] = await first(self.tx, ANSWERED, params)
+        return self._rows[key]
+
+    async def answer(
+        self, scan_id: int, assignment_id: str | None, digest: str
+    ) -> tuple[Closed, list[str]] | None:
+        """The first answer to this result and the assignments leased with it; None when it
+        was never accepted. ResultConflict when the accepted result said something else."""
+        row = await self.row(scan_id, assignment_id)
+        if row is None:
+            return None
+        status, fail_reason, closed_at = (
+            row["settled_status"], row["settled_fail_reason"], row["closed_at"]
+        )  # fmt: skip
+        if not is_replay(row["result_digest"], digest):
+            raise ResultConflict(Accepted(row["outcome"], status, fail_reason, closed_at))
+        closed = replayed(
+            scan_id=scan_id, attempt=row["attempt"], closed_at=closed_at, status=status,
+            available_at=row["settled_available_at"], fail_reason=fail_reason,
+        )  # fmt: skip
+        return closed, [a for a in (row["next_assignments"] or "").split(",") if a]
+
+
+async def still_leased(tx: Tx, worker: Principal, assignments: Sequence[str]) -> list[Row]:
+    """The scans of `assignments` this worker still holds under them, unexpired."""
+    # An assignment id ends with its scan's id (leasing.py mints them).
+    wanted = {int(a.rpartition("-")[2]): a for a in assignments}
+    if not wanted:
+        return []
+    params = {"ids": orjson.dumps(sorted(wanted)).decode(), "worker": worker.name}
+    rows = await tx.rows(LEASED_WITH, params)
+    return [row for row in rows if wanted.get(row["id"]) == row["assignment_id"]]
+
+
+# Why a write against an assignment was refused: a result, heartbeat, wait or resume whose
+# compare-and-set missed reads the scan again, says why in the lifecycle's words
+# (`lifecycle.rules.diagnose_stale`), and records the rejection, counted once it commits.
+DIAGNOSE = statement("diagnose_refusal")
+
+
+async def refusal(
+    tx: Tx, worker: Principal, scan_id: int, *, attempt: int | None, assignment_id: str | None
+) -> StoreError:
+    """NotFound, or the stale code the rule names, with its rejection event on `tx`."""
+    assert worker.endpoint_id is not None and worker.endpoint is not None
+    found = await first(tx, DIAGNOSE, {"scan": scan_id, "endpoint": worker.endpoint_id})
+    if found is None:
+        return NotFound(f"no scan {scan_id} for this endpoint")
+    holding = Holding(
+        Status(found["status"]), found["attempt_count"], found["assignment_id"], found["worker"]
+    )
+    code = diagnose_stale(holding, worker=worker.name, attempt=attempt, assignment_id=assignment_id)
+    # The compare-and-set missed, so something differs even when the rule sees none: a
+    # concurrent writer moved the row between the two statements.
+    code = code or StaleCode.STALE_ASSIGNMENT
+    tx.events.append(StaleResultRejected(worker.endpoint, scan_id, worker.name, code, attempt))
+    return Stale(code)

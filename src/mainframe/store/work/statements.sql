@@ -29,7 +29,7 @@ AND (scans.worker IS NULL OR scans.worker <> (SELECT principal FROM who)
            AND other.last_used_at > mf_now() - :asking
      ))
 
--- name: heartbeat @sqlite
+-- name: heartbeat
 -- A heartbeat during a wait leaves the wait's own deadline alone.
 WITH who AS (
     -- include: worker_token
@@ -38,35 +38,12 @@ UPDATE scans SET updated_at = mf_now(),
     lease_expires_at = CASE WHEN wait_reason IS NULL THEN mf_now() + :timeout
                             ELSE lease_expires_at END
 WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-  AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
-  AND (:assignment IS NULL OR assignment_id = :assignment)
-RETURNING lease_expires_at, endpoint_id;
-
--- name: heartbeat @postgresql
-WITH who AS (
-    -- include: worker_token
-)
-UPDATE scans SET updated_at = mf_now(),
-    lease_expires_at = CASE WHEN wait_reason IS NULL THEN mf_now() + :timeout
-                            ELSE lease_expires_at END
-WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
   AND worker = (SELECT principal FROM who)
   AND attempt_count = COALESCE(CAST(:attempt AS integer), 1)
   AND (CAST(:assignment AS text) IS NULL OR assignment_id = :assignment)
 RETURNING lease_expires_at, endpoint_id;
 
--- name: wait @sqlite
-WITH who AS (
-    -- include: worker_token
-)
-UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
-    wait_reason = :reason
-WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-  AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
-  AND (:assignment IS NULL OR assignment_id = :assignment)
-RETURNING lease_expires_at, endpoint_id;
-
--- name: wait @postgresql
+-- name: wait
 WITH who AS (
     -- include: worker_token
 )
@@ -78,18 +55,7 @@ WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'P
   AND (CAST(:assignment AS text) IS NULL OR assignment_id = :assignment)
 RETURNING lease_expires_at, endpoint_id;
 
--- name: resume @sqlite
-WITH who AS (
-    -- include: worker_token
-)
-UPDATE scans SET updated_at = mf_now(), lease_expires_at = mf_now() + :timeout,
-    wait_reason = NULL
-WHERE id = :scan AND endpoint_id = (SELECT endpoint_id FROM who) AND status = 'PENDING'
-  AND worker = (SELECT principal FROM who) AND attempt_count = COALESCE(:attempt, 1)
-  AND (:assignment IS NULL OR assignment_id = :assignment)
-RETURNING lease_expires_at, endpoint_id;
-
--- name: resume @postgresql
+-- name: resume
 WITH who AS (
     -- include: worker_token
 )
@@ -217,21 +183,9 @@ UPDATE scans SET status = 'QUEUED', updated_at = mf_now(),
 WHERE id = :scan AND status = 'QUARANTINED'
 RETURNING *;
 
--- name: close_as_operator @sqlite
+-- name: close_as_operator
 -- An operator's fail of the current attempt, whoever holds it: a compare-and-set on the
 -- assignment the operator saw.
-UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
-    wait_reason = NULL, fail_reason = :fail_reason,
-    finished_at = CASE WHEN :terminal THEN mf_now() END,
-    dead_lettered_at = CASE WHEN :dead THEN mf_now() END,
-    cause = CASE WHEN :dead THEN :cause END,
-    result = :result,
-    available_at = CASE WHEN :terminal THEN NULL ELSE mf_now() + :delay END
-WHERE id = :scan AND status = 'PENDING' AND attempt_count = :attempt
-  AND assignment_id = :assignment
-RETURNING *;
-
--- name: close_as_operator @postgresql
 UPDATE scans SET status = :status, updated_at = mf_now(), lease_expires_at = NULL,
     wait_reason = NULL, fail_reason = :fail_reason,
     finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,

@@ -1,22 +1,24 @@
 """What every close writes beside the scan, computed before any SQL runs: the outcome totals
-a transaction's events change (lifecycle/outcomes.py), the causes it names
+a transaction's events change (lifecycle/reports.py), the causes it names
 (lifecycle/causes.py::named) and the history row of a closed attempt
 (lifecycle/reports.py::history_row)."""
 
 from __future__ import annotations
 
 from mainframe.lifecycle.causes import Cause, cause_of, named
-from mainframe.lifecycle.events import (
+from mainframe.lifecycle.rules import Status, plan
+from mainframe.lifecycle.scans import (
+    SHARDS,
     AttemptFailed,
     EndpointRevoked,
     ScanFailed,
     ScanFinished,
     ScanRedriven,
     ScanRef,
+    history_row,
+    increments,
+    shard_of,
 )
-from mainframe.lifecycle.outcomes import SHARDS, increments, shard_of
-from mainframe.lifecycle.reports import history_row, plan
-from mainframe.lifecycle.rules import Status
 from tests.unit.test_lifecycle_reports import RETRY, closed_scan, report
 
 
