@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psutil
 
+import feed
 import fill
 import measure
 import options
@@ -198,7 +199,10 @@ class Bench:
                 duration=self.args.duration,
                 fetch=fetch,
             )
+            feeder = self.feeder(size, ceiling)
             window = measure.run(self.stack, plans, profile=self.profile_path(name, size))
+            if feeder is not None:
+                feeder.stop()
             accepted, counted = window.stats.items_total, round(window.success_delta)
             check = _ledger(accepted, counted, "packages_success_total")
             if not self.stack.counters_are_exact():
@@ -206,10 +210,27 @@ class Bench:
             if window.stats.leased_total != accepted:  # a lease left behind, or a refusal
                 check += f"; leased {window.stats.leased_total:,}, accepted {accepted:,}"
             notes = self.loop_notes(window.stats, fetch)
+            if feeder is not None:
+                held = f"held at {size:,} queued by a source ({feeder.submitted:,} scans fed)"
+                notes = "; ".join(filter(None, [notes, held]))
+            if window.db is not None:
+                shares = ", ".join(f"{t} {h:.0%}" for t, h in window.db.hot_shares().items())
+                notes = "; ".join(filter(None, [notes, f"HOT updates: {shares}"]))
             fig = self.figure(
                 name, size, queued, run, self.args.workers, window, ceiling, ok, check, notes
             )
             self.record(fig)
+
+    def feeder(self, size: int, ceiling: Window) -> feed.Feeder | None:
+        """A source holding the backlog at `size` while the loop runs, when the loop would
+        otherwise drain it before its window ends (feed.py); None when it lasts."""
+        seconds = measure.SPAWN_SECONDS + self.args.warmup + self.args.duration
+        rps = ceiling.stats.requests / ceiling.seconds
+        if not feed.drains(size, ceiling_rps=rps, seconds=seconds):
+            return None
+        found = feed.Feeder(self.stack, self.creds.sources[0], size, self.label("k"))
+        found.start()
+        return found
 
     def loop_notes(self, stats: LoadStats, fetch: bool) -> str:
         """What the figure cannot say itself: a dry queue, a server without `next`."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+import dbwork
 from load import EXTRA_SECONDS, LoadPlan, LoadStats, load_process
 from servers import Stack, log, pg_backends
 
@@ -39,6 +40,7 @@ class Window:
     cpu: dict[str, float]  # servers, clients, pg, bench, other: % of one core
     peak_rss: int  # of all the servers together, bytes
     success_delta: float  # change in the servers' packages_success_total
+    db: dbwork.DbWork | None = None  # what PostgreSQL wrote in the window (None: SQLite)
 
 
 def split(
@@ -189,6 +191,7 @@ def run(stack: Stack, plans: list[LoadPlan], *, profile: Path | None = None) -> 
         "pg": pg_backends(stack.database_url),
     }
     before = {k: cpu_seconds(v) for k, v in groups.items()}, machine_busy_seconds()
+    written_before = dbwork.reading(stack.database_url)
     began = time.monotonic()
     profilers = start_profilers(stack, profile)
     if timed:
@@ -199,6 +202,11 @@ def run(stack: Stack, plans: list[LoadPlan], *, profile: Path | None = None) -> 
     groups["servers"] = server_processes(stack)
     after = {k: cpu_seconds(v) for k, v in groups.items()}, machine_busy_seconds()
     ended = time.monotonic()
+    if not timed:
+        # The load has stopped: let every backend report its counts (dbwork.py). A timed
+        # window's two readings lag alike, so the second is read at once.
+        time.sleep(dbwork.REPORT_SECONDS)
+    written_after = dbwork.reading(stack.database_url)
     stop_profilers(profilers)
     stats = LoadStats()
     for pipe in pipes:
@@ -218,6 +226,7 @@ def run(stack: Stack, plans: list[LoadPlan], *, profile: Path | None = None) -> 
         cpu=cpu,
         peak_rss=sum(s.peak_rss(first.measure_from, ended) for s in stack.servers),
         success_delta=stack.success_total() - success_before,
+        db=written_after - written_before if written_after and written_before else None,
     )
 
 

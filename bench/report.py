@@ -51,6 +51,10 @@ class Figure:
     client_cpu_pct: float
     pg_cpu_pct: float
     pg_us_per_scan: float  # the PostgreSQL backends' CPU per scan (what pgqueuer also pays)
+    wal_bytes_per_scan: float  # PostgreSQL's WAL written per scan (bench/dbwork.py)
+    wal_records_per_scan: float
+    rows_per_scan: float  # rows inserted, updated and deleted per scan, every table
+    scans_hot_share: float  # of the scans table's updates, the share that were HOT
     other_cpu_pct: float
     refused: int  # responses (or batch items) that were not the expected success
     errors: int  # transport errors and timeouts
@@ -94,6 +98,8 @@ def figure(
 ) -> Figure:
     stats, seconds = window.stats, window.seconds
     scans = stats.items / seconds
+    nan = float("nan")
+    written = window.db.per_scan(stats.items) if window.db else {}
     requests = stats.requests / seconds
     ceiling_rps = ceiling.stats.requests / ceiling.seconds
     return Figure(
@@ -121,6 +127,10 @@ def figure(
         client_cpu_pct=window.cpu["clients"],
         pg_cpu_pct=window.cpu["pg"],
         pg_us_per_scan=per_item_us(window.cpu["pg"], scans),
+        wal_bytes_per_scan=written.get("wal_bytes", nan),
+        wal_records_per_scan=written.get("wal_records", nan),
+        rows_per_scan=written.get("rows", nan),
+        scans_hot_share=written.get("hot", nan),
         other_cpu_pct=window.cpu["other"],
         refused=refused(stats, ok),
         errors=stats.errors,
@@ -153,6 +163,10 @@ COLUMNS = (
     ("client CPU %", "client_cpu_pct", "{:.0f}"),
     ("PG CPU %", "pg_cpu_pct", "{:.0f}"),
     ("PG µs/scan", "pg_us_per_scan", "{:,.0f}"),
+    ("WAL B/scan", "wal_bytes_per_scan", "{:,.0f}"),
+    ("WAL rec/scan", "wal_records_per_scan", "{:.1f}"),
+    ("rows/scan", "rows_per_scan", "{:.1f}"),
+    ("scans HOT", "scans_hot_share", "{:.0%}"),
     ("other CPU %", "other_cpu_pct", "{:.0f}"),
     ("refused", "refused", "{:.0f}"),
     ("errors", "errors", "{:.0f}"),

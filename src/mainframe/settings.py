@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     database_pooler: Literal["none", "session", "transaction"] = Field(
         default="none", description="The pooler in front of PostgreSQL, if any (PgBouncer)."
     )
+    # PgBouncer 1.21 and later keep a client's prepared statements in transaction pooling when
+    # their `max_prepared_statements` is above 0: then the servers keep theirs too
+    # (docs/scale-out.md, Behind PgBouncer). Older poolers do not: leave it off.
+    database_pooler_prepares: bool = Field(
+        default=False,
+        description="Transaction pooling through a pooler that keeps prepared statements "
+        "(PgBouncer >= 1.21 with max_prepared_statements > 0).",
+    )
     # PostgreSQL: the longest one statement may run before the database cancels it (then 503),
     # so a stuck statement cannot hold a connection for ever; 0 turns the bound off.
     statement_timeout_seconds: float = Field(
@@ -59,6 +67,16 @@ class Settings(BaseSettings):
         ge=0,
         le=86_400,
         description="PostgreSQL: a statement running longer is cancelled (503); 0: no bound.",
+    )
+    # PostgreSQL: the longest one call's database work may take, the link included, so a link
+    # that hangs (a pooler that stopped relaying, a partitioned path, where neither keepalives
+    # nor statement_timeout fire) answers 503 in bounded time and its connection is dropped.
+    database_deadline_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="PostgreSQL: a request's database work taking longer answers 503 and drops "
+        "its connection; 0: no bound.",
     )
     # Seconds an assignment stays valid after leasing or the last heartbeat (README: Settings).
     job_timeout: float = Field(

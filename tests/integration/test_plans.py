@@ -725,6 +725,10 @@ MAINTENANCE = "an ANALYZE: nothing to plan"
 HOST_STATE = "a read of the host's recovery state and settings, none of Mainframe's tables"
 ADMINISTRATION = "the role's setting statements, built from a JSON value: no table"
 CONNECTION = "a SQLite connection's pragmas or transaction words: nothing to plan"
+FUNCTIONS = (
+    "the making and calling of a statement's server-side function (transaction pooling): "
+    "PostgreSQL's catalog, a PREPARE and its types, a CREATE FUNCTION, the call; no table"
+)
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
     "insert_attempt": INSERT_VALUES,
@@ -754,6 +758,13 @@ EXEMPT = {
     "pin_clock": SETTING,
     "session_settings": SETTING,
     "no_statement_timeout": SETTING,
+    "function_lock": FUNCTIONS,
+    "function_arity": FUNCTIONS,
+    "function_probe": FUNCTIONS,
+    "function_probe_types": FUNCTIONS,
+    "function_probe_done": FUNCTIONS,
+    "function_definition": FUNCTIONS,
+    "function_call": FUNCTIONS,
 }
 _SHAPES = {
     INSERT_VALUES: r"INSERT INTO \w+ \([\w\s,]+\)\s+VALUES \((?:[^()]|\([^()]*\))*\)"
@@ -766,6 +777,10 @@ _SHAPES = {
     ADMINISTRATION: r"SELECT format\('ALTER ROLE CURRENT_USER IN DATABASE .* "
     r"FROM jsonb_each_text\(.*|--.*",
     MAINTENANCE: r"ANALYZE \(SKIP_LOCKED\) \w+|--.*",
+    FUNCTIONS: r"(?s)SELECT pg_advisory_xact_lock\(.*"
+    r"|SELECT .* FROM (pg_proc|pg_prepared_statements) .*"
+    r"|PREPARE mf_probe AS \{statement\}|DEALLOCATE mf_probe|CREATE FUNCTION \{function\}.*"
+    r"|SELECT \{function\}\(\{placeholders\}\) AS mf_row|--.*",
 }
 
 

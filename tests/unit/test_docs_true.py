@@ -19,7 +19,7 @@ from typing import get_type_hints
 
 import pytest
 
-from mainframe.store.engine.rows import Row, StrictRecord, StrictSqliteRow
+from mainframe.store.engine.rows import Row, StrictDictRow, StrictRecord
 from mainframe.store.engine.sqlite import SqliteRows
 from tests import code_names
 
@@ -395,7 +395,7 @@ def test_rows_are_read_by_column_name_as_architecture_says() -> None:
     assert "`store/engine/rows.py`" in text and "by column name" in text
     assert get_type_hints(Row.__getitem__)["column"] is str
     assert not {"__iter__", "__len__", "__contains__"} & set(vars(Row))
-    for strict in (StrictSqliteRow, StrictRecord):
+    for strict in (StrictDictRow, StrictRecord):
         assert {"__getitem__", "__iter__"} <= set(vars(strict)), strict
     with sqlite3.connect(":memory:") as connection:
         connection.row_factory = SqliteRows(strict=True)

@@ -67,3 +67,19 @@ def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
 def test_libpq_reads_the_url_itself_without_the_driver_suffix() -> None:
     multi = "postgresql+psycopg://u@h1:1,h2:2/d?target_session_attrs=read-write"
     assert libpq_url(multi) == "postgresql://u@h1:1,h2:2/d?target_session_attrs=read-write"
+
+
+def test_a_calls_deadline_is_the_setting_and_a_lasting_one_has_the_statement_bound_too() -> None:
+    policy = SessionPolicy("none", statement_timeout_ms=30_000, deadline_s=5.0)
+    assert policy.deadline() == 5.0
+    assert policy.deadline(lasting=True) == 35.0
+    assert SessionPolicy("none", 30_000, 0.0).deadline() is None, "0 turns the bound off"
+    assert SessionPolicy("none", 0, 5.0).deadline(lasting=True) is None, "no statement bound"
+
+
+def test_transaction_pooling_keeps_prepared_statements_only_where_the_pooler_keeps_them() -> None:
+    assert not SessionPolicy("transaction").prepares
+    kept = SessionPolicy("transaction", pooler_prepares=True)
+    assert kept.prepares, "PgBouncer >= 1.21 with max_prepared_statements"
+    assert kept.startup() == SessionPolicy("transaction").startup()
+    assert not kept.sets_after_connect()

@@ -160,7 +160,12 @@ def open_database(
 def session_policy(settings: Settings) -> SessionPolicy:
     """How the server's PostgreSQL connections get the settings the store relies on."""
     timeout_ms = round(settings.statement_timeout_seconds * 1000)
-    return SessionPolicy(settings.database_pooler, timeout_ms)
+    return SessionPolicy(
+        settings.database_pooler,
+        timeout_ms,
+        settings.database_deadline_seconds,
+        pooler_prepares=settings.database_pooler_prepares,
+    )
 
 
 def open_store(

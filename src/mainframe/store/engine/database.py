@@ -139,8 +139,10 @@ class Database(Protocol):
     dialect: str
     publish: Publish
 
-    def write(self) -> AbstractAsyncContextManager[Tx]:
-        """A read-write transaction (an async context manager yielding a Tx)."""
+    def write(self, *, lasting: bool = False) -> AbstractAsyncContextManager[Tx]:
+        """A read-write transaction (an async context manager yielding a Tx). A lasting one
+        (an operator's action over a whole endpoint) is bounded by the statement timeout, not
+        the request deadline."""
         ...
 
     def read(self) -> AbstractAsyncContextManager[Tx]:

@@ -43,15 +43,29 @@ ROLE_DEFAULTS = statement("role_defaults")
 
 @dataclass(frozen=True, slots=True)
 class SessionPolicy:
-    """How the server connects (`MAINFRAME_DATABASE_POOLER`) and the statement bound it keeps."""
+    """How the server connects (`MAINFRAME_DATABASE_POOLER`) and the bounds it keeps: on one
+    statement, in the database, and on one call's work, link included, in the server."""
 
     pooler: str = "none"
     statement_timeout_ms: int = 30_000
+    deadline_s: float = 5.0  # 0: no bound
+    pooler_prepares: bool = False  # a pooler that keeps prepared statements (PgBouncer >= 1.21)
+
+    def deadline(self, *, lasting: bool = False) -> float | None:
+        """The bound on one call's database work, in seconds (None: none). A lasting call (an
+        operator's action over a whole endpoint) may run a statement as long as the
+        database allows, and then some."""
+        if not self.deadline_s or (lasting and not self.statement_timeout_ms):
+            return None
+        if lasting:
+            return self.statement_timeout_ms / 1000 + self.deadline_s
+        return self.deadline_s
 
     @property
     def prepares(self) -> bool:
-        """Whether a connection may keep prepared statements (not in transaction pooling)."""
-        return self.pooler != "transaction"
+        """Whether a connection may keep prepared statements: not in transaction pooling,
+        unless the pooler keeps them itself."""
+        return self.pooler != "transaction" or self.pooler_prepares
 
     def relied_on(self) -> dict[str, str]:
         """Every setting the store relies on, with the value it needs."""

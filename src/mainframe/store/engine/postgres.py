@@ -15,7 +15,14 @@ connecting, and in transaction pooling, where nothing outlives a transaction, no
 prepared and the settings come from the database (`mainframe db upgrade` sets them on the role,
 `store/engine/pg_settings.py`). A host that turns out to be read-only (a standby, a demoted primary)
 answers 503 and its connection is dropped, so the next connection looks for the read-write host
-again (libpq's `target_session_attrs`, which asyncpg reads too)."""
+again (libpq's `target_session_attrs`, which asyncpg reads too).
+
+Every call's work has a deadline (`MAINFRAME_DATABASE_DEADLINE_SECONDS`), the link included:
+a link that hangs (a pooler that stopped relaying, a partitioned path) never answers and never
+fails, and neither TCP keepalives nor `statement_timeout` fire while something in between keeps
+acknowledging. Past the deadline the call's connection is closed under it, so whatever it
+awaited fails at once, and the call answers 503 with `Retry-After`; waiting for a connection
+and opening one are bounded by the same deadline."""
 
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ from mainframe.store.engine.database import (
     discard,
     outermost,
 )
+from mainframe.store.engine.pg_functions import Functions
 from mainframe.store.engine.pg_settings import SessionPolicy, host_writable, settings_found
 from mainframe.store.engine.rows import pg_record
 from mainframe.store.engine.statements import statement
@@ -83,15 +91,18 @@ def asyncpg_dsn(url: str) -> str:
 
 
 class PgTx:
-    __slots__ = ("_conn", "dialect", "events", "session")
+    __slots__ = ("_conn", "_functions", "dialect", "events", "session")
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: asyncpg.Connection, functions: Functions | None = None) -> None:
         self._conn = conn
+        self._functions = functions  # transaction pooling: statements that return rows
         self.dialect = "postgresql"
         self.events: list[Event] = []
         self.session: int = conn.get_server_pid()
 
     async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
+        if self._functions is not None:
+            return await self._functions.rows(self._conn, sql, sql.pg_args(params))
         found: list[Row] = await self._conn.fetch(sql.pg_text, *sql.pg_args(params))
         return found
 
@@ -103,6 +114,42 @@ class PgTx:
     async def many(self, sql: Sql, params: Sequence[Mapping[str, Any]]) -> None:
         if params:
             await self._conn.executemany(sql.pg_text, [sql.pg_args(p) for p in params])
+
+
+class Watch:
+    """One call's deadline: past it, the connection the call holds is closed under it (a call
+    waiting on a hung link fails at once), a call still waiting for a connection stops
+    waiting, and `expired` says why it failed. One timer, no task cancelled: Python 3.11's
+    `asyncio.wait_for` can swallow a cancellation that races with its result."""
+
+    __slots__ = ("_handle", "conn", "expired", "seconds", "until", "waiter")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.conn: asyncpg.Connection | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.expired = False
+        self._handle: asyncio.TimerHandle | None = None
+        self.until = float("inf")
+        if seconds is not None:
+            loop = asyncio.get_running_loop()
+            self.until = loop.time() + seconds
+            self._handle = loop.call_at(self.until, self._expire)
+
+    def left(self) -> float:
+        """Seconds left before the deadline (infinity without one)."""
+        return self.until - asyncio.get_running_loop().time()
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.conn is not None:
+            self.conn.terminate()
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(TimeoutError("no connection came free in time"))
+
+    def done(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 class Connections:
@@ -130,23 +177,23 @@ class Connections:
         idle = len(self._idle)
         return self._open - idle, idle, len(self._waiting)
 
-    async def acquire(self) -> asyncpg.Connection:
+    async def acquire(self, watch: Watch) -> asyncpg.Connection:
         while True:
             while self._idle:
                 conn = self._idle.pop()
                 if not conn.is_closed():
-                    return await self._ready(conn)
+                    return await self._ready(conn, watch)
                 self._open -= 1
             if self._open < self.size:
-                return await self._ready(await self._connect())
-            await self._wait()
+                return await self._ready(await self._connect(watch), watch)
+            await self._wait(watch)
 
-    async def _connect(self) -> asyncpg.Connection:
+    async def _connect(self, watch: Watch) -> asyncpg.Connection:
         self._open += 1
         try:
             conn: asyncpg.Connection = await asyncpg.connect(
                 self.dsn,
-                timeout=CONNECT_TIMEOUT_S,
+                timeout=max(0.0, min(CONNECT_TIMEOUT_S, watch.left())),
                 # Transaction pooling hands each transaction any server connection, where a
                 # statement prepared by another would be missing or named twice.
                 statement_cache_size=STATEMENT_CACHE if self.policy.prepares else 0,
@@ -162,7 +209,10 @@ class Connections:
             raise
         return conn
 
-    async def _ready(self, conn: asyncpg.Connection) -> asyncpg.Connection:
+    async def _ready(self, conn: asyncpg.Connection, watch: Watch) -> asyncpg.Connection:
+        watch.conn = conn
+        if watch.expired:  # it ran out while this connection was being opened
+            conn.terminate()
         if self.setup is not None:
             try:
                 await self.setup(conn)
@@ -171,16 +221,19 @@ class Connections:
                 raise
         return conn
 
-    async def _wait(self) -> None:
+    async def _wait(self, watch: Watch) -> None:
         waiter = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
+        watch.waiter = waiter
         try:
             await waiter
         except BaseException:
             # Cancelled after being woken: the turn goes to the next in line.
-            if waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._wake()
             raise
+        finally:
+            watch.waiter = None
 
     def release(self, conn: asyncpg.Connection) -> None:
         if conn.is_closed() or conn.is_in_transaction():
@@ -211,6 +264,14 @@ class Connections:
                 conn.terminate()
 
 
+def _unreachable(watch: Watch) -> Unavailable:
+    if watch.expired or watch.left() <= 0:
+        return Unavailable(
+            "database_unavailable", f"the database did not answer within {watch.seconds:g} s"
+        )
+    return Unavailable("database_unavailable", "the database cannot be reached")
+
+
 class PostgresDatabase:
     dialect = "postgresql"
 
@@ -227,6 +288,10 @@ class PostgresDatabase:
         self.clock = clock
         self.publish = publish
         self.policy = policy or SessionPolicy()
+        # The bounds on one call's work, worked out once (seconds; None: none).
+        self._deadlines = {False: self.policy.deadline(), True: self.policy.deadline(lasting=True)}
+        # Without prepared statements (transaction pooling), rows come from functions.
+        self._functions = None if self.policy.prepares else Functions()
         setup = self._pin_clock if clock is not None else None
         self._connections = Connections(
             asyncpg_dsn(url), pool_size, setup=setup, policy=self.policy
@@ -241,10 +306,11 @@ class PostgresDatabase:
         await conn.execute(PIN_CLOCK.pg_text, *PIN_CLOCK.pg_args({"now": str(self.clock.now_us())}))
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _connection(self, *, lasting: bool = False) -> AsyncIterator[asyncpg.Connection]:
         with outermost():
+            watch = Watch(self._deadlines[lasting])
             try:
-                conn = await self._connections.acquire()
+                conn = await self._connections.acquire(watch)
                 try:
                     yield conn
                 except (StoreError, asyncpg.PostgresError) as exc:
@@ -270,7 +336,7 @@ class PostgresDatabase:
                     "database_busy", "a statement ran past its time limit; try again"
                 ) from exc
             except UNREACHABLE as exc:
-                raise Unavailable("database_unavailable", "the database cannot be reached") from exc
+                raise _unreachable(watch) from exc
             except asyncpg.exceptions.DataError as exc:
                 # The statements are fixed, so a value PostgreSQL refuses to store or compare
                 # (a NUL, a number out of range) came from the request: a 422, never a 500.
@@ -279,11 +345,13 @@ class PostgresDatabase:
                 raise Unavailable(
                     "database_busy", "a concurrent transaction got in the way; try again"
                 ) from exc
+            finally:
+                watch.done()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[PgTx]:
-        async with self._connection() as conn, conn.transaction():
-            tx = PgTx(conn)
+    async def write(self, *, lasting: bool = False) -> AsyncIterator[PgTx]:
+        async with self._connection(lasting=lasting) as conn, conn.transaction():
+            tx = PgTx(conn, self._functions)
             yield tx
         if tx.events:
             self.publish(tx.events)
@@ -291,7 +359,7 @@ class PostgresDatabase:
     @asynccontextmanager
     async def single(self) -> AsyncIterator[PgTx]:
         async with self._connection() as conn:
-            tx = PgTx(conn)
+            tx = PgTx(conn, self._functions)
             yield tx
         if tx.events:
             self.publish(tx.events)
@@ -299,7 +367,7 @@ class PostgresDatabase:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[PgTx]:
         async with self._connection() as conn, conn.transaction(readonly=True):
-            yield PgTx(conn)
+            yield PgTx(conn, self._functions)
 
     lookup = single
 

@@ -25,7 +25,7 @@ def _refuse(what: object) -> NoReturn:
     raise TypeError(f"rows are read by column name, not by {what!r}")
 
 
-class StrictSqliteRow(dict[str, Any]):
+class StrictDictRow(dict[str, Any]):
     def __getitem__(self, column: Any) -> Any:
         if not isinstance(column, str):
             _refuse(column)

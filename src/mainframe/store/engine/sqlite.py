@@ -30,7 +30,7 @@ from mainframe.store.engine.database import (
     discard,
     outermost,
 )
-from mainframe.store.engine.rows import StrictSqliteRow, strict
+from mainframe.store.engine.rows import StrictDictRow, strict
 from mainframe.store.engine.statements import statement
 
 PRAGMAS = tuple(statement("connection_pragmas").sqlite.split(";\n"))
@@ -53,7 +53,7 @@ class SqliteRows:
     scan's 28 by name cost 5 µs a row against 2 µs for the dict.)"""
 
     def __init__(self, strict: bool) -> None:
-        self._make: type[dict[str, Any]] = StrictSqliteRow if strict else dict
+        self._make: type[dict[str, Any]] = StrictDictRow if strict else dict
         self._description: Any = None
         self._names: tuple[str, ...] = ()
 
@@ -140,7 +140,7 @@ class SqliteDatabase:
         return self._now if self._now is not None else self.clock.now_us()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[SqliteTx]:
+    async def write(self, *, lasting: bool = False) -> AsyncIterator[SqliteTx]:
         async with self._transaction(BEGIN_WRITE) as tx:
             yield tx
         if tx.events:

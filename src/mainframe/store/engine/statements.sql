@@ -81,3 +81,40 @@ FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting;
 -- A migration must not be cut short by the role's own statement bound (a long index build);
 -- local to its transaction, so it ends with it even behind a pooler.
 SELECT set_config('statement_timeout', '0', true);
+
+-- name: function_lock @postgresql
+-- One server at a time makes a statement's function (store/engine/pg_functions.py).
+-- (PostgreSQL only, as what follows: SQLite keeps no functions and needs none.)
+SELECT pg_advisory_xact_lock(hashtext(:function));
+
+-- name: function_arity @postgresql
+SELECT pronargs AS arity FROM pg_proc WHERE proname = :function LIMIT 1;
+
+-- name: function_probe @postgresql
+-- A statement prepared under the probe's name, for the parameter types PostgreSQL infers
+-- ({statement} is the statement's own text).
+PREPARE mf_probe AS {statement};
+
+-- name: function_probe_types @postgresql
+SELECT CAST(parameter_types AS text[]) AS types FROM pg_prepared_statements
+WHERE name = 'mf_probe';
+
+-- name: function_probe_done @postgresql
+DEALLOCATE mf_probe;
+
+-- name: function_definition @postgresql
+-- The function of a statement ({statement}): each row as jsonb; PL/pgSQL keeps the
+-- statement's plan per server connection.
+-- Its one variable has a name no statement uses (PL/pgSQL would read a statement's `found`
+-- as its own), and a name a statement shares with it means the statement's column.
+CREATE FUNCTION {function}({types}) RETURNS SETOF jsonb LANGUAGE plpgsql AS $mf$
+#variable_conflict use_column
+DECLARE mf_row record;
+BEGIN
+    FOR mf_row IN {statement} LOOP
+        RETURN NEXT to_jsonb(mf_row);
+    END LOOP;
+END $mf$;
+
+-- name: function_call @postgresql
+SELECT {function}({placeholders}) AS mf_row;

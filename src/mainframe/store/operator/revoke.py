@@ -42,7 +42,8 @@ class Revocations:
     async def revoke(self, owner_id: int, endpoint: str, *, origin: Origin) -> int:
         """The silent cascade, audited with its count; returns how many scans it
         dead-lettered."""
-        async with self.db.write() as tx:
+        # Every live scan of the endpoint in one transaction: it may take a while.
+        async with self.db.write(lasting=True) as tx:
             found = await endpoint_by_name(tx, endpoint)
             if found is None or found.owner_id != owner_id:
                 raise NotFound(f"no endpoint named {endpoint!r}")

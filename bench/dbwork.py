@@ -1,0 +1,95 @@
+"""What PostgreSQL wrote for a window of the benchmark, read before and after it: WAL bytes (by
+the WAL position, exact), WAL records (`pg_stat_wal`), and each table's rows inserted, updated
+(HOT or not) and deleted (`pg_stat_user_tables`). A backend reports its counts when it goes
+idle, at most once a second: a timed window's two readings lag the load alike, so their
+difference is the window's work to within a second's worth (a window of several seconds keeps
+that small), and a counted one (a fill) is read again once its load has stopped and every
+backend has reported. Nothing for SQLite."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import psycopg
+
+# The tables a scan's lease and close write: the scan's row, its attempt's history row, the
+# outcome totals, and the token whose last use is noted.
+HOT_TABLES = ("scans", "attempts", "scan_totals", "tokens")
+REPORT_SECONDS = 1.2  # a backend reports its counts at most once a second
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One table's rows written: inserted, updated (of them HOT) and deleted."""
+
+    inserted: int = 0
+    updated: int = 0
+    hot: int = 0
+    deleted: int = 0
+
+    def __sub__(self, other: Tally) -> Tally:
+        return Tally(
+            self.inserted - other.inserted,
+            self.updated - other.updated,
+            self.hot - other.hot,
+            self.deleted - other.deleted,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self.inserted + self.updated + self.deleted
+
+
+@dataclass(frozen=True)
+class DbWork:
+    """WAL and rows written, cumulative at a reading or over a window."""
+
+    wal_bytes: int = 0
+    wal_records: int = 0
+    tables: dict[str, Tally] = field(default_factory=dict)
+
+    def __sub__(self, other: DbWork) -> DbWork:
+        names = self.tables.keys() | other.tables.keys()
+        return DbWork(
+            self.wal_bytes - other.wal_bytes,
+            self.wal_records - other.wal_records,
+            {n: self.tables.get(n, Tally()) - other.tables.get(n, Tally()) for n in names},
+        )
+
+    def per_scan(self, scans: int) -> dict[str, float]:
+        """The window's work per scan: WAL bytes and records, rows written, and the share of
+        the scans table's updates that were HOT (NaN where nothing was measured)."""
+        if scans <= 0:
+            return {key: float("nan") for key in ("wal_bytes", "wal_records", "rows", "hot")}
+        scans_table = self.tables.get("scans", Tally())
+        return {
+            "wal_bytes": self.wal_bytes / scans,
+            "wal_records": self.wal_records / scans,
+            "rows": sum(t.rows for t in self.tables.values()) / scans,
+            "hot": scans_table.hot / scans_table.updated if scans_table.updated else float("nan"),
+        }
+
+    def hot_shares(self) -> dict[str, float]:
+        """The share of each hot table's updates that were HOT."""
+        return {
+            name: tally.hot / tally.updated
+            for name in HOT_TABLES
+            if (tally := self.tables.get(name)) is not None and tally.updated
+        }
+
+
+def reading(database_url: str) -> DbWork | None:
+    """The database's cumulative counts now (None for SQLite)."""
+    if not database_url.startswith("postgresql"):
+        return None
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        wal = conn.execute(
+            "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_records FROM pg_stat_wal"
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del "
+            "FROM pg_stat_user_tables"
+        ).fetchall()
+    assert wal is not None
+    tables = {str(name): Tally(int(i), int(u), int(h), int(d)) for name, i, u, h, d in rows}
+    return DbWork(int(wal[0]), int(wal[1]), tables)

@@ -1,0 +1,83 @@
+"""Statements as server-side functions, for transaction pooling (docs/scale-out.md, *Behind
+PgBouncer*). Through a pooler that hands each transaction any server connection, no prepared
+statement survives, so a statement sent as text is parsed and planned on every call: for the
+hot statements (a dozen CTEs) that costs the database more than running them. Sent instead as
+a call of a PL/pgSQL function that runs the same text, only the call is parsed and planned;
+PL/pgSQL keeps the statement's plan on each server connection, whichever client uses it next.
+
+Each function is made on first use, by any server process, from the statement's own text: its
+name carries a digest of that text (`mf_q_<statement>_<digest>`), so a changed statement gets a
+function of its own and servers of two releases never fight over one. Its parameters take the
+types PostgreSQL infers for the statement (`PREPARE`, read back from `pg_prepared_statements`),
+and it returns each row as `jsonb`, read back as a row by column name. Only statements that
+return rows are sent this way, and a function is made only by a statement sent in autocommit
+(the hot paths), so none is made by a transaction that then rolls back; until then a statement
+goes as text. The templates are the engine's statements (`function_*`)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import asyncpg
+import orjson
+
+from mainframe.store.engine.database import Row, Sql
+from mainframe.store.engine.rows import StrictDictRow, strict
+from mainframe.store.engine.statements import statement
+
+LOCK = statement("function_lock")
+ARITY = statement("function_arity")
+PROBE = statement("function_probe")
+PROBE_TYPES = statement("function_probe_types")
+PROBE_DONE = statement("function_probe_done")
+DEFINITION = statement("function_definition")
+CALL = statement("function_call")
+
+
+def function_name(sql: Sql) -> str:
+    digest = hashlib.blake2b(sql.pg_text.encode(), digest_size=5).hexdigest()
+    return f"mf_q_{sql.name}_{digest}"
+
+
+class Functions:
+    """The calls of the statements made functions so far, by statement name."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, str] = {}
+        self._row = StrictDictRow if strict() else dict
+
+    async def rows(self, conn: asyncpg.Connection, sql: Sql, args: list[Any]) -> list[Row]:
+        call = self._calls.get(sql.name)
+        if call is None:
+            if conn.is_in_transaction():
+                # A function made inside a transaction that then rolls back would be gone.
+                plain: list[Row] = await conn.fetch(sql.pg_text, *args)
+                return plain
+            call = await self._define(conn, sql)
+        found = await conn.fetch(call, *args)
+        return [self._row(orjson.loads(record["mf_row"])) for record in found]
+
+    async def _define(self, conn: asyncpg.Connection, sql: Sql) -> str:
+        name = function_name(sql)
+        # One transaction, so a pooler keeps it on one server connection; the lock keeps two
+        # servers from making the same function at once.
+        async with conn.transaction():
+            await conn.execute(LOCK.pg_text, name)
+            [*made] = await conn.fetch(ARITY.pg_text, name)
+            if made:
+                arity = int(made[0]["arity"])
+            else:
+                await conn.execute(PROBE.pg_text.format(statement=sql.pg_text))
+                [probe] = await conn.fetch(PROBE_TYPES.pg_text)
+                await conn.execute(PROBE_DONE.pg_text)
+                types: list[str] = probe["types"]
+                text = DEFINITION.pg_text.format(
+                    function=name, types=", ".join(types), statement=sql.pg_text
+                )
+                await conn.execute(text)
+                arity = len(types)
+        placeholders = ", ".join(f"${n}" for n in range(1, arity + 1))
+        call = CALL.pg_text.format(function=name, placeholders=placeholders)
+        self._calls[sql.name] = call
+        return call
