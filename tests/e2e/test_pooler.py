@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from sqlalchemy import create_engine, text
 from standardwebhooks.webhooks import Webhook
 
 from mainframe.client import Client, Job, ResultReport
@@ -231,3 +232,20 @@ def test_two_servers_through_pgbouncer_serve_a_fleet(
         for server in servers:
             assert _errors(server) == [], server.tail()
         assert "ERROR" not in pooler.log() or "client_login_timeout" in pooler.log(), pooler.log()
+    made = _functions(direct_url)
+    if mode == "transaction":
+        # The hot statements went as calls of functions, each made once by one of the servers.
+        assert {"lease", "complete", "authenticate"} <= made.keys(), made
+        assert set(made.values()) == {1}, made
+    else:
+        assert made == {}, "session pooling keeps prepared statements"
+
+
+def _functions(url: str) -> dict[str, int]:
+    """The statements made server-side functions in the database, with how many of each."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.connect() as conn:
+        names = conn.execute(text("SELECT proname FROM pg_proc WHERE proname LIKE 'mf_q_%'"))
+        found = Counter(name.removeprefix("mf_q_").rpartition("_")[0] for (name,) in names)
+    engine.dispose()
+    return dict(found)
