@@ -37,8 +37,10 @@ class Feeder(threading.Thread):
     def run(self) -> None:
         url = self.stack.urls[0] + "/api/v1/scans/batch"
         while not self._stopped.is_set():
+            # The backlog is its size plus what was fed less what was finished: it is short by
+            # what was finished and not fed yet.
             finished = self.stack.success_total() - self._finished_at_start
-            short = round(self.size - (self.size + self.submitted - finished))
+            short = round(finished) - self.submitted
             if short <= 0:
                 self._stopped.wait(PAUSE_SECONDS)
                 continue

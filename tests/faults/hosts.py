@@ -170,7 +170,11 @@ STOP_TIMEOUT_S = 10.0
 
 class Forwarder:
     """Relays TCP connections from `listen_host` (an ephemeral port) to `target`, on an
-    asyncio loop in a thread of the test process, at most `max_connections` at once."""
+    asyncio loop in a thread of the test process, at most `max_connections` at once.
+    `swallow()` stops every byte in both directions without closing anything, as a stuck
+    pooler or a partitioned path does (the kernel keeps acknowledging, so neither side hears
+    of a failure, and a new connection is accepted and hears nothing); `heal()` lets them
+    through again."""
 
     def __init__(
         self, listen_host: str, target: tuple[str, int], *, max_connections: int = 256
@@ -185,6 +189,7 @@ class Forwarder:
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
+        self._flowing: asyncio.Event | None = None
         self._relays: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="forwarder", daemon=True)
 
@@ -201,6 +206,14 @@ class Forwarder:
             self._loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join(STOP_TIMEOUT_S)
 
+    def swallow(self) -> None:
+        assert self._loop is not None and self._flowing is not None
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def heal(self) -> None:
+        assert self._loop is not None and self._flowing is not None
+        self._loop.call_soon_threadsafe(self._flowing.set)
+
     def _run(self) -> None:
         try:
             asyncio.run(self._serve())
@@ -211,6 +224,8 @@ class Forwarder:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         server = await asyncio.start_server(self._relay, self.listen_host, 0)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -236,8 +251,13 @@ class Forwarder:
                 )
             except (OSError, TimeoutError):
                 return
+            assert self._flowing is not None
+            pipes = (
+                _pipe(client, to_upstream, self._flowing),
+                _pipe(upstream, to_client, self._flowing),
+            )
             try:
-                await asyncio.gather(_pipe(client, to_upstream), _pipe(upstream, to_client))
+                await asyncio.gather(*pipes)
             finally:
                 to_upstream.close()
         finally:
@@ -253,9 +273,12 @@ def _drop_when_silent(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_UNACKED_MS)
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _pipe(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, flowing: asyncio.Event
+) -> None:
     try:
-        while chunk := await source.read(CHUNK_BYTES):
+        while await flowing.wait() and (chunk := await source.read(CHUNK_BYTES)):
+            await flowing.wait()  # a chunk read just as the link was swallowed waits for the heal
             sink.write(chunk)
             await sink.drain()
     except OSError:

@@ -18,10 +18,11 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.blackhole import Blackhole
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
+from tests.faults.hosts import Forwarder
+from tests.faults.load import provision
 from tests.polling import wait_for
-from tests.serverproc import ServerProcess, cli
+from tests.serverproc import ServerProcess
 
 DEADLINE_SECONDS = 2.0
 SLACK_SECONDS = 1.5  # an answer's way back, and a loaded machine
@@ -97,46 +98,47 @@ def _timed_get(url: str) -> tuple[int, float]:
 def test_a_hung_link_answers_503_within_the_deadline_and_recovers(
     pg_url: str, tmp_path: Path
 ) -> None:
-    cli(pg_url, "owner", "create", "ops")
-    cli(pg_url, "endpoint", "create", "pypi", "--owner", "ops")
-    worker = cli(pg_url, "token", "create", "--endpoint", "pypi", "--worker", "w1")
-    source = cli(pg_url, "token", "create", "--endpoint", "pypi", "--source", "feed")
-    relay = Blackhole(("127.0.0.1", 5432))
-    through = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{relay.port}")
-    assert through != pg_url
+    worker, source = provision(pg_url)
     seen, stop = Seen(), threading.Event()
     env = {"MAINFRAME_DATABASE_DEADLINE_SECONDS": str(DEADLINE_SECONDS)}
-    with relay, ServerProcess(through, tmp_path, MAINFRAME_SWEEP_SECONDS="0.5", **env) as server:
-        headers = {"Authorization": f"Bearer {source}"}
-        items = [{"name": f"p{n}", "version": "1"} for n in range(400)]
-        submitted = httpx.post(
-            server.url + "/api/v1/scans/batch", json={"scans": items}, headers=headers, timeout=30
-        )
-        assert submitted.status_code == 200
-        threads = [
-            threading.Thread(target=_worker, args=(server.url, worker, seen, stop))
-            for _ in range(4)
-        ]
-        for thread in threads:
-            thread.start()
-        try:
-            wait_for(lambda: len(seen.finished) >= LOAD_GOING, timeout=30, what="the load")
-            relay.swallow()
-            hung = time.monotonic()
-            time.sleep(DEADLINE_SECONDS + SLACK_SECONDS)
-            ready = _timed_get(server.url + "/readyz")
-            alive = _timed_get(server.url + "/healthz")
-            time.sleep(max(0.0, hung + HUNG_SECONDS - time.monotonic()))
-        finally:
-            relay.heal()
-        healed = time.monotonic()
-        wait_for(lambda: seen.ok_since(healed), timeout=RECOVERY_BOUND_SECONDS, what="a 2xx")
-        recovered = time.monotonic() - healed
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=WORKER_TIMEOUT_SECONDS + 5)
-        after = _timed_get(server.url + "/readyz")
-        events = [event["event"] for event in server.log_events()]
+    with Forwarder("127.0.0.1", ("127.0.0.1", 5432)) as relay:
+        through = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{relay.port}")
+        assert through != pg_url
+        server = ServerProcess(through, tmp_path, MAINFRAME_SWEEP_SECONDS="0.5", **env)
+        with server:
+            headers = {"Authorization": f"Bearer {source}"}
+            items = [{"name": f"p{n}", "version": "1"} for n in range(400)]
+            submitted = httpx.post(
+                server.url + "/api/v1/scans/batch",
+                json={"scans": items},
+                headers=headers,
+                timeout=30,
+            )
+            assert submitted.status_code == 200
+            threads = [
+                threading.Thread(target=_worker, args=(server.url, worker, seen, stop))
+                for _ in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            try:
+                wait_for(lambda: len(seen.finished) >= LOAD_GOING, timeout=30, what="the load")
+                relay.swallow()
+                hung = time.monotonic()
+                time.sleep(DEADLINE_SECONDS + SLACK_SECONDS)
+                ready = _timed_get(server.url + "/readyz")
+                alive = _timed_get(server.url + "/healthz")
+                time.sleep(max(0.0, hung + HUNG_SECONDS - time.monotonic()))
+            finally:
+                relay.heal()
+            healed = time.monotonic()
+            wait_for(lambda: seen.ok_since(healed), timeout=RECOVERY_BOUND_SECONDS, what="a 2xx")
+            recovered = time.monotonic() - healed
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=WORKER_TIMEOUT_SECONDS + 5)
+            after = _timed_get(server.url + "/readyz")
+            events = [event["event"] for event in server.log_events()]
 
     during = [(d, s) for start, d, s in seen.answers if hung <= start and start + d <= healed]
     in_flight = [(d, s) for start, d, s in seen.answers if start < hung < start + d]

@@ -6,6 +6,8 @@ gauges count in-use, idle and waiting connections on both databases."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,6 +60,71 @@ def test_a_statement_past_its_time_limit_is_503_and_the_connection_lives_on(
         1
     ]
     store.close()
+
+
+def test_a_call_past_the_database_deadline_is_503_and_the_next_one_is_served(
+    pg_url: str, loop: BlockingPortal
+) -> None:
+    policy = SessionPolicy("none", statement_timeout_ms=30_000, deadline_s=0.5)
+    store = store_on(pg_url, loop, policy)
+    store.owners.create_owner("alice")
+    store.owners.create_endpoint(
+        store.owners.owner_id("alice"), "npm", open_intake=False, origin="cli"
+    )
+    holder = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with holder.connect() as conn:
+        # The database never answers while another session holds the row: the deadline,
+        # not the statement timeout, ends the call, and its connection is dropped.
+        conn.execute(text("SELECT id FROM endpoints WHERE name = 'npm' FOR UPDATE"))
+        started = time.monotonic()
+        with pytest.raises(Unavailable) as stuck:
+            store.owners.create_token(OPERATOR, "npm", role="worker", principal="w1", origin="cli")
+        waited = time.monotonic() - started
+        conn.rollback()
+    holder.dispose()
+    assert stuck.value.code == "database_unavailable" and "within 0.5 s" in str(stuck.value)
+    assert waited < 2.0
+    assert store.owners.create_token(OPERATOR, "npm", role="worker", principal="w1", origin="cli")[
+        1
+    ]
+    store.close()
+
+
+def test_a_call_waiting_for_a_connection_stops_waiting_at_the_deadline(
+    pg_url: str, loop: BlockingPortal
+) -> None:
+    db = open_database(pg_url, pool_size=1, policy=SessionPolicy("none", deadline_s=0.5))
+
+    async def scenario() -> tuple[Unavailable | None, float]:
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            # The pool's one connection, held by a lasting call (the statement bound on top).
+            async with db.write(lasting=True):
+                held.set()
+                await release.wait()
+
+        holding = asyncio.create_task(hold())
+        await held.wait()
+        found: Unavailable | None = None
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(db.ping(), 5)  # the test's own bound, should the deadline fail
+        except Unavailable as exc:
+            found = exc
+        except TimeoutError:
+            pass
+        waited = time.monotonic() - started
+        release.set()
+        await holding
+        await db.ping()  # the connection came back and serves the next call
+        return found, waited
+
+    refused, waited = loop.call(scenario)
+    assert refused is not None and refused.code == "database_unavailable", refused
+    assert 0.4 <= waited < 2.0
+    assert db.pool_counts() == (0, 1, 0), "no connection or waiter left behind"
+    loop.call(db.close)
 
 
 def test_settings_not_in_force_are_reported_until_the_role_has_them(

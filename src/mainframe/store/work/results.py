@@ -269,10 +269,11 @@ class Results:
             jobs = await self.leasing.leased(tx, leased_rows) if leased_rows else []
             closes = {scan.id: scan for scan in [await self._scan(tx, row) for row in closed_rows]}
             # A request that closed nothing (refused, replayed) writes no history and no totals.
-            if closes:
+            closed_any = bool(closes)
+            if closed_any:
                 await self.closes.recorded(tx, plans, closes, leased_rows)
-            outcomes, replayed = await self._answers(sender, plans, dict(closes))
-            if closes:
+            outcomes, replayed = await self._answers(sender, plans, closes)
+            if closed_any:
                 await self.closes.counted(tx)
             jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
