@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mainframe.lifecycle.quiet import QUIET_AFTER_SECONDS
 from mainframe.lifecycle.retention import (
     AUDIT_DAYS,
     BOARD_SESSION_DAYS,
@@ -144,6 +146,15 @@ class Settings(BaseSettings):
     metrics_refresh_seconds: float = Field(
         default=60.0, gt=0, description="How often the database gauges are reconciled."
     )
+    # A source silent this long is marked quiet on the board and by `mainframe stats`; keep it
+    # the threshold of MainframeSourceQuiet in deploy/prometheus/alerts.yml (lifecycle/quiet.py).
+    quiet_source_seconds: float = Field(
+        default=QUIET_AFTER_SECONDS,
+        gt=0,
+        le=30 * 86400,
+        description="A source with no submission accepted for longer is marked quiet "
+        "(the board, mainframe stats); the alert's threshold.",
+    )
     # How long a board sign-in lasts before the owner must sign in again (12 hours).
     board_session_seconds: float = Field(
         default=43_200.0, gt=0, le=30 * 86400, description="How long a board sign-in lasts."
@@ -224,6 +235,29 @@ class Settings(BaseSettings):
     dragonfly_rules_dir: Path | None = Field(
         default=None, description="The directory of *.yara files served to dragonfly workers."
     )
+    # Where the loader's and the bot's routes look packages up (PyPI's JSON API and project
+    # pages) and where a report is handed on (dragonfly-reporter), each call bounded by the
+    # timeout (docs/dragonfly.md).
+    dragonfly_pypi_url: str = Field(
+        default="https://pypi.org",
+        description="PyPI (or a mirror of its JSON API) the dragonfly routes look packages up in.",
+    )
+    dragonfly_reporter_url: str | None = Field(
+        default=None, description="The dragonfly-reporter reports are handed to; unset refuses."
+    )
+    dragonfly_upstream_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="Each call to PyPI or the reporter is given up after this many seconds.",
+    )
+    # Whether a dragonfly result that echoes no assignment may close a retry: `rollout` (the
+    # default) accepts it on a first attempt only; `lease_holder` also when its worker holds
+    # the current lease and held no earlier attempt of the scan (docs/dragonfly.md).
+    dragonfly_legacy_results: Literal["rollout", "lease_holder"] = Field(
+        default="rollout",
+        description="Which unechoed dragonfly results are accepted: rollout or lease_holder.",
+    )
     # Retention (docs/reliability.md): days each kind is kept after it ended, pruned by the
     # sweeper; the defaults and why are in lifecycle/retention.py. FINISHED scans (with their
     # attempts), plain failures, dead letters from when they were dead-lettered, the audit
@@ -281,6 +315,16 @@ class Settings(BaseSettings):
     def _backoff(cls, value: str) -> str:
         parse_backoff(value)
         return value
+
+    @field_validator("dragonfly_pypi_url", "dragonfly_reporter_url")
+    @classmethod
+    def _service_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http(s) URL")
+        return value.rstrip("/")
 
     @field_validator("dragonfly_rules_dir")
     @classmethod

@@ -26,7 +26,8 @@ PRUNE_PAUSE_SECONDS = 0.05
 # How often the planner's statistics are checked on PostgreSQL (store/engine/planner_statistics.py).
 STATISTICS_SECONDS = 5.0
 # How often the credentials requests presented have their last use written
-# (store/accounts/authentication.py).
+# (store/accounts/authentication.py), and the sources whose submissions were accepted their
+# last submission (store/accounts/submissions.py).
 TOKEN_USE_SECONDS = 5.0
 # How often this process's activity counts are added to the database (store/operator/activity.py).
 ACTIVITY_SECONDS = 5.0
@@ -112,14 +113,16 @@ async def keep_statistics(store: Store, *, every: float) -> None:
 
 
 async def keep_token_use(store: Store, *, every: float) -> None:
-    """Write the last use of the credentials this process's requests presented."""
+    """Write the last use of the credentials this process's requests presented, and the last
+    submission of the sources whose submissions it accepted."""
     log = get_logger()
     while True:
         await asyncio.sleep(every)
-        try:
-            await store.authentication.flush()
-        except Exception as exc:  # the next round writes them; a last use is a hint
-            log.warning("token_use_flush_failed", error=f"{type(exc).__name__}: {exc}")
+        for flush in (store.authentication.flush, store.last_submissions.flush):
+            try:
+                await flush()
+            except Exception as exc:  # the next round writes them (a submission keeps its note)
+                log.warning("token_use_flush_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 async def keep_activity(store: Store, *, every: float) -> None:

@@ -18,6 +18,7 @@ from mainframe.clock import rfc3339
 from mainframe.contract.schemas import AcceptedResult, ErrorBody, Outcome
 from mainframe.store import (
     Conflict,
+    Forbidden,
     Invalid,
     NotFound,
     Presented,
@@ -62,6 +63,7 @@ def presented(credentials: HTTPAuthorizationCredentials) -> Presented:
 STATUS_OF: dict[type[StoreError], int] = {
     NotFound: 404,
     Unauthorized: 401,
+    Forbidden: 403,
     Conflict: 409,
     Invalid: 422,
     Unavailable: 503,

@@ -103,6 +103,8 @@ async def serving(rt: Runtime, *, sweeper: bool = True) -> AsyncIterator[None]:
             await rt.dispatcher.stop()
         with contextlib.suppress(Exception):  # a last use is a hint, never a failed stop
             await rt.store.authentication.flush()
+        with contextlib.suppress(Exception):  # nor is a last submission
+            await rt.store.last_submissions.flush()
         with contextlib.suppress(Exception):  # nor are the charts' counts
             await rt.store.activity.flush()
         await rt.store.close()

@@ -2,7 +2,8 @@
 scan become a dead letter when its only lease lapses, find it under Dead by search, open it,
 redrive it and see it leave Dead; a form without its CSRF token refused; hostile sender text
 shown as text; a reload after issuing a credential issues none; a notice in the URL shows
-nothing; a focus ring that stands out from white; a redrive done with the keyboard alone.
+nothing; a focus ring that stands out from white; a redrive done with the keyboard alone; a
+source gone quiet marked on its endpoint's page.
 Set MAINFRAME_SCREENSHOTS=1 to refresh the screenshots in docs/ (docs/board.md shows them)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import IN_CI
+from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -373,3 +375,35 @@ def test_the_pictures_are_images_with_their_numbers_for_a_screen_reader(
     page.keyboard.press("Enter")  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"status=dead&cause=[0-9a-f]{16}"))  # type: ignore[attr-defined]
     page.context.close()  # type: ignore[attr-defined]
+
+
+def test_a_source_gone_quiet_is_marked_on_its_endpoints_page(
+    tmp_path: Path, browser: object
+) -> None:
+    """A source that submitted, then fell silent past MAINFRAME_QUIET_SOURCE_SECONDS (two
+    seconds here), is marked quiet under Sources with the time of its last submission; one
+    that never submitted reads never and is not marked."""
+    url = f"sqlite:///{tmp_path / 'mainframe.db'}"
+    with ServerProcess(url, tmp_path, MAINFRAME_QUIET_SOURCE_SECONDS="2") as server:
+        owner = server.stdout_path.read_text().strip().splitlines()[-1]
+        cli(url, "endpoint", "create", "pypi", "--owner", "admin")
+        feed = cli(url, "token", "create", "--endpoint", "pypi", "--source", "feed")
+        cli(url, "token", "create", "--endpoint", "pypi", "--source", "cron")
+        with httpx.Client(base_url=server.url, timeout=10) as api:
+            body = {"name": "fed", "version": "1"}
+            assert api.post("/api/v1/scans", json=body, headers=auth(feed)).status_code == 201
+        page = signed_in(browser, {"url": server.url, "owner": owner})
+        sources = page.get_by_role("region", name="Sources")  # type: ignore[attr-defined]
+        row = sources.locator("tbody tr", has_text="feed")
+
+        def marked_quiet() -> bool:
+            page.goto(server.url + "/board/endpoints/pypi")  # type: ignore[attr-defined]
+            return bool(row.locator(".status", has_text="quiet").count())
+
+        # Written within a flush (5 s) of the submission, quiet two seconds after that.
+        wait_for(marked_quiet, timeout=30, what="the source marked quiet", every=0.5)
+        assert row.locator("td").nth(1).locator("time").count() == 1
+        assert "silent for over 2s" in sources.inner_text()
+        cron = sources.locator("tbody tr", has_text="cron")
+        assert "never" in cron.inner_text() and cron.locator(".status").count() == 0
+        page.context.close()  # type: ignore[attr-defined]

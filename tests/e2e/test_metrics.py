@@ -1,17 +1,22 @@
 """The metrics of docs/observability.md, scraped from a real server as a dead letter
-happens."""
+happens, and a source's last submission scraped from every server process sharing one
+database."""
 
 from __future__ import annotations
 
 import re
 import time
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 
 import httpx
 
 from tests.e2e.test_server import auth, provision
 from tests.polling import wait_for
-from tests.serverproc import ServerProcess
+from tests.serverproc import ServerProcess, cli
+
+LAST_SUBMISSION = "mainframe_intake_last_submission_timestamp_seconds"
 
 
 def scrape(http: httpx.Client) -> dict[str, float]:
@@ -104,3 +109,47 @@ def test_counters_and_gauges_move_as_the_seed_says(tmp_path: Path) -> None:
     assert line["package_version"] == "2" and line["attempt_count"] == 2
     assert line["prior_worker"] == "scanner-1" and line["reason"] == "lease_expired"
     assert line["leased_at"] and line["endpoint"] == "pypi" and line["queue"] == "default"
+
+
+def last_submissions(http: httpx.Client) -> dict[str, float]:
+    """The last-submission gauge's series, by their labels as scraped."""
+    return {
+        name.removeprefix(LAST_SUBMISSION): value
+        for name, value in scrape(http).items()
+        if name.startswith(LAST_SUBMISSION + "{")
+    }
+
+
+def test_a_sources_last_submission_is_on_every_server_of_the_database(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A source submits through one server; every server (two on PostgreSQL) shows its last
+    submission, labelled by endpoint and source, at about when it was accepted. A source that
+    never submitted, and an owner submitting by hand, have no series."""
+    tokens = provision(database_url)
+    cli(database_url, "token", "create", "--endpoint", "pypi", "--source", "cron")  # silent
+    count = 1 if database_url.startswith("sqlite") else 2
+    env = {"MAINFRAME_METRICS_REFRESH_SECONDS": "0.2"}
+    with ExitStack() as stack:
+        servers = [stack.enter_context(ServerProcess(database_url, tmp_path, **env))
+                   for _ in range(count)]  # fmt: skip
+        with httpx.Client(base_url=servers[0].url) as first:
+            assert last_submissions(first) == {}, "nothing submitted yet: no series"
+            by_hand = {"name": "by-hand", "version": "1", "endpoint": "pypi"}
+            made = first.post("/api/v1/scans", headers=auth(tokens["owner"]), json=by_hand)
+            assert made.status_code == 201
+            accepted = time.time()
+            fed = {"name": "fed", "version": "1"}
+            made = first.post("/api/v1/scans", headers=auth(tokens["source"]), json=fed)
+            assert made.status_code == 201
+        for server in servers:
+            with httpx.Client(base_url=server.url) as http:
+                found = wait_for(
+                    partial(last_submissions, http),
+                    timeout=30,
+                    what=f"the source's last submission on {server.url}/metrics",
+                )
+                scraped = time.time()
+            assert set(found) == {'{endpoint="pypi",source="feed"}'}, found
+            # Written by the database's clock within a flush (5 s) of the submission.
+            assert accepted - 1 <= found['{endpoint="pypi",source="feed"}'] <= scraped

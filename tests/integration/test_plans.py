@@ -34,7 +34,7 @@ from mainframe.lifecycle.rules import LIVE, Report, plan
 from mainframe.lifecycle.scans import SHARDS
 from mainframe.store import Budget, Presented, open_database
 from mainframe.store.accounts import audit as store_audit
-from mainframe.store.accounts import authentication, sessions, totals
+from mainframe.store.accounts import authentication, sessions, submissions, totals
 from mainframe.store.accounts import owners as store_owners
 from mainframe.store.engine.database import REGISTRY, Sql
 from mainframe.store.engine.planner_statistics import PlannerStatistics
@@ -62,7 +62,7 @@ from mainframe.store.work import (
 )
 from mainframe.store.work.search import terms
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
-from tests.integration import test_dead_letter_plans
+from tests.integration import test_dead_letter_plans, test_dragonfly_plans
 from tests.integration.plans import (
     DATABASES,
     NOW,
@@ -532,6 +532,17 @@ CASES = {
     "touch_token": Case(
         authentication.TOUCH, {"digest": WORKER, "coarse": 60_000_000}, WHO, PG_WHO
     ),
+    # A source's last accepted submission, written by a flush as a last use is; read whole for
+    # the reconciliation (the credentials owners issued, a few pages), by endpoint for its page.
+    "touch_submitted": Case(
+        submissions.TOUCH_SUBMITTED, {"digest": SOURCE, "coarse": 10_000_000}, WHO, PG_WHO
+    ),
+    "source_submissions": Case(submissions.SOURCE_SUBMISSIONS, {},
+                               r"^SCAN tokens|" + sqlite_index("ix_tokens_endpoint", "tokens"),
+                               pg_small("tokens", "ix_tokens_endpoint"), sorts=SORTS),
+    "endpoint_source_submissions": Case(submissions.ENDPOINT_SOURCE_SUBMISSIONS, {"endpoint": 1},
+                                        sqlite_index("ix_tokens_endpoint", "tokens"),
+                                        pg_small("tokens", "ix_tokens_endpoint"), sorts=SORTS),
     "lock_endpoint_for_token": Case(store_owners.LOCK_ENDPOINT, {"endpoint": 1},
                                     sqlite_pk("endpoints"),
                                     pg_small("endpoints", "endpoints_pkey")),
@@ -731,6 +742,7 @@ FUNCTIONS = (
 )
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
+    "insert_suppression": INSERT_VALUES,
     "insert_attempt": INSERT_VALUES,
     "insert_audit_entry": INSERT_VALUES,
     "insert_endpoint": INSERT_VALUES,
@@ -793,7 +805,11 @@ def _registered() -> set[str]:
 
 
 # Every case of both plan modules, the dead-letter statements' planned on their own fill.
-ALL_CASES = [*CASES.values(), *test_dead_letter_plans.CASES.values()]
+ALL_CASES = [
+    *CASES.values(),
+    *test_dead_letter_plans.CASES.values(),
+    *test_dragonfly_plans.CASES.values(),
+]
 
 
 def test_every_statement_has_a_case_or_a_reason() -> None:

@@ -1,6 +1,6 @@
-"""An endpoint's pages: its card with its credentials, the page that shows a freshly issued
-secret once (from the session's flash, so a reload issues nothing and shows nothing), and
-the confirmation that names the credential a delete would remove."""
+"""An endpoint's pages: its card with its workers, sources and credentials, the page that
+shows a freshly issued secret once (from the session's flash, so a reload issues nothing and
+shows nothing), and the confirmation that names the credential a delete would remove."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ async def endpoint_page(request: Request, rt: RuntimeDep, name: str) -> Response
     paused = await rt.store.queues.paused(session.owner_id, name)
     hours = await rt.store.activity.workers(session.owner_id, name)
     workers = operator_shapes.workers(name, tokens, hours)
-    context |= {"card": card, "tokens": tokens, "paused": paused, "workers": workers}
+    sources = await rt.store.last_submissions.of_endpoint(session.owner_id, name)
+    context |= {"card": card, "tokens": tokens, "paused": paused, "workers": workers,
+                "sources": sources, "quiet_after": rt.settings.quiet_source_seconds}  # fmt: skip
     return page(request, "endpoint.html", context)
 
 

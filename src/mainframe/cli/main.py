@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "stats": (
         "stats:stats_command",
-        "Live scans by state and scans by outcome, in words.",
+        "Live scans by state, scans by outcome and quiet sources.",
     ),
     "dead": ("dead:dead_app", "Dead letters: list, show, redrive."),
     "owner": ("accounts:owner_app", "Operator accounts."),

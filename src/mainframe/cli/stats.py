@@ -1,5 +1,6 @@
 """`mainframe stats`: the database's figures in plain words, one line per queue state and per
-outcome with what it means, or as nested JSON for scripts (`.queue.queued`)."""
+outcome with what it means, then each source's last accepted submission with the quiet ones
+marked, or as nested JSON for scripts (`.queue.queued`, `.sources[].quiet`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from mainframe.cli.common import DatabaseOpt, load_settings, on_store
-from mainframe.store import Snapshot
+from mainframe.clock import rfc3339
+from mainframe.lifecycle.quiet import QUIET_AFTER_SECONDS
+from mainframe.store import LastSubmission, Snapshot
 
 stats_command = typer.Typer(add_completion=False, rich_markup_mode=None)
 
@@ -31,11 +34,16 @@ OUTCOME_MEANINGS = {
 }
 # How the outcome keys read in the table (the JSON keeps the keys).
 OUTCOME_WORDS = {"dead_lettered": "dead letters"}
+# Beside a source silent for over MAINFRAME_QUIET_SOURCE_SECONDS (lifecycle/quiet.py).
+QUIET_MARK = "QUIET"
 
 
-def stats_figures(snapshot: Snapshot) -> dict[str, Any]:
-    """The snapshot as nested plain keys: live scans by state, scans by outcome, and how long
-    the oldest scan a poll could lease has waited since it became due."""
+def stats_figures(
+    snapshot: Snapshot, *, quiet_after: float = QUIET_AFTER_SECONDS
+) -> dict[str, Any]:
+    """The snapshot as nested plain keys: live scans by state, scans by outcome, how long
+    the oldest scan a poll could lease has waited since it became due, and each source's last
+    accepted submission, quiet when older than `quiet_after` seconds."""
     oldest = snapshot.oldest_due_at
     age = 0.0 if oldest is None else (snapshot.taken_at - oldest) / 1_000_000
     live = {state.value: count for state, count in snapshot.queue.items()}
@@ -43,7 +51,45 @@ def stats_figures(snapshot: Snapshot) -> dict[str, Any]:
         "queue": {state: live.get(state, 0) for state in QUEUE_MEANINGS},
         "outcomes": {outcome: snapshot.outcomes.get(outcome, 0) for outcome in OUTCOME_MEANINGS},
         "oldest_queued_age_seconds": round(age, 3),
+        "sources": [_source(last, quiet_after) for last in snapshot.sources],
+        "quiet_after_seconds": quiet_after,
     }
+
+
+def _source(last: LastSubmission, quiet_after: float) -> dict[str, Any]:
+    silent = last.silent_for()
+    return {
+        "endpoint": last.endpoint,
+        "source": last.source,
+        "last_submitted_at": rfc3339(last.at, precision="seconds"),
+        "silent_seconds": None if silent is None else round(silent, 3),
+        "quiet": last.quiet(quiet_after),
+    }
+
+
+def source_lines(figures: dict[str, Any]) -> list[str]:
+    """Each source (`endpoint/source`) with its last accepted submission and how long ago,
+    the quiet ones marked, then how many are quiet."""
+    sources, after = figures["sources"], figures["quiet_after_seconds"]
+    if not sources:
+        return ["no source credentials: nothing to be quiet"]
+    names = [f"{s['endpoint']}/{s['source']}" for s in sources]
+    width = max(14, *(len(name) + 2 for name in names))
+    lines = [f"{'SOURCE':<{width}}LAST SUBMISSION"]
+    for name, source in zip(names, sources, strict=True):
+        if source["last_submitted_at"] is None:
+            lines.append(f"{name:<{width}}never")
+            continue
+        when = f"{source['last_submitted_at']}, {source['silent_seconds']:g} s ago"
+        lines.append(f"{name:<{width}}{when}" + (f"  {QUIET_MARK}" if source["quiet"] else ""))
+    quiet = sum(1 for source in sources if source["quiet"])
+    setting = "(MAINFRAME_QUIET_SOURCE_SECONDS)"
+    if quiet:
+        many = "source quiet" if quiet == 1 else "sources quiet"
+        said = f"{quiet} {many}: silent for over {after:g} s since the last accepted submission"
+    else:
+        said = f"no source quiet: none that submitted has been silent for over {after:g} s"
+    return [*lines, "", f"{said} {setting}"]
 
 
 def stats_lines(figures: dict[str, Any]) -> list[str]:
@@ -68,20 +114,25 @@ def stats_lines(figures: dict[str, Any]) -> list[str]:
         lines.append(
             f"{paused} scans held by paused queues are not counted there: see paused above"
         )
-    return lines
+    return [*lines, "", *source_lines(figures)]
 
 
 @stats_command.command()
 def stats(
     database_url: DatabaseOpt = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help='One JSON object: {"queue": {...}, "outcomes": {...}}.')
+        bool,
+        typer.Option(
+            "--json", help='One JSON object: {"queue": {...}, "outcomes": {...}, "sources": [...]}.'
+        ),
     ] = False,
 ) -> None:
-    """Live scans by state and scans by outcome, in words. Read from the database, each
-    figure with what it means (README.md, "Reading `mainframe stats`")."""
+    """Live scans by state, scans by outcome and quiet sources. Read from the database,
+    each figure in words with what it means, each source with its last accepted submission
+    (README.md, "Reading `mainframe stats`")."""
     settings = load_settings(database_url=database_url)
-    figures = stats_figures(on_store(settings, lambda store: store.listings.snapshot()))
+    snapshot = on_store(settings, lambda store: store.listings.snapshot())
+    figures = stats_figures(snapshot, quiet_after=settings.quiet_source_seconds)
     if as_json:
         typer.echo(json.dumps(figures))
         return

@@ -7,6 +7,7 @@ is the worker's (docs/dragonfly.md)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -19,18 +20,13 @@ from mainframe.contract.schemas import AsciiInt, ResultPublic
 from mainframe.dragonfly import replies
 from mainframe.dragonfly.reports import read_report
 from mainframe.dragonfly.session import COOKIE
-from mainframe.dragonfly.surface import Surface
+from mainframe.dragonfly.surface import surface_of
 from mainframe.web import BearerDep
 
 PREFIX = "/dragonfly"
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 # Scans leased at most per poll, as the job poll of /api/v1 allows.
 BatchQuery = Annotated[int, Query(ge=1, le=MAX_LEASE_BATCH), AsciiInt]
-
-
-def _surface(request: Request) -> Surface:
-    found: Surface = request.app.state.dragonfly
-    return found
 
 
 def session_cookie(token: str, *, path: str, secure: bool) -> str:
@@ -44,7 +40,7 @@ def session_cookie(token: str, *, path: str, secure: bool) -> str:
 async def handshake(request: Request, response: Response) -> SessionPublic:
     """Cloudflare Access's part: a worker token's name and secret in, a session cookie out."""
     headers = request.headers
-    session, token = await _surface(request).handshake(
+    session, token = await surface_of(request).handshake(
         headers.get("cf-access-client-id"), headers.get("cf-access-client-secret")
     )
     path = request.url.path.rstrip("/") or PREFIX
@@ -57,7 +53,7 @@ async def handshake(request: Request, response: Response) -> SessionPublic:
 @router.get("/rules")
 async def rules(request: Request, bearer: BearerDep) -> RulesPublic:
     """Every rule by name, and the hash the jobs carry."""
-    surface = _surface(request)
+    surface = surface_of(request)
     await surface.store.authentication.worker(surface.presented(request, bearer))
     return replies.rule_set(surface.rules.current())
 
@@ -67,7 +63,7 @@ async def lease_jobs(
     request: Request, bearer: BearerDep, batch: BatchQuery = 1
 ) -> list[DragonflyJob]:
     """The job poll: up to `batch` due scans of the worker's endpoint, leased as by /api/v1."""
-    surface = _surface(request)
+    surface = surface_of(request)
     leased = await surface.store.leasing.lease(surface.presented(request, bearer), batch)
     rules_hash = surface.rules.current().hash
     return [replies.job(job, rules_hash) for job in leased]
@@ -78,16 +74,23 @@ async def report_package(request: Request, bearer: BearerDep) -> ResultPublic:
     """A result for (name, version): it closes the attempt of the scan leased to this worker,
     through the same close as /api/v1's result route. Its body is read as the worker sends
     it, whatever its content type (`reports.py`)."""
-    surface = _surface(request)
+    surface = surface_of(request)
     caller = surface.presented(request, bearer)
     keyed = read_report(await request.body())
-    scan_id = await surface.store.packages.resolve(
+    report = keyed.report
+    found = await surface.store.packages.resolve(
         caller,
         name=keyed.name,
         version=keyed.version,
-        assignment_id=keyed.report.assignment_id,
+        assignment_id=report.assignment_id,
     )
-    done = await surface.store.results.complete(caller, [(scan_id, keyed.report)])
+    if report.assignment_id is None and surface.settings.dragonfly_legacy_results == "lease_holder":
+        lease = await surface.store.packages.sole_holder_lease(found)
+        if lease is not None:
+            # Compared and set by the close like an echoed pair: a lease that moved on since
+            # this read makes the result stale, never another attempt's.
+            report = replace(report, attempt=lease.attempt, assignment_id=lease.assignment_id)
+    done = await surface.store.results.complete(caller, [(found.scan_id, report)])
     [outcome] = done.outcomes
     if outcome.error is not None:
         raise outcome.error

@@ -41,6 +41,8 @@ class Metrics:
     # A reconciliation leaves alone a queue set after it began reading (metrics/reconcile.py).
     paused_set_at: dict[tuple[str, str], int] = field(default_factory=dict)
     paused_sets: int = 0
+    # The (endpoint, source) series of the last reconciliation, so a deleted one is removed.
+    submission_series: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -148,6 +150,15 @@ class Metrics:
             "1 while an operator has paused the queue (its scans are not leased), 0 once "
             "resumed; queues never paused are absent.",
             ["endpoint", "queue"],
+            registry=r,
+        )
+        # Labelled by names an owner issued (endpoints, source credentials), never by
+        # anything a request chose: as many series as source credentials that submitted.
+        self.last_submission = Gauge(
+            "mainframe_intake_last_submission_timestamp_seconds",
+            "Unix time of the source's last accepted submission, reconciled from the "
+            "database (to about 15 s); absent for a source that never submitted.",
+            ["endpoint", "source"],
             registry=r,
         )
         self.db_connections = Gauge(

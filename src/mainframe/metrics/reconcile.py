@@ -10,7 +10,7 @@ from mainframe.clock import MICROS
 from mainframe.lifecycle.rules import QueueState
 from mainframe.logs import get_logger
 from mainframe.metrics import Metrics
-from mainframe.store import Snapshot, Store
+from mainframe.store import LastSubmission, Snapshot, Store
 
 
 def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:
@@ -23,7 +23,20 @@ def apply(metrics: Metrics, snapshot: Snapshot, *, took: float) -> None:
     age = 0.0 if oldest is None else max(0.0, (snapshot.taken_at - oldest) / MICROS)
     metrics.oldest_queued_age.set(age)
     metrics.reconcile_duration.set(took)
+    apply_submissions(metrics, snapshot.sources)
     metrics.snapshot_timestamp.set(snapshot.taken_at / MICROS)
+
+
+def apply_submissions(metrics: Metrics, sources: tuple[LastSubmission, ...]) -> None:
+    """Each source's last accepted submission in Unix seconds. A source that never submitted
+    has no series, so the quiet-source alert cannot fire for it; one whose credential was
+    deleted, or whose endpoint was revoked, loses its series, and the alert ends with it."""
+    current = {(s.endpoint, s.source): s.at for s in sources if s.at is not None}
+    for gone in metrics.submission_series - current.keys():
+        metrics.last_submission.remove(*gone)
+    for (endpoint, source), at in current.items():
+        metrics.last_submission.labels(endpoint, source).set(at / MICROS)
+    metrics.submission_series = set(current)
 
 
 def apply_paused(metrics: Metrics, paused: set[tuple[str, str]], *, read_after: int) -> None:

@@ -11,9 +11,11 @@ from mainframe.store.accounts.audit import API, BOARD, CLI, Action, AuditEntry, 
 from mainframe.store.accounts.authentication import Presented, Principal, digest
 from mainframe.store.accounts.owners import OPERATOR, EndpointView, TokenView, UnknownName
 from mainframe.store.accounts.sessions import ENDED_KEPT_US, Session
+from mainframe.store.accounts.submissions import LastSubmission
 from mainframe.store.engine.database import (
     Conflict,
     Database,
+    Forbidden,
     Invalid,
     NotFound,
     Publish,
@@ -88,12 +90,14 @@ __all__ = [
     "Due",
     "EndpointCard",
     "EndpointView",
+    "Forbidden",
     "HookTarget",
     "HookView",
     "Hooks",
     "Invalid",
     "ItemOutcome",
     "Job",
+    "LastSubmission",
     "ListingFilter",
     "NotFound",
     "Origin",

@@ -14,6 +14,8 @@ from mainframe.store.accounts.audit import AuditTrail
 from mainframe.store.accounts.authentication import Authentication, EndpointNames
 from mainframe.store.accounts.owners import Owners
 from mainframe.store.accounts.sessions import Sessions
+from mainframe.store.accounts.submissions import LastSubmissions
+from mainframe.store.dragonfly.records import DragonflyRecords
 from mainframe.store.engine.database import Database, HostReport
 from mainframe.store.engine.planner_statistics import PlannerStatistics
 from mainframe.store.hooks.deliveries import Deliveries
@@ -40,6 +42,7 @@ class Store:
     db: Database
     clock: Clock
     authentication: Authentication
+    last_submissions: LastSubmissions
     owners: Owners
     revocations: Revocations
     intake: Intake
@@ -59,6 +62,7 @@ class Store:
     sessions: Sessions
     planner_statistics: PlannerStatistics
     retention: Retention
+    dragonfly: DragonflyRecords
 
     @classmethod
     def build(
@@ -82,13 +86,15 @@ class Store:
         names = EndpointNames()
         lapses = LapseWatch(process_clock)
         leasing = Leasing(db, budget, policy, lapses, names, draws)
+        last_submissions = LastSubmissions(db)
         return cls(
             db=db,
             clock=process_clock,
             authentication=Authentication(db),
+            last_submissions=last_submissions,
             owners=Owners(db),
             revocations=Revocations(db),
-            intake=Intake(db, names),
+            intake=Intake(db, names, last_submissions),
             leasing=leasing,
             results=Results(
                 db, budget, policy, leasing, names, draws, results.for_dialect(db.dialect, budget)
@@ -109,6 +115,7 @@ class Store:
             sessions=Sessions(db),
             planner_statistics=PlannerStatistics(db),
             retention=Retention(db, retention or RetentionPolicy()),
+            dragonfly=DragonflyRecords(db),
         )
 
     async def ping(self) -> None:

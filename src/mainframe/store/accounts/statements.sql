@@ -34,6 +34,29 @@ UPDATE tokens SET last_used_at = mf_now()
 WHERE token_hash = :digest
   AND (last_used_at IS NULL OR last_used_at <= mf_now() - :coarse);
 
+-- name: touch_submitted
+-- A source's last accepted submission (store/accounts/submissions.py): one probe of the unique
+-- token_hash, written only once the last value is older than :coarse.
+UPDATE tokens SET last_submitted_at = mf_now()
+WHERE token_hash = :digest AND role = 'source'
+  AND (last_submitted_at IS NULL OR last_submitted_at <= mf_now() - :coarse);
+
+-- name: source_submissions
+-- Every source credential of a live endpoint with its last accepted submission, and the
+-- database's now to judge it by (the metrics' reconciliation, `mainframe stats`). Credentials
+-- are what owners issued, a few hundred at most: read whole, as the paused queues are.
+SELECT endpoints.name AS endpoint, tokens.principal AS source, tokens.last_submitted_at,
+       mf_now() AS now
+FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+WHERE tokens.role = 'source' AND endpoints.revoked_at IS NULL
+ORDER BY endpoints.name, tokens.principal;
+
+-- name: endpoint_source_submissions
+-- One endpoint's source credentials with their last accepted submission (its board page).
+SELECT principal AS source, last_submitted_at, mf_now() AS now FROM tokens
+WHERE endpoint_id = :endpoint AND role = 'source'
+ORDER BY principal;
+
 -- name: endpoint_name
 SELECT name FROM endpoints WHERE id = :endpoint;
 

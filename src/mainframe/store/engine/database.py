@@ -203,6 +203,12 @@ class Unauthorized(StoreError):
     code = "unauthorized"
 
 
+class Forbidden(StoreError):
+    """A known caller asking for what its role may not do."""
+
+    code = "forbidden"
+
+
 class Conflict(StoreError):
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(detail)

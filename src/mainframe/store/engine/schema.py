@@ -66,6 +66,8 @@ tokens = Table(
     Column("created_at", BigInteger, nullable=False),
     # Written at most every 10 s by a periodic flush, never by a request (revision 0014).
     Column("last_used_at", BigInteger),
+    # A source's last accepted submission, written as coarsely by a flush (revision 0023).
+    Column("last_submitted_at", BigInteger),
     # An endpoint's credentials, for its owner's listing (revision 0010).
     Index("ix_tokens_endpoint", "endpoint_id", "id"),
 )
@@ -398,4 +400,47 @@ board_sessions = Table(
     Column("flash", Text),
     # Ended sessions, swept at each sign-in once kept long enough to explain (revision 0010).
     Index("ix_board_sessions_expires", "expires_at"),
+)
+
+# What a dragonfly deployment's bot keeps beside the scans (revision 0022,
+# store/dragonfly/): its reports to PyPI, one per package name and endpoint (a second report
+# of any version is refused); its alert threshold per endpoint; its suppressions. Keyed by
+# name and version rather than by scan, so retention pruning a scan forgets no report.
+dragonfly_reports = Table(
+    "dragonfly_reports",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("name", String(300), primary_key=True),
+    Column("version", String(200), nullable=False),
+    Column("scan_id", Id, nullable=False),  # the scan reported, not a key: it may be pruned
+    Column("reported_at", BigInteger, nullable=False),
+    Column("reported_by", String(200), nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("inspector_url", Text, nullable=False),
+    # The reported-packages listing, newest report first.
+    Index("ix_dragonfly_reports_recent", "endpoint_id", "reported_at", "name"),
+)
+
+dragonfly_alerting = Table(
+    "dragonfly_alerting",
+    metadata,
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), primary_key=True),
+    Column("threshold", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("updated_by", String(200), nullable=False),
+)
+
+dragonfly_suppressions = Table(
+    "dragonfly_suppressions",
+    metadata,
+    Column("id", String(36), primary_key=True),  # a UUID, as the bot's model reads it
+    Column("endpoint_id", Id, ForeignKey("endpoints.id"), nullable=False),
+    Column("name", String(300), nullable=False),  # PEP 503 normalised
+    Column("version", String(200), nullable=False),
+    Column("rules", Text),  # a JSON array of rule names; NULL suppresses every rule
+    Column("created_at", BigInteger, nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("updated_by", String(200), nullable=False),
+    Index("ix_dragonfly_suppressions_key", "endpoint_id", "name", "version", "created_at", "id"),
 )

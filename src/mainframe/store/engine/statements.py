@@ -18,7 +18,7 @@ from pathlib import Path
 from mainframe.store.engine.database import REGISTRY, Sql
 
 STORE = Path(__file__).parents[1]
-PARTS = ("engine", "accounts", "work", "hooks", "operator")
+PARTS = ("engine", "accounts", "work", "hooks", "operator", "dragonfly")
 _HEAD = re.compile(r"^-- (name|fragment): ([a-z_][a-z0-9_]*)(?: @(sqlite|postgresql))?\s*$")
 _INCLUDE = re.compile(r"^(\s*)-- include: ([a-z_][a-z0-9_]*)\s*$", re.M)
 

@@ -1,8 +1,10 @@
-"""A snapshot of the whole fleet: live scans by queue state, outcome totals and the oldest due
-scan, for the metrics reconciliation and `mainframe stats`.
+"""A snapshot of the whole fleet: live scans by queue state, outcome totals, the oldest due
+scan and each source's last accepted submission, for the metrics reconciliation and
+`mainframe stats`.
 
 Every query walks a partial index over live scans or the outcome totals, never the
-finished history, so its cost follows the backlog rather than the size of the table. The
+finished history, so its cost follows the backlog rather than the size of the table (the
+sources are read from the credentials owners issued, a few pages). The
 live states are judged by `mf_now()`, the database's clock, as leasing judges them."""
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mainframe.lifecycle.rules import QueueState
-from mainframe.store.accounts import totals
+from mainframe.store.accounts import submissions, totals
+from mainframe.store.accounts.submissions import LastSubmission
 from mainframe.store.engine.database import Tx, first, value
 from mainframe.store.engine.statements import statement
 
@@ -22,12 +25,14 @@ OLDEST_DUE = statement("oldest_due")
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Terminal outcomes (non-overlapping), live scans by queue state, the oldest backlog."""
+    """Terminal outcomes (non-overlapping), live scans by queue state, the oldest backlog,
+    and the sources of live endpoints with their last accepted submission."""
 
     taken_at: int
     outcomes: dict[str, int]
     queue: dict[QueueState, int]
     oldest_due_at: int | None  # when the longest-waiting scan a poll could lease became due
+    sources: tuple[LastSubmission, ...] = ()
 
 
 async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
@@ -51,4 +56,5 @@ async def snapshot(tx: Tx, *, max_attempts: int) -> Snapshot:
         QueueState.EXHAUSTED: spent,
     }
     oldest = await value(tx, OLDEST_DUE)
-    return Snapshot(int(queued["now"]), await totals.read(tx), queue, oldest)
+    outcomes, sources = await totals.read(tx), await submissions.read(tx)
+    return Snapshot(int(queued["now"]), outcomes, queue, oldest, sources)

@@ -1,7 +1,8 @@
 """Intake: new scans one at a time or in batches, resubmissions of a live key, and quarantine
 release. A source's submission is one statement that checks its token and inserts against
 the partial unique index over live keys (ON CONFLICT DO NOTHING); only a resubmission, an
-owner's or an anonymous submission reads more."""
+owner's or an anonymous submission reads more. A source's accepted submission is noted, after
+commit, for its last-submission time (store/accounts/submissions.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from mainframe.lifecycle.scans import ScanReady, ScanRecord, scan_from_row
 from mainframe.store.accounts import authentication, owners
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal
 from mainframe.store.accounts.owners import EndpointRecord
+from mainframe.store.accounts.submissions import LastSubmissions
 from mainframe.store.engine.database import (
     Conflict,
     Database,
@@ -86,9 +88,10 @@ class Gate:
 
 
 class Intake:
-    def __init__(self, db: Database, names: EndpointNames) -> None:
+    def __init__(self, db: Database, names: EndpointNames, submitted: LastSubmissions) -> None:
         self.db = db
         self.names = names
+        self.submitted = submitted
 
     async def submit(
         self, caller: Caller | None, *, endpoint: str | None, spec: ScanSpec
@@ -99,11 +102,15 @@ class Intake:
             # (not a source, or a live key) it changed nothing, and the general path decides.
             async with self.db.single() as tx:
                 row = await first(tx, SUBMIT_AS_SOURCE, spec.item() | {"digest": caller.digest})
-                if row is not None:
-                    return await self._created(tx, row), True
+                created = None if row is None else await self._created(tx, row)
+            if created is not None:
+                self.submitted.note(caller.digest)  # only a source's token inserts here
+                return created, True
         async with self.db.write() as tx:
             gate = await _gate(tx, caller, endpoint)
-            return await self._submit_one(tx, gate, spec)
+            done = await self._submit_one(tx, gate, spec)
+        self._accepted(caller, gate)
+        return done
 
     async def submit_many(
         self, caller: Caller | None, *, endpoint: str | None, specs: Sequence[ScanSpec]
@@ -130,7 +137,9 @@ class Intake:
                     done.append(Submitted(fresh, True))
                 else:
                     done.append(Submitted(*await self._submit_one(tx, gate, spec)))
-            return done
+        if any(item.scan is not None for item in done):
+            self._accepted(caller, gate)
+        return done
 
     async def release(self, owner_id: int, scan_id: int) -> ScanRecord:
         """Let a quarantined scan into QUEUED; it stays unverified (never announced)."""
@@ -143,6 +152,12 @@ class Intake:
             row = await first(tx, PROMOTE, {"scan": scan.id, "verified": False, "source": None})
             assert row is not None  # the write lock is ours: nobody moved it since the read
             return scan_from_row(row, scan.endpoint)
+
+    def _accepted(self, caller: Caller | None, gate: Gate) -> None:
+        """A committed submission that created a scan or found its live key: a source's
+        counts toward its last submission (an owner's and an anonymous one do not)."""
+        if caller is not None and gate.source is not None:
+            self.submitted.note(caller.digest)
 
     async def _created(self, tx: Tx, row: Row) -> ScanRecord:
         scan = scan_from_row(row, await self.names.of(tx, row["endpoint_id"]))

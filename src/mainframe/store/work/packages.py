@@ -11,10 +11,11 @@ from typing import NamedTuple
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store.accounts.authentication import Presented
-from mainframe.store.engine.database import Database, NotFound, Unauthorized, record
+from mainframe.store.engine.database import Database, NotFound, Unauthorized, first, record
 from mainframe.store.engine.statements import statement
 
 PACKAGE_SCANS = statement("package_scans")
+SOLE_HOLDER_LEASE = statement("sole_holder_lease")
 
 
 class PackageScan(NamedTuple):
@@ -59,15 +60,40 @@ def pick(
     return min(candidates, key=rank, default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The scan a result keyed by package means, and the worker that sent it."""
+
+    scan_id: int
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A scan's current attempt, as a result that echoes nothing is taken to mean it."""
+
+    attempt: int
+    assignment_id: str
+
+
 class Packages:
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    async def sole_holder_lease(self, found: Resolved) -> Lease | None:
+        """The scan's current attempt when `found.worker` holds its lease and held no earlier
+        attempt of it, so a result that echoes nothing can only be of this attempt; else None
+        (docs/dragonfly.md, "Retries an unmodified worker can report")."""
+        params = {"scan": found.scan_id, "worker": found.worker}
+        async with self.db.lookup() as tx:
+            row = await first(tx, SOLE_HOLDER_LEASE, params)
+        return None if row is None else Lease(row["attempt_count"], row["assignment_id"])
+
     async def resolve(
         self, caller: Presented, *, name: str, version: str, assignment_id: str | None
-    ) -> int:
-        """The id of the scan of this worker's endpoint that a result for (name, version)
-        means; Unauthorized for a token that is not a live worker's, NotFound for no scan."""
+    ) -> Resolved:
+        """The scan of this worker's endpoint that a result for (name, version) means;
+        Unauthorized for a token that is not a live worker's, NotFound for no scan."""
         params = {"digest": caller.digest, "name": name, "version": version}
         async with self.db.lookup() as tx:
             rows = await tx.rows(PACKAGE_SCANS, params)
@@ -82,4 +108,4 @@ class Packages:
         found = pick(candidates, worker=found_rows[0].principal, assignment_id=assignment_id)
         if found is None:
             raise NotFound(f"no scan of {name}@{version} on this endpoint")
-        return found.scan_id
+        return Resolved(found.scan_id, found_rows[0].principal)

@@ -326,6 +326,15 @@ WITH who AS (
 SELECT who.principal, found.id AS scan_id, found.status, found.worker, found.assignment_id
 FROM who LEFT JOIN found ON 1 = 1;
 
+-- name: sole_holder_lease
+-- The scan's current attempt if :worker holds its lease and closed no earlier attempt of it
+-- (its attempts by primary key prefix, scan_id).
+SELECT scans.attempt_count, scans.assignment_id FROM scans
+WHERE scans.id = :scan AND scans.status = 'PENDING' AND scans.worker = :worker
+  AND NOT EXISTS (
+      SELECT 1 FROM attempts WHERE attempts.scan_id = :scan AND attempts.worker = :worker
+  );
+
 -- name: owned_scan
 SELECT scans.*, endpoints.name AS endpoint
 FROM scans JOIN endpoints ON endpoints.id = scans.endpoint_id
