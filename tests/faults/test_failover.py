@@ -150,12 +150,15 @@ def test_failover_loses_no_acknowledged_result(pair: Pair, tmp_path: Path) -> No
             thread.join(30)
         pid = server.proc.pid
         assert server.proc.poll() is None, "the same process served throughout"
-    print(  # the figures for docs/scale-out.md, shown with pytest -s
+    first = f"{min(after) - promoted:.3f} s" if after else "nothing"
+    figures = (  # for docs/scale-out.md, shown with pytest -s, and for a failure's message
         f"accepted {len(record.accepted)} ({before} before the failover), statuses "
-        f"{dict(record.statuses)}, first accepted {min(after) - promoted:.3f} s after promotion"
+        f"{dict(record.statuses)}, first accepted {first} after promotion, unexpected "
+        f"{record.unexpected[:5]}"
     )
+    print(figures)
     assert before > 0, "results were accepted before the failover"
-    assert after, "no result was accepted after the promotion"
+    assert after, f"no result was accepted after the promotion: {figures}"
     assert min(after) - promoted <= RECOVERY_BOUND_S, min(after) - promoted
     assert record.unexpected == [], record.unexpected[:5]
     assert set(record.statuses) <= {200, 503} and record.statuses[503] > 0, record.statuses
