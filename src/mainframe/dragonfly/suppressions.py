@@ -4,9 +4,10 @@ are compared as PEP 503 normalises them, as upstream did."""
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID, uuid4
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import TypeAdapter
 from starlette.requests import Request
 
@@ -14,7 +15,7 @@ from mainframe.clock import rfc3339
 from mainframe.contract.dragonfly_schemas import Deleted, SuppressionPublic, SuppressionRules
 from mainframe.dragonfly.deployment import read_body
 from mainframe.dragonfly.packages import normalized
-from mainframe.dragonfly.surface import surface_of
+from mainframe.dragonfly.surface import Surface, surface_of
 from mainframe.store import NotFound, Principal
 from mainframe.store.dragonfly.records import Suppression, SuppressionKey
 from mainframe.web import BearerDep, Reply
@@ -87,36 +88,36 @@ async def unsuppress_version(
     return Deleted(deleted=deleted)
 
 
-@router.get(VERSION + "/{suppression}")
-async def get_suppression(
+async def _addressed(
     request: Request, bearer: BearerDep, name: str, version: str, suppression: str
-) -> SuppressionPublic:
+) -> tuple[Surface, Principal, SuppressionKey]:
+    """The caller of a route about one suppression, and the suppression's address."""
     surface = surface_of(request)
     caller = await surface.source(request, bearer)
-    key = _key(caller, name, version, suppression)
+    return surface, caller, _key(caller, name, version, suppression)
+
+
+Addressed = Annotated[tuple[Surface, Principal, SuppressionKey], Depends(_addressed)]
+
+
+@router.get(VERSION + "/{suppression}")
+async def get_suppression(addressed: Addressed) -> SuppressionPublic:
+    surface, _, key = addressed
     return _found(await surface.store.dragonfly.suppression(key))
 
 
 @router.patch(VERSION + "/{suppression}")
-async def update_suppression(
-    request: Request, bearer: BearerDep, name: str, version: str, suppression: str
-) -> SuppressionPublic:
+async def update_suppression(request: Request, addressed: Addressed) -> SuppressionPublic:
     """The suppression's rules replaced."""
-    surface = surface_of(request)
-    caller = await surface.source(request, bearer)
+    surface, caller, key = addressed
     body = await read_body(request, _RULES)
-    key = _key(caller, name, version, suppression)
     found = await surface.store.dragonfly.update_suppression(key, body.rules, by=caller.name)
     return _found(found)
 
 
 @router.delete(VERSION + "/{suppression}")
-async def delete_suppression(
-    request: Request, bearer: BearerDep, name: str, version: str, suppression: str
-) -> Deleted:
-    surface = surface_of(request)
-    caller = await surface.source(request, bearer)
-    key = _key(caller, name, version, suppression)
+async def delete_suppression(addressed: Addressed) -> Deleted:
+    surface, _, key = addressed
     if not await surface.store.dragonfly.unsuppress(key):
         raise NotFound("no such suppression")
     return Deleted(deleted=1)

@@ -19,7 +19,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from mainframe.store.engine.database import Database, Tx, Unauthorized, first, value
+from mainframe.store.engine.database import Database, Sql, Tx, Unauthorized, first, value
 from mainframe.store.engine.statements import statement
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
@@ -107,27 +107,42 @@ async def worker_of(tx: Tx, caller: Presented | Principal) -> Principal:
     return found
 
 
-class Authentication:
-    """A token's principal outside any other work (the routes that take any role), and the
-    digests this process's requests presented since the last flush."""
+class NotedDigests:
+    """Token digests this process's requests noted since the last flush, written by the
+    flush with `statement` in one transaction. The set is bounded, so a flood of made-up
+    tokens costs a fixed amount of memory; a flush that fails keeps its notes for the next."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, statement: Sql) -> None:
         self.db = db
+        self._statement = statement
         self._noted: set[str] = set()
 
     def note(self, presented: str) -> None:
-        """Note a presented digest's use, to be written by the next `flush`."""
+        """Note a digest, to be written by the next `flush`."""
         if len(self._noted) < MAX_NOTED:
             self._noted.add(presented)
 
     async def flush(self) -> int:
-        """Write the noted digests' last use; how many were noted."""
+        """Write the noted digests; how many were noted."""
         if not self._noted:
             return 0
         noted, self._noted = self._noted, set()
-        async with self.db.write() as tx:
-            await tx.many(TOUCH, [{"digest": d, "coarse": COARSE_US} for d in sorted(noted)])
+        params = [{"digest": d, "coarse": COARSE_US} for d in sorted(noted)]
+        try:
+            async with self.db.write() as tx:
+                await tx.many(self._statement, params)
+        except BaseException:
+            self._noted |= noted  # at most twice MAX_NOTED until the next flush empties it
+            raise
         return len(noted)
+
+
+class Authentication(NotedDigests):
+    """A token's principal outside any other work (the routes that take any role), and the
+    digests this process's requests presented since the last flush (their last use)."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db, TOUCH)
 
     async def authenticate(self, secret: str) -> Principal | None:
         async with self.db.lookup() as tx:

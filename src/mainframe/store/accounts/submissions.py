@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mainframe.lifecycle.quiet import is_quiet, silent_for
-from mainframe.store.accounts.authentication import COARSE_US, MAX_NOTED
+from mainframe.store.accounts.authentication import NotedDigests
 from mainframe.store.accounts.owners import endpoint_by_name
 from mainframe.store.engine.database import Database, NotFound, Row, Tx
 from mainframe.store.engine.statements import statement
@@ -60,34 +60,13 @@ def _last(row: Row, endpoint: str) -> LastSubmission:
     return LastSubmission(endpoint, row["source"], None if at is None else int(at), int(row["now"]))
 
 
-class LastSubmissions:
-    """The sources whose submissions this process accepted since the last flush, and each
-    source's last accepted submission read back."""
+class LastSubmissions(NotedDigests):
+    """The sources whose submissions this process accepted since the last flush (a flush
+    that fails keeps them, so a database away for a while does not make a busy source look
+    quiet), and each source's last accepted submission read back."""
 
     def __init__(self, db: Database) -> None:
-        self.db = db
-        self._noted: set[str] = set()
-
-    def note(self, presented: str) -> None:
-        """Note an accepted submission under a source's token digest, for the next `flush`."""
-        if len(self._noted) < MAX_NOTED:
-            self._noted.add(presented)
-
-    async def flush(self) -> int:
-        """Write the noted sources' last submission; how many were noted. A flush that fails
-        keeps its notes for the next, so a database away for a while does not make a busy
-        source look quiet."""
-        if not self._noted:
-            return 0
-        noted, self._noted = self._noted, set()
-        params = [{"digest": d, "coarse": COARSE_US} for d in sorted(noted)]
-        try:
-            async with self.db.write() as tx:
-                await tx.many(TOUCH_SUBMITTED, params)
-        except BaseException:
-            self._noted |= noted  # at most twice MAX_NOTED until the next flush empties it
-            raise
-        return len(noted)
+        super().__init__(db, TOUCH_SUBMITTED)
 
     async def of_endpoint(self, owner_id: int, endpoint: str) -> tuple[LastSubmission, ...]:
         """The owner's endpoint's sources by name (NotFound for another's)."""
