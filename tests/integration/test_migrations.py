@@ -824,3 +824,141 @@ def test_watcher_w0004_moves_a_one_source_database_under_the_name_default(
     store.record_poll(window, Observation(PollClass.TIMEOUT), owner="new", attempt=1, now_us=NOW)
     assert [p.poll_class for p in store.polls(window.key)] == [PollClass.TIMEOUT]
     engine.dispose()
+
+
+# The head of the release before the loader's and bot's tables (0022) and the sources' last
+# submission (0023).
+PREVIOUS_RELEASE = "0021"
+_SECRETS = {"source": "mfs_feed", "worker": "mfw_w1"}
+RESULT = '{"score": 9, "inspector_url": "https://i/x", "rules_matched": ["r1"], "commit": "c"}'
+# A scan in every state the previous release could hold: (name, status, queue, available_at,
+# lease_expires_at, attempts, dead, result); times relative to NOW.
+_EVERY_STATE = (
+    ("quarantined", "QUARANTINED", "default", None, None, 0, False, None),
+    ("queued", "QUEUED", "default", -10, None, 0, False, None),
+    ("waiting", "QUEUED", "default", 3_600_000_000, None, 1, False, None),
+    ("parked", "QUEUED", "held", None, None, 0, False, None),
+    ("leased", "PENDING", "default", -20, 600_000_000, 1, False, None),
+    ("lapsed", "PENDING", "default", -20, -1, 1, False, None),
+    ("finished", "FINISHED", "default", None, None, 1, False, RESULT),
+    ("failed", "FAILED", "default", None, None, 1, False, None),
+    ("dead", "FAILED", "default", None, None, 3, True, None),
+)
+
+
+def _previous_release(engine: Engine) -> None:
+    """An owner, endpoint `pypi` with a paused queue, a source and a worker, and a scan in
+    every state, written as the previous release's server would have left them."""
+    from mainframe.store.accounts.authentication import digest
+
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO owners (id, name, created_at) VALUES (1, 'o', {NOW})"))
+        conn.execute(
+            text(
+                "INSERT INTO endpoints (id, name, owner_id, open_intake, created_at) "
+                f"VALUES (1, 'pypi', 1, false, {NOW})"
+            )
+        )
+        for role, name in (("source", "feed"), ("worker", "w1")):
+            conn.execute(
+                text(
+                    "INSERT INTO tokens (token_hash, role, endpoint_id, principal, created_at) "
+                    "VALUES (:hash, :role, 1, :name, :now)"
+                ),
+                {"hash": digest(_SECRETS[role]), "role": role, "name": name, "now": NOW},
+            )
+        conn.execute(
+            text(
+                "INSERT INTO paused_queues (endpoint_id, queue, paused_at, paused_by) "
+                f"VALUES (1, 'held', {NOW}, 'ops')"
+            )
+        )
+        for name, status, queue, due, expires, attempts, dead, result in _EVERY_STATE:
+            ended = NOW - 100 if status in ("FINISHED", "FAILED") else None
+            conn.execute(
+                text(
+                    "INSERT INTO scans (endpoint_id, queue, name, version, kind, status, "
+                    "verified, source, worker, leased_at, created_at, updated_at, finished_at, "
+                    "result, attempt_count, assignment_id, lease_expires_at, available_at, "
+                    "dead_lettered_at, fail_reason, cause, attempt_base, redrive_count, "
+                    "paused_due_at) VALUES (1, :queue, :name, '1.0', 'scan', :status, :verified, "
+                    "'feed', :worker, :leased, :created, :created, :ended, :result, :attempts, "
+                    ":assignment, :expires, :due, :dead, :reason, :cause, 0, 0, :paused)"
+                ),
+                {"queue": queue, "name": name, "status": status,
+                 "verified": status != "QUARANTINED", "worker": "w1" if attempts else None,
+                 "leased": NOW - 30 if attempts else None, "created": NOW - 1000,
+                 "ended": ended, "result": result, "attempts": attempts,
+                 "assignment": f"a-{name}" if attempts else None,
+                 "expires": None if expires is None else NOW + expires,
+                 "due": None if due is None else NOW + due, "dead": ended if dead else None,
+                 "reason": "attempts_exhausted" if dead else ("failed" if ended and
+                                                                status == "FAILED" else None),
+                 "cause": "00000000000000aa" if dead else None,
+                 "paused": NOW if queue == "held" else None},
+            )  # fmt: skip
+        conn.execute(
+            text(
+                "INSERT INTO scan_totals (endpoint_id, outcome, shard, count) "
+                "VALUES (1, :outcome, :shard, :count)"
+            ),
+            [
+                {"outcome": outcome, "shard": shard, "count": 1 if shard == 0 else 0}
+                for outcome in ("finished", "failed", "dead_lettered")
+                for shard in range(SHARDS)
+            ],
+        )
+
+
+@BOTH
+def test_a_database_of_the_previous_release_serves_every_state_after_the_upgrade(
+    empty_database_url: str, loop: BlockingPortal
+) -> None:
+    from mainframe.clock import FakeClock
+    from mainframe.dragonfly.packages import package
+    from mainframe.lifecycle.rules import Report
+    from mainframe.store import Presented, digest
+    from mainframe.store.dragonfly.records import Page
+
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision=PREVIOUS_RELEASE)
+    _previous_release(engine)
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+    assert _diff(engine) == []
+    store = blocking_store(empty_database_url, loop, FakeClock(NOW))
+    shown = {}
+    for name, *_ in _EVERY_STATE:
+        [row], _ = store.dragonfly.of_name(1, name, None, Page(0, 10), count=False)
+        shown[name] = package(row)
+    assert {name: found.status for name, found in shown.items()} == {
+        "quarantined": None, "queued": "queued", "waiting": "queued", "parked": "queued",
+        "leased": "pending", "lapsed": "pending", "finished": "finished", "failed": "failed",
+        "dead": "failed",
+    }  # fmt: skip
+    assert (shown["finished"].score, shown["finished"].rules) == (9, ["r1"])
+    assert shown["dead"].dead_lettered_at is not None
+    [feed] = store.last_submissions.of_endpoint(1, "pypi")
+    assert (feed.source, feed.at) == ("feed", None)  # never submitted since the upgrade
+
+    worker = Presented(digest(_SECRETS["worker"]))
+    leased = {job.name: job for job in store.leasing.lease(worker, 10)}
+    # The due scan, and the lapsed lease reaped and leased again; never the quarantined, the
+    # waiting, the parked one or another's live lease.
+    assert set(leased) == {"queued", "lapsed"} and leased["lapsed"].attempt == 2
+    live = shown["leased"]
+    report = Report("finished", False, 1, "a-leased", None, None, RESULT)
+    done = store.results.complete(worker, [(int(live.scan_id), report)])
+    assert [outcome.closed.status.value for outcome in done.outcomes] == ["FINISHED"]
+    dead = store.listings.list_scans(
+        1, status=None, queue=None, endpoint=None, before_id=None, limit=10,
+        dead_letters_only=True,
+    )  # fmt: skip
+    assert [scan.name for scan in dead] == ["dead"]
+    [finished], _ = store.dragonfly.of_name(1, "finished", "1.0", Page(0, 1), count=False)
+    kept = store.dragonfly.record_report(
+        1, finished, by="bot", summary="bad", inspector_url="https://i/x"
+    )
+    assert kept and store.dragonfly.report_of_name(1, "finished") == "1.0"
+    store.close()
+    engine.dispose()
