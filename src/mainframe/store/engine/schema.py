@@ -10,6 +10,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -33,6 +34,16 @@ DEAD = "dead_lettered_at IS NOT NULL"
 
 # SQLite only aliases the rowid for exactly "INTEGER PRIMARY KEY"; BigInteger keeps 64 bits on PG.
 Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def sqlite_key(column: str, target: str) -> ForeignKeyConstraint:
+    """A foreign key SQLite keeps and PostgreSQL does not (revision 0024): the rows that
+    carry it are written by the statement that reads or writes the row it names, so the key
+    only checks what the statement made true, and on PostgreSQL each check locks the named
+    row with a WAL record (docs/performance.md, "One scan, record by record"). On SQLite a
+    check is a probe of the key and writes nothing."""
+    return ForeignKeyConstraint([column], [target]).ddl_if(dialect="sqlite")
+
 
 owners = Table(
     "owners",
@@ -76,7 +87,8 @@ scans = Table(
     "scans",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("endpoint_id", Id, ForeignKey("endpoints.id"), nullable=False),
+    Column("endpoint_id", Id, nullable=False),
+    sqlite_key("endpoint_id", "endpoints.id"),
     Column("queue", String(100), nullable=False),
     Column("name", String(300), nullable=False),
     Column("version", String(200), nullable=False),
@@ -195,7 +207,8 @@ scans = Table(
 attempts = Table(
     "attempts",
     metadata,
-    Column("scan_id", Id, ForeignKey("scans.id"), primary_key=True),
+    Column("scan_id", Id, primary_key=True),
+    sqlite_key("scan_id", "scans.id"),
     Column("seq", Integer, primary_key=True),
     Column("attempt", Integer, nullable=False),
     Column("assignment_id", String(64), nullable=False),
