@@ -5,7 +5,7 @@ that token's endpoint only, and answers JSON (`null` where upstream did)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import orjson
 from fastapi import APIRouter, Query
@@ -34,6 +34,7 @@ from mainframe.dragonfly.packages import (
     MAX_UNPAGED,
     BadRequest,
 )
+from mainframe.dragonfly.reports import invalid, json_body
 from mainframe.dragonfly.surface import surface_of
 from mainframe.store import Conflict, Invalid, NotFound, ScanSpec
 from mainframe.store.dragonfly.records import Page
@@ -41,7 +42,11 @@ from mainframe.web import BearerDep
 
 router = APIRouter(prefix="/dragonfly", include_in_schema=False)
 T = TypeVar("T")
+# Each body's reader, built once.
 _BATCH: TypeAdapter[list[PackageSpec]] = TypeAdapter(list[PackageSpec])
+_SPEC: TypeAdapter[PackageSpec] = TypeAdapter(PackageSpec)
+_REPORT: TypeAdapter[ReportBody] = TypeAdapter(ReportBody)
+_ALERTING: TypeAdapter[AlertingUpdate] = TypeAdapter(AlertingUpdate)
 Int = Annotated[int | None, Query(), AsciiInt]
 PageNumber = Annotated[int | None, Query(ge=1), AsciiInt]
 PageSize = Annotated[int | None, Query(ge=1, le=MAX_PAGE_SIZE), AsciiInt]
@@ -49,16 +54,11 @@ PageSize = Annotated[int | None, Query(ge=1, le=MAX_PAGE_SIZE), AsciiInt]
 
 async def read_body(request: Request, adapter: TypeAdapter[T]) -> T:
     """The body as `adapter` reads it, whatever its content type; 422 naming the field."""
-    try:
-        value: Any = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        raise Invalid("body", "the body is not valid JSON") from None
+    value = json_body(await request.body())
     try:
         return adapter.validate_python(value)
     except PydanticError as exc:
-        problem = exc.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in ("body", *problem["loc"]))
-        raise Invalid(field, problem["msg"]) from None
+        raise invalid(exc) from None
 
 
 def _null() -> Response:
@@ -109,7 +109,7 @@ async def queue_package(request: Request, bearer: BearerDep) -> Queued:
     already holds a scan of it."""
     surface = surface_of(request)
     caller = await surface.source(request, bearer)
-    spec = await read_body(request, TypeAdapter(PackageSpec))
+    spec = await read_body(request, _SPEC)
     assert caller.endpoint_id is not None
     release = await surface.services.release(spec.name, spec.version)
     if release is None:
@@ -143,10 +143,7 @@ async def lookup_packages(
     caller = await surface.source(request, bearer)
     asked = packages.lookup(name, version, since, page, size)
     assert caller.endpoint_id is not None
-    if asked.page is not None and asked.size is not None:
-        window = Page((asked.page - 1) * asked.size, asked.size)
-    else:
-        window = Page(0, MAX_UNPAGED + 1)
+    window = asked.window
     records = surface.store.dragonfly
     if asked.since_us is not None:
         rows, total = await records.finished_since(
@@ -180,7 +177,7 @@ async def reported_packages(
     assert caller.endpoint_id is not None
     since_us = max(since or 0, 0) * MICROS
     found, total = await surface.store.dragonfly.reported(
-        caller.endpoint_id, since_us, name, Page((page - 1) * size, size)
+        caller.endpoint_id, since_us, name, Page.numbered(page, size)
     )
     items = [packages.reported_package(row) for row in found]
     return packages.page_of(items, total, page, size)
@@ -201,7 +198,7 @@ async def report(request: Request, bearer: BearerDep) -> Response:
     recorded (`reported_at`, `reported_by`) only once the reporter took it."""
     surface = surface_of(request)
     caller = await surface.source(request, bearer)
-    body = await read_body(request, TypeAdapter(ReportBody))
+    body = await read_body(request, _REPORT)
     assert caller.endpoint_id is not None
     records = surface.store.dragonfly
     scans, _ = await records.of_name(
@@ -258,7 +255,7 @@ async def alerting(request: Request, bearer: BearerDep) -> AlertingPublic:
 async def set_alerting(request: Request, bearer: BearerDep) -> AlertingPublic:
     surface = surface_of(request)
     caller = await surface.source(request, bearer)
-    body = await read_body(request, TypeAdapter(AlertingUpdate))
+    body = await read_body(request, _ALERTING)
     assert caller.endpoint_id is not None
     found = await surface.store.dragonfly.set_alerting(
         caller.endpoint_id, body.production_score_threshold, by=caller.name

@@ -17,7 +17,7 @@ from mainframe.contract.dragonfly_schemas import PackagePage, PackagePublic, Que
 from mainframe.dragonfly.jobs import distributions
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Conflict, NotFound, StoreError
-from mainframe.store.dragonfly.records import PackageRow, QueueCounts, ReportRow
+from mainframe.store.dragonfly.records import PackageRow, Page, QueueCounts, ReportRow
 
 # A bare array of packages holds at most this many; past it the lookup is refused rather
 # than cut short, and a page (`page` and `size`) reads any number.
@@ -58,6 +58,14 @@ class Lookup:
     @property
     def paged(self) -> bool:
         return self.page is not None and self.size is not None
+
+    @property
+    def window(self) -> Page:
+        """The rows to read: the page asked for, or one more than a bare array may hold (so
+        that too many is told from just enough)."""
+        if self.page is not None and self.size is not None:
+            return Page.numbered(self.page, self.size)
+        return Page(0, MAX_UNPAGED + 1)
 
 
 def lookup(

@@ -31,12 +31,25 @@ class PackageReport:
     report: Report
 
 
-def read_report(raw: bytes) -> PackageReport:
-    """The body as a Report; Invalid (422) naming the field for anything else."""
+def json_body(raw: bytes) -> Any:
+    """A dragonfly body as JSON, whatever its content type; 422 when it is not JSON (the
+    dragonfly server's answer, where Mainframe's own API says 400)."""
     try:
-        value: Any = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise Invalid("body", "the body is not valid JSON") from None
+
+
+def invalid(exc: PydanticError) -> Invalid:
+    """A model's refusal of a body as a 422 naming the first field at fault."""
+    problem = exc.errors(include_url=False)[0]
+    field = ".".join(str(part) for part in ("body", *problem["loc"]))
+    return Invalid(field, problem["msg"])
+
+
+def read_report(raw: bytes) -> PackageReport:
+    """The body as a Report; Invalid (422) naming the field for anything else."""
+    value = json_body(raw)
     if not isinstance(value, dict):
         raise Invalid("body", "the body must be a JSON object")
     model = PackageSuccess if value.get("reason") is None else PackageFailure
@@ -44,9 +57,7 @@ def read_report(raw: bytes) -> PackageReport:
         body = model.model_validate(value)
         require_echo_pair(body.attempt, body.assignment_id)
     except PydanticError as exc:
-        problem = exc.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in ("body", *problem["loc"]))
-        raise Invalid(field, problem["msg"]) from None
+        raise invalid(exc) from None
     except EchoError as exc:
         raise Invalid(f"body.{exc.missing}", str(exc)) from None
     report = _failure(body) if isinstance(body, PackageFailure) else _success(body)

@@ -98,6 +98,11 @@ class Page(NamedTuple):
     offset: int
     limit: int
 
+    @classmethod
+    def numbered(cls, page: int, size: int) -> Page:
+        """Page `page` (from 1) of `size` rows."""
+        return cls((page - 1) * size, size)
+
 
 def _suppression(row: Row) -> Suppression:
     rules = None if row["rules"] is None else list(orjson.loads(row["rules"]))
