@@ -12,15 +12,25 @@ types PostgreSQL infers for the statement (`PREPARE`, read back from `pg_prepare
 and it returns each row as `jsonb`, read back as a row by column name. Only statements that
 return rows are sent this way, and a function is made only by a statement sent in autocommit
 (the hot paths), so none is made by a transaction that then rolls back; until then a statement
-goes as text. The templates are the engine's statements (`function_*`)."""
+goes as text. The templates are the engine's statements (`function_*`).
+
+Without prepared statements asyncpg asks for a statement's description (Parse, Describe) and
+then sends Parse, Bind and Execute: two round trips through the pooler a statement. Each
+connection keeps the unnamed statement it was described, marked unprepared (asyncpg's own way
+for PgBouncer), so every later call is the one round trip; only calls whose rows cannot change
+shape go this way (a function's `jsonb`, a statement's status), since an unnamed statement's
+description is not asked again."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import asyncpg
 import orjson
+from asyncpg.prepared_stmt import PreparedStatement
 
 from mainframe.store.engine.database import Row, Sql
 from mainframe.store.engine.rows import StrictDictRow, strict
@@ -40,12 +50,44 @@ def function_name(sql: Sql) -> str:
     return f"mf_q_{sql.name}_{digest}"
 
 
+class OneTrip:
+    """Each connection's described statements, sent in one round trip a call."""
+
+    def __init__(self) -> None:
+        self._kept: WeakKeyDictionary[asyncpg.Connection, dict[str, PreparedStatement]] = (
+            WeakKeyDictionary()
+        )
+
+    async def statement(self, conn: asyncpg.Connection, text: str) -> PreparedStatement:
+        kept = self._kept.get(conn)
+        if kept is None:
+            kept = self._kept[conn] = {}
+        found = kept.get(text)
+        if found is None:
+            found = kept[text] = await conn.prepare(text)
+        return found
+
+
 class Functions:
     """The calls of the statements made functions so far, by statement name."""
 
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}
         self._row = StrictDictRow if strict() else dict
+        self._trips = OneTrip()
+
+    async def run(self, conn: asyncpg.Connection, text: str, args: list[Any]) -> str:
+        """A statement run for its status (`UPDATE 3`), in one round trip."""
+        if not args:  # the simple protocol: one round trip already
+            done: str = await conn.execute(text)
+            return done
+        kept = await self._trips.statement(conn, text)
+        await kept.fetch(*args)
+        return kept.get_statusmsg() or ""
+
+    async def many(self, conn: asyncpg.Connection, text: str, args: Sequence[list[Any]]) -> None:
+        kept = await self._trips.statement(conn, text)
+        await kept.executemany(args)
 
     async def rows(self, conn: asyncpg.Connection, sql: Sql, args: list[Any]) -> list[Row]:
         call = self._calls.get(sql.name)
@@ -55,7 +97,7 @@ class Functions:
                 plain: list[Row] = await conn.fetch(sql.pg_text, *args)
                 return plain
             call = await self._define(conn, sql)
-        found = await conn.fetch(call, *args)
+        found = await (await self._trips.statement(conn, call)).fetch(*args)
         return [self._row(orjson.loads(record["mf_row"])) for record in found]
 
     async def _define(self, conn: asyncpg.Connection, sql: Sql) -> str:

@@ -107,13 +107,21 @@ class PgTx:
         return found
 
     async def run(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> int:
-        status: str = await self._conn.execute(sql.pg_text, *sql.pg_args(params))
+        if self._functions is not None:
+            status = await self._functions.run(self._conn, sql.pg_text, sql.pg_args(params))
+        else:
+            status = await self._conn.execute(sql.pg_text, *sql.pg_args(params))
         last = status.rpartition(" ")[2]
         return int(last) if last.isdigit() else 0
 
     async def many(self, sql: Sql, params: Sequence[Mapping[str, Any]]) -> None:
-        if params:
-            await self._conn.executemany(sql.pg_text, [sql.pg_args(p) for p in params])
+        if not params:
+            return
+        args = [sql.pg_args(p) for p in params]
+        if self._functions is not None:
+            await self._functions.many(self._conn, sql.pg_text, args)
+        else:
+            await self._conn.executemany(sql.pg_text, args)
 
 
 class Watch:
