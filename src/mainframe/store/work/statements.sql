@@ -514,8 +514,10 @@ ORDER BY id;
 -- rows for a set-returning function and would rather hash every PENDING scan than probe the
 -- key 100 times), and the endpoint is compared as `endpoint_id + 0`, which no index serves
 -- (statistics taken before a large intake made ux_scans_live_key, every live scan of the
--- endpoint, look cheaper; tests/integration/test_plans.py holds both). The replay check is a
--- key lookup of uq_attempts_assignment the same way (an assignment id names its scan, so the
+-- endpoint, look cheaper; tests/integration/test_plans.py holds both), and the status as
+-- `status || ''`, which no partial index's predicate matches: under load ix_scans_pending_lease
+-- holds every lease since the last vacuum, and a bitmap of it ANDed with the key's cost more
+-- than the rest of the statement (docs/performance.md). The replay check is a key lookup of uq_attempts_assignment the same way (an assignment id names its scan, so the
 -- two lists cannot pair wrongly), never a read of the attempt history; and so are the next
 -- leases (a generic plan takes `LIMIT :fetch` for a tenth of the queue, see leasing.py).
 -- (PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.)
@@ -538,7 +540,7 @@ WITH who AS (
     FROM item, who
     WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
       AND scans.endpoint_id + 0 = who.endpoint_id
-      AND scans.status = 'PENDING' AND scans.worker = who.principal
+      AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
       AND scans.attempt_count = COALESCE(item.attempt, 1)
       AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
     RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
