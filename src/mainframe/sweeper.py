@@ -25,6 +25,10 @@ PRUNE_BATCH = 500
 PRUNE_PAUSE_SECONDS = 0.05
 # How often the planner's statistics are checked on PostgreSQL (store/engine/planner_statistics.py).
 STATISTICS_SECONDS = 5.0
+# How often the dead row versions of `scans` are checked on PostgreSQL: at thousands of scans
+# a second the head of the queue fills with dead index entries within seconds
+# (store/engine/queue_vacuum.py).
+QUEUE_VACUUM_SECONDS = 1.0
 # How often the credentials requests presented have their last use written
 # (store/accounts/authentication.py), and the sources whose submissions were accepted their
 # last submission (store/accounts/submissions.py).
@@ -110,6 +114,17 @@ async def keep_statistics(store: Store, *, every: float) -> None:
             continue
         if analysed:
             log.info("statistics_refreshed", tables=analysed)
+
+
+async def keep_queue_clean(store: Store, *, every: float) -> None:
+    """Vacuum `scans` whenever enough of it is dead (PostgreSQL only)."""
+    log = get_logger()
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await store.queue_vacuum.refresh()
+        except Exception as exc:  # the next round may succeed
+            log.warning("queue_vacuum_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 async def keep_token_use(store: Store, *, every: float) -> None:

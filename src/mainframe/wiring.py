@@ -23,9 +23,11 @@ from mainframe.settings import Settings
 from mainframe.store import SERVER_BUSY_MS, Principal, Store, StoreError, open_store
 from mainframe.sweeper import (
     ACTIVITY_SECONDS,
+    QUEUE_VACUUM_SECONDS,
     STATISTICS_SECONDS,
     TOKEN_USE_SECONDS,
     keep_activity,
+    keep_queue_clean,
     keep_statistics,
     keep_token_use,
     prune_forever,
@@ -119,6 +121,7 @@ def _background(rt: Runtime, *, sweeper: bool) -> list[Coroutine[Any, Any, None]
     ]
     if rt.store.db.dialect == "postgresql":
         work.append(keep_statistics(rt.store, every=STATISTICS_SECONDS))
+        work.append(keep_queue_clean(rt.store, every=QUEUE_VACUUM_SECONDS))
     if sweeper:
         every = rt.settings.sweep_seconds
         failures = rt.metrics.sweep_failures

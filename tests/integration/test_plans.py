@@ -734,7 +734,7 @@ INSERT_VALUES = "an INSERT ... VALUES: reads no table"
 EXPRESSION = "a SELECT of an expression: reads no table"
 SETTING = "a SET: nothing to plan"
 CATALOG = "a read of PostgreSQL's statistics views, none of Mainframe's tables"
-MAINTENANCE = "an ANALYZE: nothing to plan"
+MAINTENANCE = "an ANALYZE or a VACUUM: nothing to plan"
 HOST_STATE = "a read of the host's recovery state and settings, none of Mainframe's tables"
 ADMINISTRATION = "the role's setting statements, built from a JSON value: no table"
 CONNECTION = "a SQLite connection's pragmas or transaction words: nothing to plan"
@@ -760,6 +760,8 @@ EXEMPT = {
     "plan_with_values": SETTING,
     "stale_tables": CATALOG,
     "analyze_scans": MAINTENANCE,
+    "queue_dead_rows": CATALOG,
+    "vacuum_scans": MAINTENANCE,
     "analyze_attempts": MAINTENANCE,
     "settings_in_force": CATALOG,
     "host_writable": HOST_STATE,
@@ -790,7 +792,7 @@ _SHAPES = {
     HOST_STATE: r"SELECT NOT pg_is_in_recovery\(\) AND current_setting\(.*|--.*",
     ADMINISTRATION: r"SELECT format\('ALTER ROLE CURRENT_USER IN DATABASE .* "
     r"FROM jsonb_each_text\(.*|--.*",
-    MAINTENANCE: r"ANALYZE \(SKIP_LOCKED\) \w+|--.*",
+    MAINTENANCE: r"(ANALYZE|VACUUM) \(SKIP_LOCKED\) \w+|--.*",
     FUNCTIONS: r"(?s)SELECT pg_advisory_xact_lock\(.*"
     r"|SELECT .* FROM (pg_proc|pg_prepared_statements) .*"
     r"|PREPARE mf_probe AS \{statement\}|DEALLOCATE mf_probe|CREATE FUNCTION \{function\}.*"

@@ -197,7 +197,6 @@ ELSEWHERE = {
     "superuser_reserved_connections": "a setting of PostgreSQL",
     "autovacuum_vacuum_scale_factor": "a setting of PostgreSQL",
     "autovacuum_vacuum_cost_delay": "a setting of PostgreSQL",
-    "VACUUM": "a command of SQLite and PostgreSQL an operator runs",
     "INCREMENTAL": "a value of SQLite's auto_vacuum",
     "query_wait_timeout": "a setting of PgBouncer",
     "max_client_conn": "a setting of PgBouncer",

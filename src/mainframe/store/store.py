@@ -18,6 +18,7 @@ from mainframe.store.accounts.submissions import LastSubmissions
 from mainframe.store.dragonfly.records import DragonflyRecords
 from mainframe.store.engine.database import Database, HostReport
 from mainframe.store.engine.planner_statistics import PlannerStatistics
+from mainframe.store.engine.queue_vacuum import QueueVacuum
 from mainframe.store.hooks.deliveries import Deliveries
 from mainframe.store.hooks.hook_secrets import SecretBox
 from mainframe.store.hooks.hooks import DEFAULT_ROTATION_GRACE_US, Hooks
@@ -61,6 +62,7 @@ class Store:
     activity: Activity
     sessions: Sessions
     planner_statistics: PlannerStatistics
+    queue_vacuum: QueueVacuum
     retention: Retention
     dragonfly: DragonflyRecords
 
@@ -114,6 +116,7 @@ class Store:
             activity=Activity(db),
             sessions=Sessions(db),
             planner_statistics=PlannerStatistics(db),
+            queue_vacuum=QueueVacuum(db),
             retention=Retention(db, retention or RetentionPolicy()),
             dragonfly=DragonflyRecords(db),
         )

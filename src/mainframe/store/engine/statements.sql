@@ -39,6 +39,17 @@ ANALYZE (SKIP_LOCKED) scans;
 -- (PostgreSQL only.)
 ANALYZE (SKIP_LOCKED) attempts;
 
+-- name: queue_dead_rows @postgresql
+-- A row when `scans` holds enough dead row versions to vacuum (store/engine/queue_vacuum.py).
+-- (PostgreSQL only: SQLite removes an index entry with its row.)
+SELECT relname FROM pg_stat_user_tables
+WHERE relname = 'scans' AND n_dead_tup >= GREATEST(:at_least, :share * n_live_tup);
+
+-- name: vacuum_scans @postgresql
+-- SKIP_LOCKED: when another server process is vacuuming the table, this one need not.
+-- (PostgreSQL only.)
+VACUUM (SKIP_LOCKED) scans;
+
 -- name: ping
 SELECT 1;
 
