@@ -149,8 +149,9 @@ class Database(Protocol):
         """A read-only transaction."""
         ...
 
-    def single(self) -> AbstractAsyncContextManager[Tx]:
-        """For work that is one statement: autocommit on PostgreSQL, a write on SQLite."""
+    def single(self, *, lasting: bool = False) -> AbstractAsyncContextManager[Tx]:
+        """For work that is one statement: autocommit on PostgreSQL, a write on SQLite; a
+        lasting one as `write`'s."""
         ...
 
     def lookup(self) -> AbstractAsyncContextManager[Tx]:

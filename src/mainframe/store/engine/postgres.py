@@ -365,8 +365,8 @@ class PostgresDatabase:
             self.publish(tx.events)
 
     @asynccontextmanager
-    async def single(self) -> AsyncIterator[PgTx]:
-        async with self._connection() as conn:
+    async def single(self, *, lasting: bool = False) -> AsyncIterator[PgTx]:
+        async with self._connection(lasting=lasting) as conn:
             tx = PgTx(conn, self._functions)
             yield tx
         if tx.events:

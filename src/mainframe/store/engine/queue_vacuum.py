@@ -34,7 +34,9 @@ class QueueVacuum:
         """Vacuum `scans` if enough of it is dead; whether it did."""
         if not self.keeps:
             return False
-        async with self.db.single() as tx:
+        # Lasting: a vacuum of a large table may take longer than a request's deadline, and
+        # one cut short at the deadline would be work thrown away.
+        async with self.db.single(lasting=True) as tx:
             if not await tx.rows(QUEUE_DEAD_ROWS, self.params):
                 return False
             await tx.run(VACUUM_SCANS)
