@@ -14,11 +14,13 @@ added to the registry without a case (or a reasoned exemption) fails here."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 import importlib
 import pkgutil
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -913,26 +915,40 @@ async def _refresh_statistics(url: str) -> list[str]:
         await db.close()
 
 
+@contextlib.contextmanager
+def _analysed_database(
+    pg_template: str, fill: Callable[[Connection], None]
+) -> Iterator[tuple[Engine, str, Any]]:
+    """A fresh PostgreSQL database filled by `fill` and vacuumed and analysed; its engine,
+    URL, and a session's driver connection in autocommit on generic plans at the test's
+    clock, as a server's session plans. Dropped after."""
+    name = fresh_pg_database(pg_template)
+    url = f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
+    engine = create_store_engine(url)
+    with engine.begin() as conn:
+        _fill_accounts(conn)
+        fill(conn)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE"))
+    with engine.connect() as session:
+        driver: Any = session.connection.driver_connection
+        driver.autocommit = True
+        driver.execute("SET plan_cache_mode = force_generic_plan")
+        driver.execute("SELECT set_config('mainframe.clock_us', %s, false)", (str(NOW),))
+        yield engine, url, driver
+    engine.dispose()
+    drop_pg_database(name)
+
+
 @pytest.fixture(scope="module")
 def replanned(pg_template: str) -> Iterator[tuple[dict[str, str], dict[str, str], list[str]]]:
     """The generic plans of the poll and of a result as a server session caches them while the
     tables are small (a fresh install), read again after a large intake (PostgreSQL keeps a
     cached generic plan until the statistics change, whatever the table has grown to) and
     once more after the server's statistics upkeep ran; and what that upkeep analysed."""
-    name = fresh_pg_database(pg_template)
-    url = f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
-    engine = create_store_engine(url)
-    with engine.begin() as conn:
-        _fill_accounts(conn)
-        _fill_scans(conn, share=0.002)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE"))
     hot = {name: CASES[name] for name in ("lease", "complete")}
-    with engine.connect() as session:
-        driver: Any = session.connection.driver_connection
-        driver.autocommit = True
-        driver.execute("SET plan_cache_mode = force_generic_plan")
-        driver.execute("SELECT set_config('mainframe.clock_us', %s, false)", (str(NOW),))
+    small = functools.partial(_fill_scans, share=0.002)
+    with _analysed_database(pg_template, small) as (engine, url, driver):
         for case in hot.values():
             driver.execute(f"PREPARE {case.sql.name} AS {case.sql.pg_text}")
             _explain_prepared(driver, case)  # the generic plan is made and cached now
@@ -949,8 +965,6 @@ def replanned(pg_template: str) -> Iterator[tuple[dict[str, str], dict[str, str]
             {name: _explain_prepared(driver, case) for name, case in hot.items()},
             analysed,
         )
-    engine.dispose()
-    drop_pg_database(name)
 
 
 @pytest.fixture(scope="module")
@@ -958,24 +972,11 @@ def few_leases(pg_template: str) -> Iterator[str]:
     """The generic plan of a result on a database whose statistics saw a few dozen leases in
     flight among many queued and ended scans: a fleet's steady state, where the leases'
     partial index also holds every lease closed since the last vacuum."""
-    name = fresh_pg_database(pg_template)
-    url = f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
-    engine = create_store_engine(url)
-    with engine.begin() as conn:
-        _fill_accounts(conn)
-        _fill_scans(conn, leased=0.1)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("VACUUM ANALYZE"))
-    with engine.connect() as session:
-        driver: Any = session.connection.driver_connection
-        driver.autocommit = True
-        driver.execute("SET plan_cache_mode = force_generic_plan")
-        driver.execute("SELECT set_config('mainframe.clock_us', %s, false)", (str(NOW),))
+    fill = functools.partial(_fill_scans, leased=0.1)
+    with _analysed_database(pg_template, fill) as (_engine, _url, driver):
         case = CASES["complete"]
         driver.execute(f"PREPARE {case.sql.name} AS {case.sql.pg_text}")
         yield _explain_prepared(driver, case)
-    engine.dispose()
-    drop_pg_database(name)
 
 
 def test_with_few_leases_in_flight_a_result_finds_its_scans_by_key_alone(few_leases: str) -> None:
