@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import asyncpg
 import pytest
 from anyio.from_thread import BlockingPortal
 from sqlalchemy import create_engine, text
@@ -18,11 +20,13 @@ from mainframe.clock import FakeClock
 from mainframe.store import Budget, Store, Unavailable, open_database
 from mainframe.store.accounts.owners import OPERATOR
 from mainframe.store.engine.migrate import set_role_defaults
+from mainframe.store.engine.pg_functions import Functions
 from mainframe.store.engine.pg_settings import SessionPolicy
 from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
 from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.integration.conftest import Api
+from tests.pgbouncer import PgBouncer
 
 
 @pytest.fixture
@@ -191,3 +195,44 @@ def test_the_watcher_reads_a_multi_host_url(pg_url: str) -> None:
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT inet_server_port()")).scalar() == 5432
     store.engine.dispose()
+
+
+def test_through_transaction_pooling_each_statement_is_described_once_and_sent_whole(
+    pg_url: str,
+) -> None:
+    """Two servers' connections take turns on PgBouncer's one server connection, where each
+    overwrites the other's unnamed statement: every call still answers its own statement, as
+    one round trip that carries its text (store/engine/pg_functions.py::OneTrip), and each
+    connection asks for a statement's description once."""
+    database = pg_url.rsplit("/", 1)[1]
+
+    async def take_turns(url: str) -> tuple[list[tuple[str, str]], int]:
+        functions = Functions()
+        first, second = [await asyncpg.connect(url, statement_cache_size=0) for _ in range(2)]
+        described = 0
+        prepare = asyncpg.Connection.prepare
+
+        async def counted(self: asyncpg.Connection, *args: Any, **kwargs: Any) -> Any:
+            nonlocal described
+            described += 1
+            return await prepare(self, *args, **kwargs)
+
+        try:
+            asyncpg.Connection.prepare = counted  # type: ignore[method-assign]
+            answers = []
+            for n in range(1, 6):
+                status = await functions.run(first, "SELECT generate_series(1, $1::int)", [n])
+                kept = await functions.trips.statement(second, "SELECT $1::text || 'x' AS v")
+                [row] = await kept.fetch(str(n))
+                answers.append((status, row["v"]))
+            return answers, described
+        finally:
+            asyncpg.Connection.prepare = prepare  # type: ignore[method-assign]
+            for conn in (first, second):
+                await conn.close()
+
+    with PgBouncer("transaction", pool_size=1) as pooler:
+        answers, described = asyncio.run(take_turns(pooler.url(database)))
+    expected = [(f"SELECT {n}", f"{n}x") for n in range(1, 6)]
+    assert answers == expected, "each call ran its own statement with its own values"
+    assert described == 2, "one description per statement and connection"

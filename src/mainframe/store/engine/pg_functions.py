@@ -74,19 +74,19 @@ class Functions:
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}
         self._row = StrictDictRow if strict() else dict
-        self._trips = OneTrip()
+        self.trips = OneTrip()
 
     async def run(self, conn: asyncpg.Connection, text: str, args: list[Any]) -> str:
         """A statement run for its status (`UPDATE 3`), in one round trip."""
         if not args:  # the simple protocol: one round trip already
             done: str = await conn.execute(text)
             return done
-        kept = await self._trips.statement(conn, text)
+        kept = await self.trips.statement(conn, text)
         await kept.fetch(*args)
         return kept.get_statusmsg() or ""
 
     async def many(self, conn: asyncpg.Connection, text: str, args: Sequence[list[Any]]) -> None:
-        kept = await self._trips.statement(conn, text)
+        kept = await self.trips.statement(conn, text)
         await kept.executemany(args)
 
     async def rows(self, conn: asyncpg.Connection, sql: Sql, args: list[Any]) -> list[Row]:
@@ -97,7 +97,7 @@ class Functions:
                 plain: list[Row] = await conn.fetch(sql.pg_text, *args)
                 return plain
             call = await self._define(conn, sql)
-        found = await (await self._trips.statement(conn, call)).fetch(*args)
+        found = await (await self.trips.statement(conn, call)).fetch(*args)
         return [self._row(orjson.loads(record["mf_row"])) for record in found]
 
     async def _define(self, conn: asyncpg.Connection, sql: Sql) -> str:
