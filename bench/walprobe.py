@@ -38,7 +38,7 @@ def _lsn(conn: psycopg.Connection) -> str:
     return str(row[0])
 
 
-async def _credentials(store: Store) -> tuple[Presented, Presented]:
+async def credentials(store: Store) -> tuple[Presented, Presented]:
     await store.owners.create_owner("ops")
     owner = await store.owners.owner_id("ops")
     await store.owners.create_endpoint(owner, "pypi", open_intake=False, origin="cli")
@@ -51,7 +51,7 @@ async def _credentials(store: Store) -> tuple[Presented, Presented]:
 
 async def _probe(url: str, conn_url: str) -> dict[str, tuple[str, str]]:
     store = open_mainframe(Settings(database_url=url))
-    source, worker = await _credentials(store)
+    source, worker = await credentials(store)
 
     async def submit(name: str) -> None:
         spec = ScanSpec(name=name, version="1.0", payload=PAYLOAD)

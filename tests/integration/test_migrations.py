@@ -973,3 +973,47 @@ def test_a_database_of_the_previous_release_serves_every_state_after_the_upgrade
     assert kept and store.dragonfly.report_of_name(1, "finished") == "1.0"
     store.close()
     engine.dispose()
+
+
+def _scan_triggers(engine: Engine) -> dict[str, str]:
+    """The triggers on `scans` as PostgreSQL prints them, by name."""
+    with engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger "
+                "WHERE tgrelid = 'scans'::regclass AND NOT tgisinternal"
+            )
+        )
+        return {str(name): str(made) for name, made in found}
+
+
+@pytest.mark.parametrize("empty_database_url", ["postgresql"], indirect=True)
+def test_an_update_of_a_dead_letter_has_one_trigger_and_a_downgrade_brings_back_three(
+    empty_database_url: str,
+) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from mainframe.store.engine.migrate import MIGRATIONS
+
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision="0024")
+    three = _scan_triggers(engine)
+    upgrade(engine)
+    one = _scan_triggers(engine)
+    assert set(three) - set(one) == {
+        "tr_scans_dead_letter_counts", "tr_scans_dead_letter_in", "tr_scans_dead_letter_out",
+    }  # fmt: skip
+    assert set(one) - set(three) == {"tr_scans_dead_letter_updated"}
+    # A close that makes no dead letter fails a WHEN of two null tests, the one it compiles.
+    assert one["tr_scans_dead_letter_updated"].endswith(
+        "WHEN (((old.dead_lettered_at IS NOT NULL) OR (new.dead_lettered_at IS NOT NULL))) "
+        "EXECUTE FUNCTION mf_dead_letter_updated()"
+    )
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0024")
+    assert _scan_triggers(engine) == three
+    engine.dispose()

@@ -1,0 +1,100 @@
+"""PostgreSQL's CPU for one result at batch 1, with nothing else running: one connection of
+the store closes a result and leases the next (complete-and-fetch, one statement) in a loop,
+and the CPU every `postgres` process used meanwhile (from /proc) is divided by the results.
+A first filter for a change to the result statement or the schema under it, steadier than
+`bench.py`'s sixteen workers; it measures the tree it imports:
+
+    PYTHONPATH=src .venv/bin/python bench/result_loop.py --runs 3
+
+Each run makes and drops the database `result_loop` on the local cluster: a queue filled, a
+warm-up (so the history has rows and plans were made on analysed tables), then the loop
+(docs/performance.md, "One trigger for a dead letter's update")."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from pathlib import Path
+
+import psycopg
+
+from mainframe.lifecycle.rules import Report
+from mainframe.settings import Settings
+from mainframe.store import Job, Presented, ScanSpec, Store, create_store_engine, upgrade
+from mainframe.store import open_store as open_mainframe
+from walprobe import PAYLOAD, RESULT, credentials
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu() -> float:
+    """Seconds of CPU every process named `postgres` has used, as /proc counts it."""
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "postgres":
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we read
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICK
+
+
+async def _results(store: Store, worker: Presented, job: Job, n: int) -> Job:
+    for _ in range(n):
+        report = Report("finished", False, job.attempt, job.assignment_id, None, None, RESULT)
+        [job] = (await store.results.complete(worker, [(job.scan_id, report)], fetch=1)).jobs
+    return job
+
+
+async def _run(url: str, queued: int, warm: int, n: int) -> tuple[float, float]:
+    store = open_mainframe(Settings(database_url=url))
+    source, worker = await credentials(store)
+    for start in range(0, queued, 500):
+        names = [f"p{i}" for i in range(start, start + 500)]
+        specs = [ScanSpec(name=name, version="1.0", payload=PAYLOAD) for name in names]
+        await store.intake.submit_many(source, endpoint=None, specs=specs)
+    [job] = await store.leasing.lease(worker, 1)
+    job = await _results(store, worker, job, warm)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    began, cpu = time.perf_counter(), postgres_cpu()
+    await _results(store, worker, job, n)
+    wall, used = time.perf_counter() - began, postgres_cpu() - cpu
+    await store.close()
+    return used / n * 1e6, wall / n * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--admin", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--queued", type=int, default=40_000)
+    parser.add_argument("--warmup", type=int, default=3_000, help="results before the loop")
+    parser.add_argument("--results", type=int, default=4_000, help="results measured")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    url = f"{args.admin.rpartition('/')[0]}/result_loop"
+    figures = []
+    for run in range(1, args.runs + 1):
+        with psycopg.connect(args.admin, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS result_loop WITH (FORCE)")
+            admin.execute("CREATE DATABASE result_loop")
+        try:
+            engine = create_store_engine(url)
+            upgrade(engine)
+            engine.dispose()
+            cpu, wall = asyncio.run(_run(url, args.queued, args.warmup, args.results))
+        finally:
+            with psycopg.connect(args.admin, autocommit=True) as admin:
+                admin.execute("DROP DATABASE IF EXISTS result_loop WITH (FORCE)")
+        figures.append(cpu)
+        print(f"run {run}: PostgreSQL {cpu:.0f} µs CPU per result, {wall:.0f} µs wall", flush=True)
+    print(f"median of {args.runs}: PostgreSQL {statistics.median(figures):.0f} µs CPU per result")
+
+
+if __name__ == "__main__":
+    main()
