@@ -77,6 +77,8 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=4_000, help="results measured")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if args.queued <= args.warmup + args.results:
+        parser.error("--queued must exceed --warmup plus --results: every result leases the next")
     url = f"{args.admin.rpartition('/')[0]}/result_loop"
     figures = []
     for run in range(1, args.runs + 1):
