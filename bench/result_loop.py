@@ -23,9 +23,9 @@ import psycopg
 
 from mainframe.lifecycle.rules import Report
 from mainframe.settings import Settings
-from mainframe.store import Job, Presented, ScanSpec, Store, create_store_engine, upgrade
+from mainframe.store import Job, Presented, ScanSpec, Store
 from mainframe.store import open_store as open_mainframe
-from walprobe import PAYLOAD, RESULT, credentials
+from walprobe import PAYLOAD, RESULT, credentials, scratch_database
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -79,20 +79,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.queued <= args.warmup + args.results:
         parser.error("--queued must exceed --warmup plus --results: every result leases the next")
-    url = f"{args.admin.rpartition('/')[0]}/result_loop"
     figures = []
     for run in range(1, args.runs + 1):
-        with psycopg.connect(args.admin, autocommit=True) as admin:
-            admin.execute("DROP DATABASE IF EXISTS result_loop WITH (FORCE)")
-            admin.execute("CREATE DATABASE result_loop")
-        try:
-            engine = create_store_engine(url)
-            upgrade(engine)
-            engine.dispose()
+        with scratch_database(args.admin, "result_loop") as url:
             cpu, wall = asyncio.run(_run(url, args.queued, args.warmup, args.results))
-        finally:
-            with psycopg.connect(args.admin, autocommit=True) as admin:
-                admin.execute("DROP DATABASE IF EXISTS result_loop WITH (FORCE)")
         figures.append(cpu)
         print(f"run {run}: PostgreSQL {cpu:.0f} µs CPU per result, {wall:.0f} µs wall", flush=True)
     print(f"median of {args.runs}: PostgreSQL {statistics.median(figures):.0f} µs CPU per result")

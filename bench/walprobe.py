@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -111,29 +112,36 @@ def _dump(wal: Path, start: str, end: str, names: dict[str, str]) -> list[str]:
     return lines
 
 
+@contextlib.contextmanager
+def scratch_database(admin: str, name: str) -> Iterator[str]:
+    """A new database `name` beside the admin URL's, at the store's newest revision; dropped
+    after (and first, should an earlier run have left it)."""
+    url = f"{admin.rpartition('/')[0]}/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        engine = create_store_engine(url)
+        upgrade(engine)
+        engine.dispose()
+        yield url
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--wal", type=Path, default=Path("/var/lib/postgresql/15/main/pg_wal"))
     args = parser.parse_args()
-    base = args.admin.rpartition("/")[0]
-    url, conn_url = f"{base}/walprobe", f"{base}/walprobe"
-    with psycopg.connect(args.admin, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS walprobe")
-        admin.execute("CREATE DATABASE walprobe")
-    try:
-        engine = create_store_engine(url)
-        upgrade(engine)
-        engine.dispose()
-        marks = asyncio.run(_probe(url, conn_url))
-        names = _names(conn_url)
+    with scratch_database(args.admin, "walprobe") as url:
+        marks = asyncio.run(_probe(url, url))
+        names = _names(url)
         for step, (start, end) in marks.items():
             lines = _dump(args.wal, start, end, names)
             print(f"{step}: {len(lines)} records")
             print("\n".join(lines))
-    finally:
-        with psycopg.connect(args.admin, autocommit=True) as admin:
-            admin.execute("DROP DATABASE IF EXISTS walprobe WITH (FORCE)")
 
 
 if __name__ == "__main__":

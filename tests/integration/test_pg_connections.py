@@ -24,9 +24,10 @@ from mainframe.store.engine.pg_functions import Functions
 from mainframe.store.engine.pg_settings import SessionPolicy
 from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
-from tests.conftest import drop_pg_database, fresh_pg_database
+from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.integration.conftest import Api
 from tests.pgbouncer import PgBouncer
+from tests.polling import wait_for
 
 
 @pytest.fixture
@@ -236,3 +237,59 @@ def test_through_transaction_pooling_each_statement_is_described_once_and_sent_w
     expected = [(f"SELECT {n}", f"{n}x") for n in range(1, 6)]
     assert answers == expected, "each call ran its own statement with its own values"
     assert described == 2, "one description per statement and connection"
+
+
+def _transactions(admin: Any, database: str) -> int:
+    """The transactions the database has committed, once none of its sessions is left (a
+    session reports its counts when it ends)."""
+
+    def ended() -> bool:
+        found = admin.execute(
+            text("SELECT count(*) FROM pg_stat_activity WHERE datname = :db"), {"db": database}
+        )
+        return found.scalar() == 0
+
+    wait_for(ended, timeout=10, what="the pooler's server connections closed")
+    found = admin.execute(
+        text("SELECT xact_commit FROM pg_stat_database WHERE datname = :db"), {"db": database}
+    )
+    return int(found.scalar_one())
+
+
+def test_through_transaction_pooling_two_servers_taking_turns_cost_no_set_between(
+    pg_url: str,
+) -> None:
+    """The servers' connections name the encoding as PostgreSQL reports it, so PgBouncer, which
+    compares a client's startup parameters with its server connection's, sends no SET before
+    each transaction when two clients take turns on one server connection; asyncpg's own
+    spelling (`'utf-8'`) doubles the transactions, the control."""
+    database = pg_url.rsplit("/", 1)[1]
+    calls = 20
+
+    async def take_turns(url: str, settings: dict[str, str]) -> None:
+        connections = [
+            await asyncpg.connect(url, statement_cache_size=0, server_settings=settings)
+            for _ in range(2)
+        ]
+        for _ in range(calls):
+            for conn in connections:
+                assert await conn.fetchval("SELECT current_setting('client_encoding')") == "UTF8"
+        for conn in connections:
+            await conn.close()
+
+    policy = SessionPolicy("transaction").startup()
+    asyncpg_spelling = {k: v for k, v in policy.items() if k != "client_encoding"}
+    engine = create_engine(
+        PG_ADMIN_URL.replace("postgresql://", "postgresql+psycopg://", 1),
+        isolation_level="AUTOCOMMIT",
+    )
+    committed = {}
+    with engine.connect() as admin:
+        for label, settings in (("server", policy), ("asyncpg", asyncpg_spelling)):
+            before = _transactions(admin, database)
+            with PgBouncer("transaction", pool_size=1) as pooler:
+                asyncio.run(take_turns(pooler.url(database), settings))
+            committed[label] = _transactions(admin, database) - before
+    engine.dispose()
+    assert committed["server"] <= 2 * calls + 2, committed  # the calls, and a check or two
+    assert committed["asyncpg"] >= 3 * calls, committed  # a SET before most of them

@@ -35,6 +35,10 @@ KEEPALIVES = {
     "tcp_user_timeout": "10000",
 }
 APPLICATION_NAME = "mainframe"
+# The encoding as PostgreSQL spells it back. asyncpg asks for `'utf-8'`; a pooler compares the
+# client's spelling with what each server connection reports (`UTF8`), finds them different
+# and sends a SET before every transaction (docs/scale-out.md, *Behind PgBouncer*).
+CLIENT_ENCODING = {"client_encoding": "UTF8"}
 
 SETTINGS_IN_FORCE = statement("settings_in_force")
 HOST_WRITABLE = statement("host_writable")
@@ -77,9 +81,10 @@ class SessionPolicy:
 
     def startup(self) -> dict[str, str]:
         """The startup parameters: all of them directly; a pooler refuses all but a few."""
+        named = {"application_name": APPLICATION_NAME} | CLIENT_ENCODING
         if self.pooler == "none":
-            return self.role_defaults() | {"application_name": APPLICATION_NAME}
-        return {"application_name": APPLICATION_NAME}
+            return self.role_defaults() | named
+        return named
 
     def sets_after_connect(self) -> bool:
         """Session pooling keeps a session's settings for its client: set them once."""
