@@ -5,7 +5,10 @@ A first filter for a change to the result statement or the schema under it, stea
 `bench.py`'s sixteen workers; it measures the tree it imports:
 
     PYTHONPATH=src .venv/bin/python bench/result_loop.py --runs 3
+    PYTHONPATH=src .venv/bin/python bench/result_loop.py --runs 3 --pooler transaction
 
+With `--pooler transaction` the store reaches the database through a PgBouncer of its own in
+transaction pooling, after the role's defaults are written as `mainframe db upgrade` does.
 Each run makes and drops the database `result_loop` on the local cluster: a queue filled, a
 warm-up (so the history has rows and plans were made on analysed tables), then the loop
 (docs/performance.md, "One trigger for a dead letter's update")."""
@@ -14,17 +17,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 
 from mainframe.lifecycle.rules import Report
 from mainframe.settings import Settings
-from mainframe.store import Job, Presented, ScanSpec, Store
+from mainframe.store import Job, Presented, ScanSpec, Store, create_store_engine
 from mainframe.store import open_store as open_mainframe
+from mainframe.store.engine.migrate import set_role_defaults
+from mainframe.store.engine.pg_settings import SessionPolicy
+from servers import PgBouncer
 from walprobe import PAYLOAD, RESULT, credentials, scratch_database
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -51,8 +59,23 @@ async def _results(store: Store, worker: Presented, job: Job, n: int) -> Job:
     return job
 
 
-async def _run(url: str, queued: int, warm: int, n: int) -> tuple[float, float]:
-    store = open_mainframe(Settings(database_url=url))
+@contextlib.contextmanager
+def _reached(url: str, pooler: str) -> Iterator[str]:
+    """The URL the store uses: the database's own, or a PgBouncer's in front of it."""
+    if pooler == "none":
+        yield url
+        return
+    engine = create_store_engine(url)
+    set_role_defaults(engine, SessionPolicy(pooler))
+    engine.dispose()
+    with PgBouncer(pooler, pool_size=2) as bouncer:
+        yield bouncer.url(url.rpartition("/")[2])
+
+
+async def _run(
+    direct: str, url: str, pooler: str, queued: int, warm: int, n: int
+) -> tuple[float, float]:
+    store = open_mainframe(Settings(database_url=url, database_pooler=pooler))
     source, worker = await credentials(store)
     for start in range(0, queued, 500):
         names = [f"p{i}" for i in range(start, start + 500)]
@@ -60,7 +83,7 @@ async def _run(url: str, queued: int, warm: int, n: int) -> tuple[float, float]:
         await store.intake.submit_many(source, endpoint=None, specs=specs)
     [job] = await store.leasing.lease(worker, 1)
     job = await _results(store, worker, job, warm)
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(direct, autocommit=True) as conn:
         conn.execute("ANALYZE")
     began, cpu = time.perf_counter(), postgres_cpu()
     await _results(store, worker, job, n)
@@ -76,13 +99,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3_000, help="results before the loop")
     parser.add_argument("--results", type=int, default=4_000, help="results measured")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pooler", choices=("none", "transaction"), default="none")
     args = parser.parse_args()
     if args.queued <= args.warmup + args.results:
         parser.error("--queued must exceed --warmup plus --results: every result leases the next")
     figures = []
     for run in range(1, args.runs + 1):
-        with scratch_database(args.admin, "result_loop") as url:
-            cpu, wall = asyncio.run(_run(url, args.queued, args.warmup, args.results))
+        with (
+            scratch_database(args.admin, "result_loop") as direct,
+            _reached(direct, args.pooler) as url,
+        ):
+            cpu, wall = asyncio.run(
+                _run(direct, url, args.pooler, args.queued, args.warmup, args.results)
+            )
         figures.append(cpu)
         print(f"run {run}: PostgreSQL {cpu:.0f} µs CPU per result, {wall:.0f} µs wall", flush=True)
     print(f"median of {args.runs}: PostgreSQL {statistics.median(figures):.0f} µs CPU per result")
