@@ -102,29 +102,32 @@ async def prune_forever(store: Store, *, every: float, failures: Counter | None 
                 failures.inc()
 
 
-async def keep_statistics(store: Store, *, every: float) -> None:
-    """Keep the planner's statistics of the growing tables current (PostgreSQL only)."""
+async def _each(every: float, step: Callable[[], Awaitable[object]], failed: str) -> None:
+    """Run `step` every `every` seconds for ever; a failure is logged as `failed` and the next
+    round tries again."""
     log = get_logger()
     while True:
         await asyncio.sleep(every)
         try:
-            analysed = await store.planner_statistics.refresh()
+            await step()
         except Exception as exc:  # the next round may succeed
-            log.warning("statistics_refresh_failed", error=f"{type(exc).__name__}: {exc}")
-            continue
+            log.warning(failed, error=f"{type(exc).__name__}: {exc}")
+
+
+async def keep_statistics(store: Store, *, every: float) -> None:
+    """Keep the planner's statistics of the growing tables current (PostgreSQL only)."""
+
+    async def refresh() -> None:
+        analysed = await store.planner_statistics.refresh()
         if analysed:
-            log.info("statistics_refreshed", tables=analysed)
+            get_logger().info("statistics_refreshed", tables=analysed)
+
+    await _each(every, refresh, "statistics_refresh_failed")
 
 
 async def keep_queue_clean(store: Store, *, every: float) -> None:
     """Vacuum `scans` whenever enough of it is dead (PostgreSQL only)."""
-    log = get_logger()
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await store.queue_vacuum.refresh()
-        except Exception as exc:  # the next round may succeed
-            log.warning("queue_vacuum_failed", error=f"{type(exc).__name__}: {exc}")
+    await _each(every, store.queue_vacuum.refresh, "queue_vacuum_failed")
 
 
 async def keep_token_use(store: Store, *, every: float) -> None:
@@ -141,11 +144,6 @@ async def keep_token_use(store: Store, *, every: float) -> None:
 
 
 async def keep_activity(store: Store, *, every: float) -> None:
-    """Add this process's activity counts to the current minute and hour."""
-    log = get_logger()
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await store.activity.flush()
-        except Exception as exc:  # the next round adds them; a chart may lag meanwhile
-            log.warning("activity_flush_failed", error=f"{type(exc).__name__}: {exc}")
+    """Add this process's activity counts to the current minute and hour; a chart may lag
+    while a flush fails, and the next round adds them."""
+    await _each(every, store.activity.flush, "activity_flush_failed")
