@@ -10,7 +10,8 @@ A first filter for a change to the result statement or the schema under it, stea
 With `--pooler transaction` the store reaches the database through a PgBouncer of its own in
 transaction pooling, after the role's defaults are written as `mainframe db upgrade` does.
 Each run makes and drops the database `result_loop` on the local cluster: a queue filled, a
-warm-up (so the history has rows and plans were made on analysed tables), then the loop
+warm-up (so the history has rows), a vacuum and an analyse with autovacuum then off for the
+scratch tables (so no run's figure holds a vacuum another's does not), then the loop
 (docs/performance.md, "One trigger for a dead letter's update")."""
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ def _reached(url: str, pooler: str) -> Iterator[str]:
         yield bouncer.url(url.rpartition("/")[2])
 
 
+def _steady(conn: psycopg.Connection) -> None:
+    """Every run starts the loop from the same state: vacuumed and analysed, with autovacuum
+    off for the run's tables, whose CPU would otherwise land in one run and not the next."""
+    tables = conn.execute(
+        "SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables"
+    ).fetchall()
+    for (table,) in tables:
+        conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+    conn.execute("VACUUM ANALYZE")
+
+
 async def _run(
     direct: str, url: str, pooler: str, queued: int, warm: int, n: int
 ) -> tuple[float, float]:
@@ -84,7 +96,7 @@ async def _run(
     [job] = await store.leasing.lease(worker, 1)
     job = await _results(store, worker, job, warm)
     with psycopg.connect(direct, autocommit=True) as conn:
-        conn.execute("ANALYZE")
+        _steady(conn)
     began, cpu = time.perf_counter(), postgres_cpu()
     await _results(store, worker, job, n)
     wall, used = time.perf_counter() - began, postgres_cpu() - cpu

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -19,6 +20,7 @@ from sqlalchemy import create_engine, text
 from mainframe.clock import FakeClock
 from mainframe.store import Budget, Store, Unavailable, open_database
 from mainframe.store.accounts.owners import OPERATOR
+from mainframe.store.engine.database import REGISTRY, Sql
 from mainframe.store.engine.migrate import set_role_defaults
 from mainframe.store.engine.pg_functions import Functions
 from mainframe.store.engine.pg_settings import SessionPolicy
@@ -26,6 +28,7 @@ from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
 from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.integration.conftest import Api
+from tests.integration.test_plans import _registered
 from tests.pgbouncer import PgBouncer
 from tests.polling import wait_for
 
@@ -237,6 +240,86 @@ def test_through_transaction_pooling_each_statement_is_described_once_and_sent_w
     expected = [(f"SELECT {n}", f"{n}x") for n in range(1, 6)]
     assert answers == expected, "each call ran its own statement with its own values"
     assert described == 2, "one description per statement and connection"
+
+
+# Columns of the types the store's statements return, one named as a column the statement
+# reads (a function's result column is a PL/pgSQL variable too; the statement's column wins).
+TYPED = """
+SELECT t.id, t.id > 0 AS positive, CAST('x' AS varchar(10)) AS name, CAST(NULL AS text) AS gone,
+       ARRAY['a', 'b'] AS tags, CAST('{"a": 1}' AS jsonb) AS doc, 1.5 AS ratio
+FROM (SELECT CAST(:n AS bigint) AS id UNION ALL SELECT CAST(:n AS bigint) + 1) AS t
+WHERE t.id >= :n
+ORDER BY t.id"""
+
+
+def test_through_transaction_pooling_a_function_returns_the_rows_the_statement_does(
+    pg_url: str,
+) -> None:
+    """A statement sent as its function's call answers the rows it answers when sent itself,
+    column for column and type for type, from the server that made the function and from
+    another that finds it made."""
+    database = pg_url.rsplit("/", 1)[1]
+    sql = Sql("test_typed_rows", TYPED)
+    del REGISTRY[sql.name]  # the test's own: no plan case for the registry's checks
+
+    async def both(url: str) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            direct = [dict(row) for row in await conn.fetch(sql.pg_text, *sql.pg_args({"n": 7}))]
+        finally:
+            await conn.close()
+        answers = []
+        for functions in (Functions(), Functions()):  # the second finds the function made
+            conn = await asyncpg.connect(url, statement_cache_size=0)
+            try:
+                for _ in range(2):  # made (or found) at the first call, called at both
+                    found = await functions.rows(conn, sql, sql.pg_args({"n": 7}))
+                    answers.append([dict(row) for row in found])
+            finally:
+                await conn.close()
+        return direct, answers
+
+    with PgBouncer("transaction", pool_size=2) as pooler:
+        direct, answers = asyncio.run(both(pooler.url(database)))
+    assert direct[0] == {
+        "id": 7,
+        "positive": True,
+        "name": "x",
+        "gone": None,
+        "tags": ["a", "b"],
+        "doc": '{"a": 1}',
+        "ratio": Decimal("1.5"),
+    }
+    assert len(direct) == 2
+    for answer in answers:
+        assert answer == direct
+        assert [type(v) for v in answer[0].values()] == [type(v) for v in direct[0].values()]
+
+
+def test_every_statement_names_each_column_of_its_rows_once(pg_url: str) -> None:
+    """A statement's function returns its columns by name (store/engine/pg_functions.py), so
+    no statement of the store may name a result column twice."""
+
+    async def described() -> dict[str, list[str]]:
+        conn = await asyncpg.connect(pg_url)
+        found = {}
+        try:
+            for name in sorted(_registered()):
+                text_ = REGISTRY[name].pg_text
+                if "{" in text_ and name.startswith("function_"):
+                    continue  # a template, not a statement
+                try:
+                    kept = await conn.prepare(text_)
+                except asyncpg.PostgresError:  # SQLite's own text, a comment for PostgreSQL
+                    continue
+                found[name] = [column.name for column in kept.get_attributes()]
+        finally:
+            await conn.close()
+        return found
+
+    columns = asyncio.run(described())
+    assert {"complete", "lease", "authenticate"} <= columns.keys()
+    assert {name: named for name, named in columns.items() if len(set(named)) < len(named)} == {}
 
 
 def _transactions(admin: Any, database: str) -> int:

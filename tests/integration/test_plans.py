@@ -742,7 +742,8 @@ ADMINISTRATION = "the role's setting statements, built from a JSON value: no tab
 CONNECTION = "a SQLite connection's pragmas or transaction words: nothing to plan"
 FUNCTIONS = (
     "the making and calling of a statement's server-side function (transaction pooling): "
-    "PostgreSQL's catalog, a PREPARE and its types, a CREATE FUNCTION, the call; no table"
+    "PostgreSQL's catalog, a PREPARE and its types, the result's types, a CREATE FUNCTION, "
+    "the call; no table"
 )
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
@@ -782,6 +783,7 @@ EXEMPT = {
     "function_probe_types": FUNCTIONS,
     "function_probe_done": FUNCTIONS,
     "function_definition": FUNCTIONS,
+    "function_result_types": FUNCTIONS,
     "function_call": FUNCTIONS,
 }
 _SHAPES = {
@@ -796,9 +798,9 @@ _SHAPES = {
     r"FROM jsonb_each_text\(.*|--.*",
     MAINTENANCE: r"(ANALYZE|VACUUM) \(SKIP_LOCKED\) \w+|--.*",
     FUNCTIONS: r"(?s)SELECT pg_advisory_xact_lock\(.*"
-    r"|SELECT .* FROM (pg_proc|pg_prepared_statements) .*"
+    r"|SELECT .* FROM (pg_proc|pg_prepared_statements|unnest\(.*) .*"
     r"|PREPARE mf_probe AS \{statement\}|DEALLOCATE mf_probe|CREATE FUNCTION \{function\}.*"
-    r"|SELECT \{function\}\(\{placeholders\}\) AS mf_row|--.*",
+    r"|SELECT \* FROM \{function\}\(\{placeholders\}\)|--.*",
 }
 
 

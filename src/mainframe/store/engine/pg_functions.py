@@ -9,7 +9,8 @@ Each function is made on first use, by any server process, from the statement's 
 name carries a digest of that text (`mf_q_<statement>_<digest>`), so a changed statement gets a
 function of its own and servers of two releases never fight over one. Its parameters take the
 types PostgreSQL infers for the statement (`PREPARE`, read back from `pg_prepared_statements`),
-and it returns each row as `jsonb`, read back as a row by column name. Only statements that
+and it returns the statement's own columns (their names and types from the statement's
+description), so its rows are read as the statement's would be. Only statements that
 return rows are sent this way, and a function is made only by a statement sent in autocommit
 (the hot paths), so none is made by a transaction that then rolls back; until then a statement
 goes as text. The templates are the engine's statements (`function_*`).
@@ -18,8 +19,8 @@ Without prepared statements asyncpg asks for a statement's description (Parse, D
 then sends Parse, Bind and Execute: two round trips through the pooler a statement. Each
 connection keeps the unnamed statement it was described, marked unprepared (asyncpg's own way
 for PgBouncer), so every later call is the one round trip; only calls whose rows cannot change
-shape go this way (a function's `jsonb`, a statement's status), since an unnamed statement's
-description is not asked again."""
+shape go this way (a function's, whose name fixes its columns, and a statement's status), since
+an unnamed statement's description is not asked again."""
 
 from __future__ import annotations
 
@@ -29,11 +30,9 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import asyncpg
-import orjson
 from asyncpg.prepared_stmt import PreparedStatement
 
 from mainframe.store.engine.database import Row, Sql
-from mainframe.store.engine.rows import StrictDictRow, strict
 from mainframe.store.engine.statements import statement
 
 LOCK = statement("function_lock")
@@ -42,11 +41,14 @@ PROBE = statement("function_probe")
 PROBE_TYPES = statement("function_probe_types")
 PROBE_DONE = statement("function_probe_done")
 DEFINITION = statement("function_definition")
+RESULT_TYPES = statement("function_result_types")
 CALL = statement("function_call")
 
 
 def function_name(sql: Sql) -> str:
-    digest = hashlib.blake2b(sql.pg_text.encode(), digest_size=5).hexdigest()
+    # The definition's template is in the digest too: a function of another shape is another.
+    made = f"{DEFINITION.pg_text}\n{sql.pg_text}"
+    digest = hashlib.blake2b(made.encode(), digest_size=5).hexdigest()
     return f"mf_q_{sql.name}_{digest}"
 
 
@@ -73,7 +75,6 @@ class Functions:
 
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}
-        self._row = StrictDictRow if strict() else dict
         self.trips = OneTrip()
 
     async def run(self, conn: asyncpg.Connection, text: str, args: list[Any]) -> str:
@@ -97,8 +98,8 @@ class Functions:
                 plain: list[Row] = await conn.fetch(sql.pg_text, *args)
                 return plain
             call = await self._define(conn, sql)
-        found = await (await self.trips.statement(conn, call)).fetch(*args)
-        return [self._row(orjson.loads(record["mf_row"])) for record in found]
+        found: list[Row] = await (await self.trips.statement(conn, call)).fetch(*args)
+        return found
 
     async def _define(self, conn: asyncpg.Connection, sql: Sql) -> str:
         name = function_name(sql)
@@ -115,7 +116,10 @@ class Functions:
                 await conn.execute(PROBE_DONE.pg_text)
                 types: list[str] = probe["types"]
                 text = DEFINITION.pg_text.format(
-                    function=name, types=", ".join(types), statement=sql.pg_text
+                    function=name,
+                    types=", ".join(types),
+                    columns=await _columns(conn, sql),
+                    statement=sql.pg_text,
                 )
                 await conn.execute(text)
                 arity = len(types)
@@ -123,3 +127,13 @@ class Functions:
         call = CALL.pg_text.format(function=name, placeholders=placeholders)
         self._calls[sql.name] = call
         return call
+
+
+async def _columns(conn: asyncpg.Connection, sql: Sql) -> str:
+    """The statement's result columns as a function's RETURNS TABLE lists them."""
+    described = (await conn.prepare(sql.pg_text)).get_attributes()
+    [found] = await conn.fetch(RESULT_TYPES.pg_text, [column.type.oid for column in described])
+    names = [column.name for column in described]
+    if len(set(names)) < len(names):
+        raise ValueError(f"statement {sql.name!r} names a column twice: {names}")
+    return ", ".join(f'"{n}" {t}' for n, t in zip(names, found["types"], strict=True))

@@ -114,18 +114,21 @@ WHERE name = 'mf_probe';
 DEALLOCATE mf_probe;
 
 -- name: function_definition @postgresql
--- The function of a statement ({statement}): each row as jsonb; PL/pgSQL keeps the
--- statement's plan per server connection.
--- Its one variable has a name no statement uses (PL/pgSQL would read a statement's `found`
--- as its own), and a name a statement shares with it means the statement's column.
-CREATE FUNCTION {function}({types}) RETURNS SETOF jsonb LANGUAGE plpgsql AS $mf$
+-- The function of a statement ({statement}), returning its rows as they are ({columns}: each
+-- column's name and type); PL/pgSQL keeps the statement's plan per server connection, and
+-- RETURN QUERY hands the rows straight to the call, with no cursor and no row by row loop.
+-- A name a statement shares with a column of the result means the statement's column.
+CREATE FUNCTION {function}({types}) RETURNS TABLE ({columns}) LANGUAGE plpgsql AS $mf$
 #variable_conflict use_column
-DECLARE mf_row record;
 BEGIN
-    FOR mf_row IN {statement} LOOP
-        RETURN NEXT to_jsonb(mf_row);
-    END LOOP;
+    RETURN QUERY {statement};
 END $mf$;
 
+-- name: function_result_types @postgresql
+-- The type of each column of a statement's result, spelled as a function's definition takes
+-- it, from the type oids the statement's description gives.
+SELECT CAST(array_agg(format_type(u.oid, NULL) ORDER BY u.n) AS text[]) AS types
+FROM unnest(CAST(:oids AS oid[])) WITH ORDINALITY AS u(oid, n);
+
 -- name: function_call @postgresql
-SELECT {function}({placeholders}) AS mf_row;
+SELECT * FROM {function}({placeholders});
