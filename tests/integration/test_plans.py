@@ -930,6 +930,8 @@ def _analysed_database(
     with engine.begin() as conn:
         _fill_accounts(conn)
         fill(conn)
+        # Reported at the commit, not seconds later over the analysis that follows.
+        conn.execute(text("SELECT pg_stat_force_next_flush()"))
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE"))
     with engine.connect() as session:
@@ -994,6 +996,28 @@ def test_a_large_intake_is_analysed_by_the_server(
 ) -> None:
     _frozen, _fresh, analysed = replanned
     assert analysed == ["attempts", "scans"]
+
+
+def test_the_upkeep_analyses_a_table_once_a_tenth_of_it_changed(pg_template: str) -> None:
+    """Not at every thousand changed rows, whatever the table holds: the share is a fraction,
+    which PostgreSQL would read as a whole number (0) were it not cast
+    (docs/performance.md, *The server's own analyses*)."""
+    with _analysed_database(pg_template, _fill_scans) as (_engine, url, driver):
+        [(rows,)] = driver.execute("SELECT count(*) FROM scans").fetchall()
+        assert rows >= 40_000, "a tenth of the table is well past the 1,000-row minimum"
+
+        def touch(modulo: int, remainder: int) -> list[str]:
+            driver.execute(
+                "UPDATE scans SET updated_at = updated_at + 1 WHERE id %% %s = %s",
+                (modulo, remainder),
+            )
+            driver.execute("SELECT pg_stat_force_next_flush()")
+            return asyncio.run(_refresh_statistics(url))
+
+        assert touch(30, 0) == [], "a thirtieth of the rows changed: not yet"
+        assert touch(30, 1) == [], "a fifteenth: not yet"
+        assert touch(10, 2) == ["scans"], "past a tenth: analysed"
+        assert touch(30, 3) == [], "counted again from the analysis"
 
 
 def test_a_plan_cached_on_small_tables_is_frozen_until_then(

@@ -24,10 +24,11 @@ FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting
 ORDER BY setting.key;
 
 -- name: stale_tables @postgresql
+-- The share is cast: PostgreSQL would infer bigint from `n_live_tup` and take 0.5 as 0.
 -- (PostgreSQL only: SQLite's plans do not follow statistics.)
 SELECT relname FROM pg_stat_user_tables
 WHERE relname IN ('scans', 'attempts')
-  AND n_mod_since_analyze >= GREATEST(:at_least, :share * n_live_tup)
+  AND n_mod_since_analyze >= GREATEST(:at_least, CAST(:share AS float8) * n_live_tup)
 ORDER BY relname;
 
 -- name: analyze_scans @postgresql
@@ -43,7 +44,7 @@ ANALYZE (SKIP_LOCKED) attempts;
 -- A row when `scans` holds enough dead row versions to vacuum (store/engine/queue_vacuum.py).
 -- (PostgreSQL only: SQLite removes an index entry with its row.)
 SELECT relname FROM pg_stat_user_tables
-WHERE relname = 'scans' AND n_dead_tup >= GREATEST(:at_least, :share * n_live_tup);
+WHERE relname = 'scans' AND n_dead_tup >= GREATEST(:at_least, CAST(:share AS float8) * n_live_tup);
 
 -- name: vacuum_scans @postgresql
 -- SKIP_LOCKED: when another server process is vacuuming the table, this one need not.
