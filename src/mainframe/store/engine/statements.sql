@@ -24,7 +24,7 @@ FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting
 ORDER BY setting.key;
 
 -- name: stale_tables @postgresql
--- The share is cast: PostgreSQL would infer bigint from `n_live_tup` and take 0.5 as 0.
+-- The share is cast: PostgreSQL would infer bigint from `n_live_tup` and take 0.1 as 0.
 -- (PostgreSQL only: SQLite's plans do not follow statistics.)
 SELECT relname FROM pg_stat_user_tables
 WHERE relname IN ('scans', 'attempts')
