@@ -742,8 +742,7 @@ ADMINISTRATION = "the role's setting statements, built from a JSON value: no tab
 CONNECTION = "a SQLite connection's pragmas or transaction words: nothing to plan"
 FUNCTIONS = (
     "the making and calling of a statement's server-side function (transaction pooling): "
-    "PostgreSQL's catalog, a PREPARE and its types, the result's types, a CREATE FUNCTION, "
-    "the call; no table"
+    "PostgreSQL's catalog, the described types' names, a CREATE FUNCTION, the call; no table"
 )
 EXEMPT = {
     "close_lapsed_attempt": INSERT_VALUES,
@@ -779,11 +778,8 @@ EXEMPT = {
     "no_statement_timeout": SETTING,
     "function_lock": FUNCTIONS,
     "function_arity": FUNCTIONS,
-    "function_probe": FUNCTIONS,
-    "function_probe_types": FUNCTIONS,
-    "function_probe_done": FUNCTIONS,
     "function_definition": FUNCTIONS,
-    "function_result_types": FUNCTIONS,
+    "function_type_names": FUNCTIONS,
     "function_call": FUNCTIONS,
 }
 _SHAPES = {
@@ -798,8 +794,7 @@ _SHAPES = {
     r"FROM jsonb_each_text\(.*|--.*",
     MAINTENANCE: r"(ANALYZE|VACUUM) \(SKIP_LOCKED\) \w+|--.*",
     FUNCTIONS: r"(?s)SELECT pg_advisory_xact_lock\(.*"
-    r"|SELECT .* FROM (pg_proc|pg_prepared_statements|unnest\(.*) .*"
-    r"|PREPARE mf_probe AS \{statement\}|DEALLOCATE mf_probe|CREATE FUNCTION \{function\}.*"
+    r"|SELECT .* FROM (pg_proc|unnest\(.*) .*|CREATE FUNCTION \{function\}.*"
     r"|SELECT \* FROM \{function\}\(\{placeholders\}\)|--.*",
 }
 

@@ -8,12 +8,12 @@ PL/pgSQL keeps the statement's plan on each server connection, whichever client 
 Each function is made on first use, by any server process, from the statement's own text: its
 name carries a digest of that text (`mf_q_<statement>_<digest>`), so a changed statement gets a
 function of its own and servers of two releases never fight over one. Its parameters take the
-types PostgreSQL infers for the statement (`PREPARE`, read back from `pg_prepared_statements`),
-and it returns the statement's own columns (their names and types from the statement's
-description), so its rows are read as the statement's would be. Only statements that
-return rows are sent this way, and a function is made only by a statement sent in autocommit
-(the hot paths), so none is made by a transaction that then rolls back; until then a statement
-goes as text. The templates are the engine's statements (`function_*`).
+types PostgreSQL infers for the statement and it returns the statement's own columns, both
+from one description of the statement, so its rows are read as the statement's would be.
+Only statements that return rows are sent this way, and a function is made only by a
+statement sent in autocommit (the hot paths), so none is made by a transaction that then
+rolls back; until then a statement goes as text. The templates are the engine's statements
+(`function_*`).
 
 Without prepared statements asyncpg asks for a statement's description (Parse, Describe) and
 then sends Parse, Bind and Execute: two round trips through the pooler a statement. Each
@@ -37,11 +37,8 @@ from mainframe.store.engine.statements import statement
 
 LOCK = statement("function_lock")
 ARITY = statement("function_arity")
-PROBE = statement("function_probe")
-PROBE_TYPES = statement("function_probe_types")
-PROBE_DONE = statement("function_probe_done")
 DEFINITION = statement("function_definition")
-RESULT_TYPES = statement("function_result_types")
+TYPE_NAMES = statement("function_type_names")
 CALL = statement("function_call")
 
 
@@ -111,14 +108,12 @@ class Functions:
             if made:
                 arity = int(made[0]["arity"])
             else:
-                await conn.execute(PROBE.pg_text.format(statement=sql.pg_text))
-                [probe] = await conn.fetch(PROBE_TYPES.pg_text)
-                await conn.execute(PROBE_DONE.pg_text)
-                types: list[str] = probe["types"]
+                described = await conn.prepare(sql.pg_text)
+                types = await _type_names(conn, described.get_parameters())
                 text = DEFINITION.pg_text.format(
                     function=name,
                     types=", ".join(types),
-                    columns=await _columns(conn, sql),
+                    columns=await _columns(conn, sql, described.get_attributes()),
                     statement=sql.pg_text,
                 )
                 await conn.execute(text)
@@ -129,11 +124,17 @@ class Functions:
         return call
 
 
-async def _columns(conn: asyncpg.Connection, sql: Sql) -> str:
+async def _type_names(conn: asyncpg.Connection, types: Sequence[Any]) -> list[str]:
+    """The names of asyncpg's described types, as a function's definition spells them."""
+    [found] = await conn.fetch(TYPE_NAMES.pg_text, [described.oid for described in types])
+    names: list[str] = found["types"]
+    return names
+
+
+async def _columns(conn: asyncpg.Connection, sql: Sql, attributes: Sequence[Any]) -> str:
     """The statement's result columns as a function's RETURNS TABLE lists them."""
-    described = (await conn.prepare(sql.pg_text)).get_attributes()
-    [found] = await conn.fetch(RESULT_TYPES.pg_text, [column.type.oid for column in described])
-    names = [column.name for column in described]
+    names = [column.name for column in attributes]
     if len(set(names)) < len(names):
         raise ValueError(f"statement {sql.name!r} names a column twice: {names}")
-    return ", ".join(f'"{n}" {t}' for n, t in zip(names, found["types"], strict=True))
+    types = await _type_names(conn, [column.type for column in attributes])
+    return ", ".join(f'"{n}" {t}' for n, t in zip(names, types, strict=True))

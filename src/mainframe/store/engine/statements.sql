@@ -102,18 +102,6 @@ SELECT pg_advisory_xact_lock(hashtext(:function));
 -- name: function_arity @postgresql
 SELECT pronargs AS arity FROM pg_proc WHERE proname = :function LIMIT 1;
 
--- name: function_probe @postgresql
--- A statement prepared under the probe's name, for the parameter types PostgreSQL infers
--- ({statement} is the statement's own text).
-PREPARE mf_probe AS {statement};
-
--- name: function_probe_types @postgresql
-SELECT CAST(parameter_types AS text[]) AS types FROM pg_prepared_statements
-WHERE name = 'mf_probe';
-
--- name: function_probe_done @postgresql
-DEALLOCATE mf_probe;
-
 -- name: function_definition @postgresql
 -- The function of a statement ({statement}), returning its rows as they are ({columns}: each
 -- column's name and type); PL/pgSQL keeps the statement's plan per server connection, and
@@ -125,10 +113,10 @@ BEGIN
     RETURN QUERY {statement};
 END $mf$;
 
--- name: function_result_types @postgresql
--- The type of each column of a statement's result, spelled as a function's definition takes
--- it, from the type oids the statement's description gives.
-SELECT CAST(array_agg(format_type(u.oid, NULL) ORDER BY u.n) AS text[]) AS types
+-- name: function_type_names @postgresql
+-- Types by oid (a statement's parameters, its result's columns, from its description),
+-- spelled as a function's definition takes them.
+SELECT CAST(COALESCE(array_agg(format_type(u.oid, NULL) ORDER BY u.n), '{}') AS text[]) AS types
 FROM unnest(CAST(:oids AS oid[])) WITH ORDINALITY AS u(oid, n);
 
 -- name: function_call @postgresql
