@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psutil
 
+import dbwork
 import feed
 import fill
 import measure
@@ -117,6 +118,10 @@ class Bench:
             limit=self.args.fill_timeout,
         )
 
+    def checkpoint(self) -> None:
+        if self.args.checkpoint:
+            dbwork.checkpoint(self.stack.database_url)
+
     def record(self, fig: Figure) -> None:
         report.print_figure(fig)
         self.figures.append(fig)
@@ -161,6 +166,7 @@ class Bench:
         in_flight = self.args.intake_in_flight
         for run in range(1, self.args.runs + 1):
             queued = self.settle(size)
+            self.checkpoint()
             measure.wait_for_quiet(self.stack, self.args.quiet_wait)
             ceiling = self.ceiling(in_flight)
             plans = measure.split(
@@ -186,6 +192,7 @@ class Bench:
         ok = ({200}, set()) if batch == 1 else ({200}, {200})
         for run in range(1, self.args.runs + 1):
             queued = self.settle(size)
+            self.checkpoint()
             measure.wait_for_quiet(self.stack, self.args.quiet_wait)
             ceiling = self.ceiling(self.args.workers)
             plans = measure.split(

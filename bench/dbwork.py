@@ -1,6 +1,10 @@
 """What PostgreSQL wrote for a window of the benchmark, read before and after it: WAL bytes (by
-the WAL position, exact), WAL records (`pg_stat_wal`), and each table's rows inserted, updated
-(HOT or not) and deleted (`pg_stat_user_tables`). A backend reports its counts when it goes
+the WAL position, exact), WAL records and full-page images (`pg_stat_wal`), the checkpoints
+begun (`pg_stat_bgwriter`), and each table's rows inserted, updated (HOT or not) and deleted
+(`pg_stat_user_tables`). A page's first change after a checkpoint is logged with an image of
+the whole page, so a window with a checkpoint in it writes more WAL a scan than one without,
+whatever the statements do: the images and the checkpoints are counted so the two are told
+apart. A backend reports its counts when it goes
 idle, at most once a second: a timed window's two readings lag the load alike, so their
 difference is the window's work to within a second's worth (a window of several seconds keeps
 that small), and a counted one (a fill) is read again once its load has stopped and every
@@ -46,6 +50,8 @@ class DbWork:
 
     wal_bytes: int = 0
     wal_records: int = 0
+    wal_fpi: int = 0  # full-page images
+    checkpoints: int = 0  # begun, timed or requested
     tables: dict[str, Tally] = field(default_factory=dict)
 
     def __sub__(self, other: DbWork) -> DbWork:
@@ -53,18 +59,23 @@ class DbWork:
         return DbWork(
             self.wal_bytes - other.wal_bytes,
             self.wal_records - other.wal_records,
+            self.wal_fpi - other.wal_fpi,
+            self.checkpoints - other.checkpoints,
             {n: self.tables.get(n, Tally()) - other.tables.get(n, Tally()) for n in names},
         )
 
     def per_scan(self, scans: int) -> dict[str, float]:
-        """The window's work per scan: WAL bytes and records, rows written, and the share of
-        the scans table's updates that were HOT (NaN where nothing was measured)."""
+        """The window's work per scan: WAL bytes, records and full-page images, rows written,
+        and the share of the scans table's updates that were HOT (NaN where nothing was
+        measured)."""
         if scans <= 0:
-            return {key: float("nan") for key in ("wal_bytes", "wal_records", "rows", "hot")}
+            keys = ("wal_bytes", "wal_records", "wal_fpi", "rows", "hot")
+            return {key: float("nan") for key in keys}
         scans_table = self.tables.get("scans", Tally())
         return {
             "wal_bytes": self.wal_bytes / scans,
             "wal_records": self.wal_records / scans,
+            "wal_fpi": self.wal_fpi / scans,
             "rows": sum(t.rows for t in self.tables.values()) / scans,
             "hot": scans_table.hot / scans_table.updated if scans_table.updated else float("nan"),
         }
@@ -84,7 +95,8 @@ def reading(database_url: str) -> DbWork | None:
         return None
     with psycopg.connect(database_url, autocommit=True) as conn:
         wal = conn.execute(
-            "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_records FROM pg_stat_wal"
+            "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_records, wal_fpi,"
+            " (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) FROM pg_stat_wal"
         ).fetchone()
         rows = conn.execute(
             "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del "
@@ -92,4 +104,12 @@ def reading(database_url: str) -> DbWork | None:
         ).fetchall()
     assert wal is not None
     tables = {str(name): Tally(int(i), int(u), int(h), int(d)) for name, i, u, h, d in rows}
-    return DbWork(int(wal[0]), int(wal[1]), tables)
+    return DbWork(int(wal[0]), int(wal[1]), int(wal[2]), int(wal[3]), tables)
+
+
+def checkpoint(database_url: str) -> None:
+    """A checkpoint now, so the window that follows starts as far from one as every other
+    window does (nothing for SQLite, which checkpoints its WAL every thousand pages)."""
+    if database_url.startswith("postgresql"):
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")

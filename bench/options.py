@@ -66,6 +66,14 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         const=["no-fetch"],
         help="the two-request loop only (same as --loop no-fetch)",
     )
+    add(
+        "--checkpoint",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on PostgreSQL, a CHECKPOINT before each figure, so every window starts as far "
+        "from one as the others and none begins inside it (a window's WAL a scan then "
+        "includes the images of the pages its scans first change; see dbwork.py)",
+    )
     add("--duration", type=float, default=15.0, help="seconds per measured window")
     add("--warmup", type=float, default=2.0, help="seconds of load before each window")
     add("--ceiling-duration", type=float, default=5.0, help="seconds of GET /healthz before each")

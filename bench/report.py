@@ -53,6 +53,8 @@ class Figure:
     pg_us_per_scan: float  # the PostgreSQL backends' CPU per scan (what pgqueuer also pays)
     wal_bytes_per_scan: float  # PostgreSQL's WAL written per scan (bench/dbwork.py)
     wal_records_per_scan: float
+    wal_fpi_per_scan: float  # full-page images per scan: a page's first change after a checkpoint
+    checkpoints: float  # begun in the window: each makes the next change of every page an image
     rows_per_scan: float  # rows inserted, updated and deleted per scan, every table
     scans_hot_share: float  # of the scans table's updates, the share that were HOT
     other_cpu_pct: float
@@ -129,6 +131,8 @@ def figure(
         pg_us_per_scan=per_item_us(window.cpu["pg"], scans),
         wal_bytes_per_scan=written.get("wal_bytes", nan),
         wal_records_per_scan=written.get("wal_records", nan),
+        wal_fpi_per_scan=written.get("wal_fpi", nan),
+        checkpoints=window.db.checkpoints if window.db else nan,
         rows_per_scan=written.get("rows", nan),
         scans_hot_share=written.get("hot", nan),
         other_cpu_pct=window.cpu["other"],
@@ -165,6 +169,8 @@ COLUMNS = (
     ("PG µs/scan", "pg_us_per_scan", "{:,.0f}"),
     ("WAL B/scan", "wal_bytes_per_scan", "{:,.0f}"),
     ("WAL rec/scan", "wal_records_per_scan", "{:.1f}"),
+    ("FPI/scan", "wal_fpi_per_scan", "{:.3f}"),
+    ("ckpts", "checkpoints", "{:.0f}"),
     ("rows/scan", "rows_per_scan", "{:.1f}"),
     ("scans HOT", "scans_hot_share", "{:.0%}"),
     ("other CPU %", "other_cpu_pct", "{:.0f}"),

@@ -993,26 +993,46 @@ def test_a_large_intake_is_analysed_by_the_server(
     assert analysed == ["attempts", "scans"]
 
 
-def test_the_upkeep_analyses_a_table_once_a_tenth_of_it_changed(pg_template: str) -> None:
-    """Not at every thousand changed rows, whatever the table holds: the share is a fraction,
-    which PostgreSQL would read as a whole number (0) were it not cast
+def test_the_upkeep_analyses_a_table_once_its_shape_moved(pg_template: str) -> None:
+    """Rows rewritten in place are not analysed until every row changed over once, and a table
+    that grew is analysed once its size moved by a fifth of what the planner knows; both
+    shares are fractions, which PostgreSQL would read as whole numbers were they not cast
     (docs/performance.md, *The server's own analyses*)."""
     with _analysed_database(pg_template, _fill_scans) as (_engine, url, driver):
         [(rows,)] = driver.execute("SELECT count(*) FROM scans").fetchall()
-        assert rows >= 40_000, "a tenth of the table is well past the 1,000-row minimum"
+        assert rows >= 40_000, "a sixth of the table is well past the 1,000-row minimum"
+        [(columns,)] = driver.execute(
+            "SELECT string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position) "
+            "FROM information_schema.columns WHERE table_name = 'scans' AND column_name <> 'id'"
+        ).fetchall()
 
-        def touch(modulo: int, remainder: int) -> list[str]:
-            driver.execute(
-                "UPDATE scans SET updated_at = updated_at + 1 WHERE id %% %s = %s",
-                (modulo, remainder),
-            )
+        def upkeep(statement: str, *params: int) -> list[str]:
+            driver.execute(statement, params)
             driver.execute("SELECT pg_stat_force_next_flush()")
             return asyncio.run(_refresh_statistics(url))
 
-        assert touch(30, 0) == [], "a thirtieth of the rows changed: not yet"
-        assert touch(30, 1) == [], "a fifteenth: not yet"
-        assert touch(10, 2) == ["scans"], "past a tenth: analysed"
-        assert touch(30, 3) == [], "counted again from the analysis"
+        def touch(modulo: int, remainder: int) -> list[str]:
+            return upkeep(
+                "UPDATE scans SET updated_at = updated_at + 1 WHERE id %% %s = %s",
+                modulo,
+                remainder,
+            )
+
+        def grow(copy: int) -> list[str]:
+            """A sixth of the finished scans again, under new ids."""
+            return upkeep(
+                f"INSERT INTO scans (id, {columns}) SELECT id + %s, {columns} FROM scans "
+                "WHERE status = 'FINISHED' AND id < 1000000 AND id %% 6 = %s",
+                copy * 1_000_000,
+                copy,
+            )
+
+        assert touch(2, 0) == [], "half the rows rewritten, the size unchanged: not yet"
+        assert touch(1, 0) == ["scans"], "more changes than rows: analysed"
+        assert touch(3, 2) == [], "counted again from the analysis"
+        assert grow(1) == [], "grown by a seventh: not yet"
+        assert grow(2) == ["scans"], "grown by more than a fifth: analysed"
+        assert grow(3) == [], "measured again from the size the analysis saw"
 
 
 def test_a_plan_cached_on_small_tables_is_frozen_until_then(

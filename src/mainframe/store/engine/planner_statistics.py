@@ -2,8 +2,8 @@
 cached generic plan until a table's statistics change, and its autovacuum looks at most once
 a minute: after a large intake into an empty or small queue, a plan made for small tables
 (read them whole, sort) would stay for that minute. The server looks every few seconds and
-analyses a table once a tenth of it (at least 1,000 rows) changed, which also makes every
-session plan its statements again. SQLite needs none of this: its plans do not depend on
+analyses a table whose shape moved, which also makes every session plan its statements
+again. SQLite needs none of this: its plans do not depend on
 statistics (tests/integration/test_plans.py plans it with and without)."""
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from __future__ import annotations
 from mainframe.store.engine.database import Database
 from mainframe.store.engine.statements import statement
 
-# How much of a table may change before its statistics are taken again. A steady loop at
-# batch 1 still reaches a tenth of `scans` between two checks (a scan changes three of its
-# rows); a half, tried, left the batch-10 loop on plans of older statistics, writing a fifth
-# more WAL a scan (docs/performance.md, *The server's own analyses*).
-CHANGED_SHARE = 0.1
+# What the planner's plans follow is the tables' shape: their size, and how their rows fall
+# across the statuses. A table is analysed when its size moved by a fifth of what the planner
+# knows, or once as many rows changed as it holds. A queue rewrites its rows without changing
+# its shape (a scan changes three rows of `scans`), and an analysis of `scans` costs about
+# 130 ms and makes every session plan again (docs/performance.md, *The server's own analyses*).
+SIZE_MOVED = 0.2
+TURNOVER = 1.0
 CHANGED_AT_LEAST = 1_000
 
 STALE_TABLES = statement("stale_tables")
@@ -36,7 +38,7 @@ class PlannerStatistics:
         """Analyse the tables that changed enough since they were last analysed; their names."""
         if not self.keeps:
             return []
-        params = {"at_least": CHANGED_AT_LEAST, "share": CHANGED_SHARE}
+        params = {"at_least": CHANGED_AT_LEAST, "moved": SIZE_MOVED, "turnover": TURNOVER}
         async with self.db.single() as tx:
             stale = [str(row["relname"]) for row in await tx.rows(STALE_TABLES, params)]
             for table in stale:

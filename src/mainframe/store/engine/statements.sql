@@ -24,12 +24,19 @@ FROM jsonb_each_text(CAST(:settings AS jsonb)) AS setting
 ORDER BY setting.key;
 
 -- name: stale_tables @postgresql
--- The share is cast: PostgreSQL would infer bigint from `n_live_tup` and take 0.1 as 0.
+-- A table whose size moved by :moved of what the planner knows (reltuples, which a vacuum
+-- keeps too; below 0 before either ran), or whose rows all changed over once since its last
+-- analysis: its shape, not its churn (store/engine/planner_statistics.py). The shares are
+-- cast: PostgreSQL would infer bigint from the row counts and take 0.2 as 0.
 -- (PostgreSQL only: SQLite's plans do not follow statistics.)
-SELECT relname FROM pg_stat_user_tables
-WHERE relname IN ('scans', 'attempts')
-  AND n_mod_since_analyze >= GREATEST(:at_least, CAST(:share AS float8) * n_live_tup)
-ORDER BY relname;
+SELECT stats.relname FROM pg_stat_user_tables AS stats
+JOIN pg_class AS known ON known.oid = stats.relid
+WHERE stats.relname IN ('scans', 'attempts')
+  AND stats.n_mod_since_analyze >= :at_least
+  AND (abs(stats.n_live_tup - GREATEST(known.reltuples, 0))
+           >= CAST(:moved AS float8) * GREATEST(known.reltuples, 0)
+       OR stats.n_mod_since_analyze >= CAST(:turnover AS float8) * stats.n_live_tup)
+ORDER BY stats.relname;
 
 -- name: analyze_scans @postgresql
 -- SKIP_LOCKED: when another server process is analysing the table, this one need not.
