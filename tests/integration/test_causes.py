@@ -393,6 +393,32 @@ def test_one_failure_with_different_details_is_one_cause_counted_once_per_dead_l
     )
 
 
+def test_two_failures_of_one_cause_closed_in_one_request_name_it_once(
+    world: World, engine: Engine
+) -> None:
+    """A batch of results whose failures share a cause (with other details) records the
+    cause once and counts both dead letters (PostgreSQL inserts the batch's causes in one
+    statement, where a key met twice is left to ON CONFLICT)."""
+    names = ("a", "b")
+    for name in names:
+        spec = {"queue": "default", "name": name, "version": "1.0", "kind": "scan", "payload": None}
+        submit_scan(world.store, world.source, endpoint=None, **spec)
+    for attempt in range(MAX_ATTEMPTS):
+        jobs = world.store.leasing.lease(world.worker, 2)
+        assert len(jobs) == 2
+        items = [
+            (job.scan_id, Report("failed", True, job.attempt, job.assignment_id,
+                                 TIMEOUT.format(10 + n, f"x{attempt}{n}"), None, None))
+            for n, job in enumerate(jobs)
+        ]  # fmt: skip
+        outcomes = world.store.results.complete(world.worker, items).outcomes
+        assert [outcome.error for outcome in outcomes] == [None, None]
+    found = causes(world)
+    assert list(found) == [TIMEOUT_PATTERN]
+    assert found[TIMEOUT_PATTERN].dead_letters == 2
+    assert_true(world, engine)
+
+
 def test_a_listed_dead_letter_names_its_cause(world: World) -> None:
     scan_id = kill(world, "a", "KeyError: 'x'")
     assert world.owner.owner_id is not None

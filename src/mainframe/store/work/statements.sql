@@ -554,7 +554,7 @@ WITH who AS (
               item.cause AS attempt_cause
 ), named AS (
     INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
-    SELECT DISTINCT item.cause, item.pattern, mf_now(), item.grouping_version FROM item
+    SELECT item.cause, item.pattern, mf_now(), item.grouping_version FROM item
     WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
     ON CONFLICT (cause) DO NOTHING
 ), replay AS (
@@ -577,7 +577,7 @@ WITH who AS (
         assignment_id = :prefix || CAST(scans.id AS text),
         worker = (SELECT principal FROM who), leased_at = mf_now(),
         lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
-    FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due))
+    WHERE scans.id = ANY(ARRAY(SELECT due.id FROM due))
     RETURNING scans.*
 ), history AS (
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
