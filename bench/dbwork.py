@@ -2,13 +2,12 @@
 the WAL position, exact), WAL records and full-page images (`pg_stat_wal`), the checkpoints
 begun (`pg_stat_bgwriter`), and each table's rows inserted, updated (HOT or not) and deleted
 (`pg_stat_user_tables`). A page's first change after a checkpoint is logged with an image of
-the whole page, so a window with a checkpoint in it writes more WAL a scan than one without,
-whatever the statements do: the images and the checkpoints are counted so the two are told
-apart. A backend reports its counts when it goes
-idle, at most once a second: a timed window's two readings lag the load alike, so their
-difference is the window's work to within a second's worth (a window of several seconds keeps
-that small), and a counted one (a fill) is read again once its load has stopped and every
-backend has reported. Nothing for SQLite."""
+the whole page, so a window soon after a checkpoint writes more WAL a scan than one long
+after, whatever the statements do: the images and the checkpoints are counted so the two are
+told apart. A backend reports its counts when it goes idle, at most once a second: a timed
+window's two readings lag the load alike, so their difference is the window's work to within
+a second's worth (a window of several seconds keeps that small), and a counted one (a fill)
+is read again once its load has stopped and every backend has reported. Nothing for SQLite."""
 
 from __future__ import annotations
 
