@@ -350,6 +350,7 @@ BINDS_A_STATUS = {
     "close_as_operator": "an operator's fail sets the status its plan chose",
     "insert_scans": "intake sets QUARANTINED or QUEUED, as the endpoint takes its scans",
     "insert_attempt": "the history row records the status the close settled",
+    "complete_one": "a result of one sets the status its plan chose (COMPLETE's JSON item)",
 }
 # A bound status: a parameter named for one, or the status column set or compared to one.
 BOUND_STATUS = re.compile(

@@ -5,8 +5,9 @@ procrastinate keeps its `queries.sql`: the files are the source, read once at im
 A statement starts at a line `-- name: NAME`, for both databases, or `-- name: NAME
 @sqlite` / `-- name: NAME @postgresql` for one dialect's own text, and runs to the next
 `-- name:`; the comment lines right under the name say why it is written so and are not
-sent. A line `-- include: FRAGMENT` inside a statement stands for the text of a `-- fragment:
-FRAGMENT` block of any of the files (what several statements share, written once). A
+sent. A line `-- include: FRAGMENT` inside a statement (or inside a fragment) stands for the
+text of a `-- fragment: FRAGMENT` block of any of the files (what several statements share,
+written once). A
 statement only one dialect runs has, for the other, a comment in place of its text."""
 
 from __future__ import annotations
@@ -43,12 +44,19 @@ def _body(lines: list[str]) -> str:
     return "\n".join(lines[start:]).strip().removesuffix(";").rstrip()
 
 
-def _expanded(body: str, fragments: dict[str, str], where: Path) -> str:
+def _expanded(
+    body: str, fragments: dict[str, str], where: Path, within: tuple[str, ...] = ()
+) -> str:
+    """The body with each include replaced by its fragment, a fragment's own includes too."""
+
     def include(match: re.Match[str]) -> str:
         name = match[2]
         if name not in fragments:
             raise ValueError(f"{where}: no fragment {name!r}")
-        return "\n".join(match[1] + line for line in fragments[name].splitlines())
+        if name in within:
+            raise ValueError(f"{where}: fragment {name!r} includes itself")
+        text = _expanded(fragments[name], fragments, where, (*within, name))
+        return "\n".join(match[1] + line for line in text.splitlines())
 
     return _INCLUDE.sub(include, body)
 

@@ -71,6 +71,8 @@ BUMP = statement("bump_totals")
 INSERT_HISTORY = statement("insert_attempt")
 NAME_CAUSE = statement("name_cause")
 COMPLETE = statement("complete")
+# The same for a request of one result, its fields as parameters: a smaller plan to start.
+COMPLETE_ONE = statement("complete_one")
 CLOSE_RESULTS = statement("close_results")
 
 
@@ -126,9 +128,9 @@ class InOneStatement:
         self, sender: Sender, plans: list[Plan], fetch: int
     ) -> tuple[list[Row], list[Row]]:
         tx = sender.tx
+        firsts = _firsts(plans)
         params = {
             "digest": sender.caller.digest,
-            "items": _items(plans),
             "fetch": fetch,
             "prefix": secrets.token_hex(8) + "-",
             "timeout": self.budget.job_timeout_us,
@@ -137,7 +139,10 @@ class InOneStatement:
             # The totals row of this session, as every other close picks it.
             "shard": shard_of(tx.session),
         }
-        rows = await tx.rows(COMPLETE, params)
+        if len(firsts) == 1:
+            rows = await tx.rows(COMPLETE_ONE, params | firsts[0].values())
+        else:
+            rows = await tx.rows(COMPLETE, params | {"items": _items(firsts)})
         # Each row says what was done to its scan (`done`: 'closed' or 'leased') beside the scan.
         closed = [row for row in rows if row["done"] == "closed"]
         return closed, [row for row in rows if row["done"] == "leased"]
@@ -162,7 +167,11 @@ class InSteps:
         self, sender: Sender, plans: list[Plan], fetch: int
     ) -> tuple[list[Row], list[Row]]:
         tx, worker = sender.tx, await sender.worker()
-        params = {"items": _items(plans), "endpoint": worker.endpoint_id, "worker": worker.name}
+        params = {
+            "items": _items(_firsts(plans)),
+            "endpoint": worker.endpoint_id,
+            "worker": worker.name,
+        }
         closed = {row["id"]: row for row in await tx.rows(CLOSE_RESULTS, params)}
         leased: list[Row] = []
         if closed and fetch > 0 and not await _any_replay(sender, plans, closed):
@@ -200,11 +209,16 @@ async def _any_replay(sender: Sender, plans: list[Plan], closed: Container[int])
     return False
 
 
-def _items(plans: list[Plan]) -> str:
-    """The JSON items of a request's closes: the first result per scan (a scan named again in
-    the same request is the same result twice, refused as stale when answered)."""
+def _firsts(plans: list[Plan]) -> list[Plan]:
+    """A request's closes: the first result per scan (a scan named again in the same request
+    is the same result twice, refused as stale when answered)."""
     firsts = {p.scan_id: p for p in reversed(plans)}
-    return orjson.dumps([p.values() for p in plans if firsts[p.scan_id] is p]).decode()
+    return [p for p in plans if firsts[p.scan_id] is p]
+
+
+def _items(plans: list[Plan]) -> str:
+    """The JSON items of a request's closes."""
+    return orjson.dumps([p.values() for p in plans]).decode()
 
 
 @dataclass(frozen=True, slots=True)

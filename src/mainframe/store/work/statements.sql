@@ -529,6 +529,37 @@ WITH who AS (
         terminal boolean, dead boolean, result text, delay bigint, outcome text,
         summary text, artifact text, result_digest text, cause text, pattern text,
         grouping_version integer)
+-- include: complete_after_items
+
+-- name: complete_one @postgresql
+-- COMPLETE for a request of one result (a worker at batch 1), the item's fields as
+-- parameters: no JSON to take apart, and the plan knows its one row, so it is smaller to
+-- start (docs/performance.md, *The database's work per scan*).
+-- (PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.)
+WITH who AS (
+    -- include: worker_token
+), item AS (
+    SELECT CAST(:scan AS bigint) AS scan,
+           CAST(:attempt AS integer) AS attempt,
+           CAST(:assignment AS text) AS assignment,
+           CAST(:status AS text) AS status,
+           CAST(:fail_reason AS text) AS fail_reason,
+           CAST(:terminal AS boolean) AS terminal,
+           CAST(:dead AS boolean) AS dead,
+           CAST(:result AS text) AS result,
+           CAST(:delay AS bigint) AS delay,
+           CAST(:outcome AS text) AS outcome,
+           CAST(:summary AS text) AS summary,
+           CAST(:artifact AS text) AS artifact,
+           CAST(:result_digest AS text) AS result_digest,
+           CAST(:cause AS text) AS cause,
+           CAST(:pattern AS text) AS pattern,
+           CAST(:grouping_version AS integer) AS grouping_version
+-- include: complete_after_items
+
+-- fragment: complete_after_items
+-- What COMPLETE and COMPLETE_ONE do with their items (`item`): the closes, the causes met,
+-- the replay check, the next leases, the history rows and the outcome totals.
 ), closed AS (
     UPDATE scans SET status = item.status, updated_at = mf_now(),
         lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
