@@ -357,6 +357,12 @@ PAUSED = {"endpoint": 1, "queue": "default"}
 PRUNED_IDS = {"ids": orjson.dumps(list(range(1, 501))).decode()}
 # The primary-key probe of the scans a result closes, inside COMPLETE's `closed`.
 PG_CLOSES = pg_within("closed", pg_index("scans_pkey"))
+# COMPLETE and COMPLETE_ONE: what a result binds besides its items, and the plan both make.
+RESULT = {"digest": WORKER, "prefix": "0123456789abcdef-", "timeout": JOB_TIMEOUT_US,
+          "elsewhere": BUDGET.elsewhere_us, "asking": ASKING_US, "shard": 3}  # fmt: skip
+PG_RESULT = (PG_WHO, PG_CLOSES, pg_within("due", pg_index("ix_scans_queued")),
+             pg_within("due", PG_OTHERS), pg_index("uq_attempts_assignment", "attempts"),
+             pg_index("scan_totals_pkey", "scan_totals"))  # fmt: skip
 
 # fmt: off
 CASES = {
@@ -376,24 +382,10 @@ CASES = {
                            PK, PG_PK),
     # Results: COMPLETE on PostgreSQL; SQLite's steps; replays and refusals.
     "complete": Case(results.COMPLETE,
-                     {"digest": WORKER, "items": orjson.dumps([FINISH, RETRY]).decode(),
-                      "fetch": 2, "prefix": "0123456789abcdef-", "timeout": JOB_TIMEOUT_US,
-                      "elsewhere": BUDGET.elsewhere_us, "asking": ASKING_US, "shard": 3},
-                     None,
-                     (PG_WHO, PG_CLOSES, pg_within("due", pg_index("ix_scans_queued")),
-                      pg_within("due", PG_OTHERS),
-                      pg_index("uq_attempts_assignment", "attempts"),
-                      pg_index("scan_totals_pkey", "scan_totals"))),
+                     RESULT | {"items": orjson.dumps([FINISH, RETRY]).decode(), "fetch": 2},
+                     None, PG_RESULT),
     # A request of one result: the same plan's shape with the item's fields as parameters.
-    "complete_one": Case(results.COMPLETE_ONE,
-                         {"digest": WORKER, "fetch": 1, "prefix": "0123456789abcdef-",
-                          "timeout": JOB_TIMEOUT_US, "elsewhere": BUDGET.elsewhere_us,
-                          "asking": ASKING_US, "shard": 3} | FINISH,
-                         None,
-                         (PG_WHO, PG_CLOSES, pg_within("due", pg_index("ix_scans_queued")),
-                          pg_within("due", PG_OTHERS),
-                          pg_index("uq_attempts_assignment", "attempts"),
-                          pg_index("scan_totals_pkey", "scan_totals"))),
+    "complete_one": Case(results.COMPLETE_ONE, RESULT | {"fetch": 1} | FINISH, None, PG_RESULT),
     "close_results": Case(results.CLOSE_RESULTS,
                           {"items": orjson.dumps([FINISH, RETRY, ROLLOUT]).decode(),
                            "worker": "w1", "endpoint": 1},

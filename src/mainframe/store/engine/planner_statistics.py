@@ -3,8 +3,8 @@ cached generic plan until a table's statistics change, and its autovacuum looks 
 a minute: after a large intake into an empty or small queue, a plan made for small tables
 (read them whole, sort) would stay for that minute. The server looks every few seconds and
 analyses a table whose shape moved, which also makes every session plan its statements
-again. SQLite needs none of this: its plans do not depend on
-statistics (tests/integration/test_plans.py plans it with and without)."""
+again. SQLite needs none of this: its plans do not depend on statistics
+(tests/integration/test_plans.py plans it with and without)."""
 
 from __future__ import annotations
 

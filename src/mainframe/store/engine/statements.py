@@ -7,8 +7,8 @@ A statement starts at a line `-- name: NAME`, for both databases, or `-- name: N
 `-- name:`; the comment lines right under the name say why it is written so and are not
 sent. A line `-- include: FRAGMENT` inside a statement (or inside a fragment) stands for the
 text of a `-- fragment: FRAGMENT` block of any of the files (what several statements share,
-written once). A
-statement only one dialect runs has, for the other, a comment in place of its text."""
+written once). A statement only one dialect runs has, for the other, a comment in place of
+its text."""
 
 from __future__ import annotations
 
