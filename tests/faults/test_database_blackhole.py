@@ -47,6 +47,7 @@ class Seen:
     bad_503s: list[str] = field(default_factory=list)
     timeouts: int = 0
     finished: set[int] = field(default_factory=set)
+    submitted: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def post(self, http: httpx.Client, path: str, **kwargs: object) -> httpx.Response | None:
@@ -88,6 +89,23 @@ def _worker(url: str, token: str, seen: Seen, stop: threading.Event) -> None:
                     seen.finished.add(job["scan_id"])
 
 
+def _source(url: str, token: str, seen: Seen, stop: threading.Event, label: int) -> None:
+    """A feed sending single submissions; those that meet at the server go in one statement
+    (store/work/coalesce.py), and one waiting behind a hung statement fails with it."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=WORKER_TIMEOUT_SECONDS) as http:
+        for n in range(100_000):
+            if stop.is_set():
+                return
+            body = {"name": f"fed{label}-{n}", "version": "1"}
+            done = seen.post(http, "/api/v1/scans", json=body)
+            if done is not None and done.status_code == 201:
+                with seen.lock:
+                    seen.submitted.add(done.json()["scan_id"])
+            else:
+                time.sleep(0.05)
+
+
 def _timed_get(url: str) -> tuple[int, float]:
     start = time.monotonic()
     status = httpx.get(url, timeout=WORKER_TIMEOUT_SECONDS, trust_env=False).status_code
@@ -118,6 +136,9 @@ def test_a_hung_link_answers_503_within_the_deadline_and_recovers(
             threads = [
                 threading.Thread(target=_worker, args=(server.url, worker, seen, stop))
                 for _ in range(4)
+            ] + [
+                threading.Thread(target=_source, args=(server.url, source, seen, stop, n))
+                for n in range(3)
             ]
             for thread in threads:
                 thread.start()
@@ -160,9 +181,10 @@ def test_a_hung_link_answers_503_within_the_deadline_and_recovers(
     engine.dispose()
     lost = [scan for scan in seen.finished if status.get(scan) != "FINISHED"]
     assert lost == [], f"results answered 200 but not durable: {lost[:10]}"
+    assert seen.submitted and seen.submitted <= set(status), "every 201 submission is stored"
     print(
         f"link hung {HUNG_SECONDS:.0f} s: {len(during)} answers during it, slowest "
         f"{max(d for d, _ in during + in_flight):.2f} s (deadline {DEADLINE_SECONDS:g} s), "
         f"readyz {ready[0]} in {ready[1]:.2f} s, served again {recovered:.2f} s after the heal, "
-        f"{len(seen.finished)} results accepted, 0 lost"
+        f"{len(seen.finished)} results and {len(seen.submitted)} submissions accepted, 0 lost"
     )

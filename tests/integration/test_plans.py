@@ -420,6 +420,13 @@ CASES = {
     # Intake.
     "submit_as_source": Case(intake.SUBMIT_AS_SOURCE, ITEM | {"digest": SOURCE},
                              WHO, (PG_WHO, r"Conflict Arbiter Indexes: ux_scans_live_key$")),
+    # A source's submissions that met: its token by key, then each item against the live keys.
+    "submit_many_as_source": Case(intake.SUBMIT_MANY_AS_SOURCE,
+                                  {"digest": SOURCE,
+                                   "items": orjson.dumps([ITEM, ITEM | {"name": "new"}]).decode()},
+                                  (WHO, r"SCAN item VIRTUAL TABLE"),
+                                  (PG_WHO, r"Conflict Arbiter Indexes: ux_scans_live_key$"),
+                                  sorts=SORTS_ON_SQLITE),
     # The batch's items are sorted (their order in the request), never scans.
     "insert_scans": Case(intake.INSERT_SCANS,
                          {"endpoint": 1, "status": "QUEUED", "verified": True, "source": "feed",

@@ -30,8 +30,10 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
+from mainframe.store.work.coalesce import Coalescer
 
 SUBMIT_AS_SOURCE = statement("submit_as_source")
+SUBMIT_MANY_AS_SOURCE = statement("submit_many_as_source")
 INSERT_SCANS = statement("insert_scans")
 LIVE_SCAN = statement("live_scan")
 PROMOTE = statement("promote_from_quarantine")
@@ -92,17 +94,17 @@ class Intake:
         self.db = db
         self.names = names
         self.submitted = submitted
+        # A source's submissions that arrive while its last are at the database go together.
+        self._as_source = Coalescer(self._submit_as_source)
 
     async def submit(
         self, caller: Caller | None, *, endpoint: str | None, spec: ScanSpec
     ) -> tuple[ScanRecord, bool]:
         """Submit as a source (verified), an owner (unverified) or anonymously (quarantined)."""
         if caller is not None and endpoint is None:
-            # One statement on its own (no BEGIN/COMMIT round trips); when it inserts nothing
-            # (not a source, or a live key) it changed nothing, and the general path decides.
-            async with self.db.single() as tx:
-                row = await first(tx, SUBMIT_AS_SOURCE, spec.item() | {"digest": caller.digest})
-                created = None if row is None else await self._created(tx, row)
+            # One statement, with whatever else the token sent meanwhile; when it inserts
+            # nothing (not a source, or a live key) it changed nothing: the general path decides.
+            created = await self._as_source(caller.digest, spec)
             if created is not None:
                 self.submitted.note(caller.digest)  # only a source's token inserts here
                 return created, True
@@ -140,6 +142,28 @@ class Intake:
         if any(item.scan is not None for item in done):
             self._accepted(caller, gate)
         return done
+
+    async def _submit_as_source(
+        self, digest: str, specs: list[ScanSpec]
+    ) -> list[ScanRecord | Exception | None]:
+        """Submissions under one token in one statement, with no BEGIN or COMMIT round trips:
+        each one's new scan, None where it inserted nothing, or the refusal of its value."""
+        try:
+            async with self.db.single() as tx:
+                if len(specs) == 1:
+                    row = await first(tx, SUBMIT_AS_SOURCE, specs[0].item() | {"digest": digest})
+                    return [None if row is None else await self._created(tx, row)]
+                items = orjson.dumps([spec.item() for spec in specs]).decode()
+                made: dict[tuple[str, str, str], ScanRecord] = {}
+                for row in await tx.rows(SUBMIT_MANY_AS_SOURCE, {"digest": digest, "items": items}):
+                    scan = await self._created(tx, row)
+                    made[scan.name, scan.version, scan.kind] = scan
+                return [made.pop(spec.key(), None) for spec in specs]
+        except Invalid as exc:
+            if len(specs) == 1:
+                return [exc]
+        # A value the database refused is one sender's: each goes alone, so only it is refused.
+        return [(await self._submit_as_source(digest, [spec]))[0] for spec in specs]
 
     async def release(self, owner_id: int, scan_id: int) -> ScanRecord:
         """Let a quarantined scan into QUEUED; it stays unverified (never announced)."""

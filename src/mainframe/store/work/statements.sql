@@ -108,6 +108,55 @@ ON CONFLICT (endpoint_id, name, version, kind)
     WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
 RETURNING *;
 
+-- name: submit_many_as_source @sqlite
+-- Submissions of one source that met at the database (store/work/coalesce.py): its token
+-- checked once and every item (a JSON array of {queue, name, version, kind, payload})
+-- inserted in one statement; the ones whose live key exists are left out of RETURNING.
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'source'
+      AND endpoints.revoked_at IS NULL
+)
+INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                   source, created_at, updated_at, available_at, attempt_count,
+                   attempt_base, redrive_count, paused_due_at)
+SELECT who.endpoint_id, item.value ->> '$.queue', item.value ->> '$.name',
+       item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
+       'QUEUED', TRUE, who.principal, mf_now(), mf_now(),
+       CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+       CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
+FROM who CROSS JOIN json_each(:items) AS item
+LEFT JOIN paused_queues AS paused
+    ON paused.endpoint_id = who.endpoint_id AND paused.queue = item.value ->> '$.queue'
+WHERE TRUE
+ORDER BY item.key
+ON CONFLICT (endpoint_id, name, version, kind)
+    WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+RETURNING *;
+
+-- name: submit_many_as_source @postgresql
+WITH who AS (
+    SELECT tokens.principal, tokens.endpoint_id
+    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+    WHERE tokens.token_hash = :digest AND tokens.role = 'source'
+      AND endpoints.revoked_at IS NULL
+)
+INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
+                   source, created_at, updated_at, available_at, attempt_count,
+                   attempt_base, redrive_count, paused_due_at)
+SELECT who.endpoint_id, item.queue, item.name, item.version, item.kind, item.payload,
+       'QUEUED', TRUE, who.principal, mf_now(), mf_now(),
+       CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
+       CASE WHEN paused.queue IS NOT NULL THEN mf_now() END
+FROM who CROSS JOIN jsonb_to_recordset(CAST(:items AS jsonb))
+    AS item(queue text, name text, version text, kind text, payload text)
+LEFT JOIN paused_queues AS paused
+    ON paused.endpoint_id = who.endpoint_id AND paused.queue = item.queue
+ON CONFLICT (endpoint_id, name, version, kind)
+    WHERE status IN ('QUARANTINED', 'QUEUED', 'PENDING') DO NOTHING
+RETURNING *;
+
 -- name: insert_scans @sqlite
 -- A batch of scans (a JSON array of {queue, name, version, kind, payload}) for one endpoint,
 -- in one statement; the ones whose live key exists are left out of RETURNING.
