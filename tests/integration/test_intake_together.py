@@ -79,6 +79,17 @@ def test_submissions_that_meet_go_in_one_statement_each_with_its_scan(world: Wor
     assert sorted(job.name for job in leased) == [f"pkg{n}" for n in range(8)]
 
 
+def test_large_submissions_that_meet_go_in_statements_no_larger_than_a_request(
+    world: World,
+) -> None:
+    big = '"' + "x" * 600_000 + '"'
+    specs = [ScanSpec(f"big{n}", "1", payload=big) for n in range(3)] + [ScanSpec("small", "1")]
+    outcomes, counted = submit_at_once(world, specs)
+    assert all(created for _, created in outcomes)
+    assert [scan.payload == big for scan, _ in outcomes] == [True, True, True, False]
+    assert counted.statements == 3, "the first alone; then big1, then big2 with small"
+
+
 def test_a_key_sent_twice_at_once_makes_one_scan_both_callers_see(world: World) -> None:
     specs = [ScanSpec("first", "1"), ScanSpec("twice", "1"), ScanSpec("twice", "1")]
     outcomes, _ = submit_at_once(world, specs)

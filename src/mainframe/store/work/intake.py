@@ -37,6 +37,10 @@ SUBMIT_MANY_AS_SOURCE = statement("submit_many_as_source")
 INSERT_SCANS = statement("insert_scans")
 LIVE_SCAN = statement("live_scan")
 PROMOTE = statement("promote_from_quarantine")
+# Submissions that met go in statements of at most a request body's default bound
+# (MAINFRAME_MAX_BODY_BYTES), as a bulk request's items would.
+STATEMENT_BYTES = 1_048_576
+SPEC_OVERHEAD = 100  # a spec's queue, kind and JSON punctuation, generously
 # A live key can turn terminal between a refused insert and the read; retry that many times.
 RACE_RETRIES = 3
 
@@ -146,24 +150,39 @@ class Intake:
     async def _submit_as_source(
         self, digest: str, specs: list[ScanSpec]
     ) -> list[ScanRecord | Exception | None]:
-        """Submissions under one token in one statement, with no BEGIN or COMMIT round trips:
+        """Submissions under one token that met, each statement no larger than a bulk request:
         each one's new scan, None where it inserted nothing, or the refusal of its value."""
+        done: list[ScanRecord | Exception | None] = []
+        for chunk in _chunks(specs):
+            if len(chunk) == 1:
+                done.append(await self._submit_alone(digest, chunk[0]))
+            else:
+                done += await self._submit_together(digest, chunk)
+        return done
+
+    async def _submit_alone(self, digest: str, spec: ScanSpec) -> ScanRecord | Exception | None:
+        """One statement, with no BEGIN or COMMIT round trips."""
         try:
             async with self.db.single() as tx:
-                if len(specs) == 1:
-                    row = await first(tx, SUBMIT_AS_SOURCE, specs[0].item() | {"digest": digest})
-                    return [None if row is None else await self._created(tx, row)]
+                row = await first(tx, SUBMIT_AS_SOURCE, spec.item() | {"digest": digest})
+                return None if row is None else await self._created(tx, row)
+        except Invalid as exc:
+            return exc
+
+    async def _submit_together(
+        self, digest: str, specs: list[ScanSpec]
+    ) -> list[ScanRecord | Exception | None]:
+        try:
+            async with self.db.single() as tx:
                 items = orjson.dumps([spec.item() for spec in specs]).decode()
                 made: dict[tuple[str, str, str], ScanRecord] = {}
                 for row in await tx.rows(SUBMIT_MANY_AS_SOURCE, {"digest": digest, "items": items}):
                     scan = await self._created(tx, row)
                     made[scan.name, scan.version, scan.kind] = scan
                 return [made.pop(spec.key(), None) for spec in specs]
-        except Invalid as exc:
-            if len(specs) == 1:
-                return [exc]
-        # A value the database refused is one sender's: each goes alone, so only it is refused.
-        return [(await self._submit_as_source(digest, [spec]))[0] for spec in specs]
+        except Invalid:
+            # A value the database refused is one sender's: each goes alone, so only it is.
+            return [await self._submit_alone(digest, spec) for spec in specs]
 
     async def release(self, owner_id: int, scan_id: int) -> ScanRecord:
         """Let a quarantined scan into QUEUED; it stays unverified (never announced)."""
@@ -223,6 +242,20 @@ class Intake:
             ready = ScanReady(promoted.ref(), promoted.attempt_count, promoted.updated_at)
             tx.events.append(ready)
         return promoted
+
+
+def _chunks(specs: list[ScanSpec]) -> list[list[ScanSpec]]:
+    """The specs in order, in runs whose text stays within a bulk request's bound."""
+    chunks: list[list[ScanSpec]] = [[]]
+    size = 0
+    for spec in specs:
+        weight = len(spec.payload or "") + len(spec.name) + len(spec.version) + SPEC_OVERHEAD
+        if chunks[-1] and size + weight > STATEMENT_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(spec)
+        size += weight
+    return chunks
 
 
 async def _gate(tx: Tx, caller: Caller | None, name: str | None) -> Gate:
