@@ -15,19 +15,34 @@ class Runs:
     """A run that records its items and holds until released, so a test decides when the
     database "answers"."""
 
-    def __init__(self) -> None:
+    def __init__(self, failing: tuple[int, ...] = ()) -> None:
         self.seen: list[tuple[str, list[int]]] = []
         self.gate = asyncio.Event()
+        self.failing = failing  # the runs (counted from 1) whose database never answers
 
     async def __call__(self, key: str, items: list[int]) -> Sequence[int | Exception]:
         self.seen.append((key, items))
         await self.gate.wait()
+        if len(self.seen) in self.failing:
+            raise ConnectionError("the database went away")
         return [ValueError(f"odd {n}") if n % 2 else n * 10 for n in items]
 
 
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+async def one_running_two_waiting(
+    together: Coalescer[str, int, int], runs: Runs
+) -> tuple[asyncio.Future[int], list[asyncio.Future[int]]]:
+    """A call at the database, two more that arrive meanwhile, and then the database answers."""
+    first = asyncio.ensure_future(together("a", 2))
+    await settle()
+    waiting = [asyncio.ensure_future(together("a", n)) for n in (4, 6)]
+    await settle()
+    runs.gate.set()
+    return first, waiting
 
 
 def test_a_lone_call_runs_at_once_and_alone() -> None:
@@ -65,51 +80,27 @@ def test_calls_that_arrive_meanwhile_go_together_each_with_its_own_outcome() -> 
 
 def test_a_failed_run_fails_only_its_own_callers() -> None:
     async def scenario() -> None:
-        calls: list[list[int]] = []
-        release = asyncio.Event()
-
-        async def run(key: str, items: list[int]) -> Sequence[int | Exception]:
-            calls.append(items)
-            await release.wait()
-            if len(calls) == 2:
-                raise ConnectionError("the database went away")
-            return items
-
-        together = Coalescer(run)
-        first = asyncio.ensure_future(together("a", 1))
-        await settle()
-        waiting = [asyncio.ensure_future(together("a", n)) for n in (2, 3)]
-        await settle()
-        release.set()
-        assert await first == 1
+        runs = Runs(failing=(2,))
+        together = Coalescer(runs)
+        first, waiting = await one_running_two_waiting(together, runs)
+        assert await first == 20
         for call in waiting:
             with pytest.raises(ConnectionError):
                 await call
-        assert await together("a", 4) == 4, "the key runs again after a failure"
+        assert await together("a", 8) == 80, "the key runs again after a failure"
 
     asyncio.run(scenario())
 
 
 def test_calls_waiting_behind_a_run_that_raised_fail_with_it_without_a_run() -> None:
     async def scenario() -> None:
-        calls: list[list[int]] = []
-        release = asyncio.Event()
-
-        async def run(key: str, items: list[int]) -> Sequence[int | Exception]:
-            calls.append(items)
-            await release.wait()
-            raise TimeoutError("no answer within the deadline")
-
-        together = Coalescer(run)
-        first = asyncio.ensure_future(together("a", 1))
-        await settle()
-        waiting = [asyncio.ensure_future(together("a", n)) for n in (2, 3)]
-        await settle()
-        release.set()
+        runs = Runs(failing=(1,))
+        together = Coalescer(runs)
+        first, waiting = await one_running_two_waiting(together, runs)
         for call in (first, *waiting):
-            with pytest.raises(TimeoutError):
+            with pytest.raises(ConnectionError):
                 await call
-        assert calls == [[1]], "they waited one deadline, not two"
+        assert runs.seen == [("a", [2])], "they waited one deadline, not two"
         assert not together._lanes
 
     asyncio.run(scenario())

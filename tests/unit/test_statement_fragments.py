@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mainframe.store.engine.database import REGISTRY
-from mainframe.store.engine.statements import _expanded, _texts
+from mainframe.store.engine.statements import _blocks, _expanded, _texts
 from mainframe.store.work import results
 
 WHERE = Path("statements.sql")
@@ -23,6 +23,13 @@ def test_a_fragment_that_includes_itself_is_refused() -> None:
     fragments = {"loop": "a\n-- include: loop"}
     with pytest.raises(ValueError, match="includes itself"):
         _expanded("-- include: loop", fragments, WHERE)
+
+
+def test_a_block_that_begins_with_an_include_is_refused() -> None:
+    # Its leading comment lines are its why and are left out: the include would vanish.
+    text = "-- name: insert_things\n-- Why it is.\n-- include: columns\nSELECT 1;\n"
+    with pytest.raises(ValueError, match="begins with an include"):
+        _blocks(text)
 
 
 def test_no_statement_keeps_an_include() -> None:

@@ -40,6 +40,9 @@ def _body(lines: list[str]) -> str:
     """The text of a block: its leading comment lines (the why) and a final `;` left out."""
     start = 0
     while start < len(lines) and (lines[start].startswith("--") or not lines[start].strip()):
+        if _INCLUDE.match(lines[start]):
+            # Among the leading comments it would be dropped as one, silently.
+            raise ValueError(f"a block begins with an include: {lines[start]!r}")
         start += 1
     return "\n".join(lines[start:]).strip().removesuffix(";").rstrip()
 

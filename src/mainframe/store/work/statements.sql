@@ -86,17 +86,26 @@ INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
 VALUES (:cause, :pattern, mf_now(), :grouping_version)
 ON CONFLICT (cause) DO NOTHING;
 
--- name: submit_as_source
--- A source's token checked and its scan inserted in one statement (one round trip).
-WITH who AS (
-    SELECT tokens.principal, tokens.endpoint_id
-    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-    WHERE tokens.token_hash = :digest AND tokens.role = 'source'
-      AND endpoints.revoked_at IS NULL
-)
+-- fragment: source_token
+-- The source a presented token speaks for, on a live endpoint (principal, endpoint_id).
+SELECT tokens.principal, tokens.endpoint_id
+FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
+WHERE tokens.token_hash = :digest AND tokens.role = 'source'
+  AND endpoints.revoked_at IS NULL
+
+-- fragment: new_scan_columns
+-- The columns a source's insert of new scans sets (insert_scans, which begins with them,
+-- spells them out: a statement's leading comment lines are its why, never an include).
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
                    source, created_at, updated_at, available_at, attempt_count,
                    attempt_base, redrive_count, paused_due_at)
+
+-- name: submit_as_source
+-- A source's token checked and its scan inserted in one statement (one round trip).
+WITH who AS (
+    -- include: source_token
+)
+-- include: new_scan_columns
 SELECT who.endpoint_id, :queue, :name, :version, :kind, :payload, 'QUEUED', TRUE,
        who.principal, mf_now(), mf_now(),
        CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
@@ -113,14 +122,9 @@ RETURNING *;
 -- checked once and every item (a JSON array of {queue, name, version, kind, payload})
 -- inserted in one statement; the ones whose live key exists are left out of RETURNING.
 WITH who AS (
-    SELECT tokens.principal, tokens.endpoint_id
-    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-    WHERE tokens.token_hash = :digest AND tokens.role = 'source'
-      AND endpoints.revoked_at IS NULL
+    -- include: source_token
 )
-INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
-                   source, created_at, updated_at, available_at, attempt_count,
-                   attempt_base, redrive_count, paused_due_at)
+-- include: new_scan_columns
 SELECT who.endpoint_id, item.value ->> '$.queue', item.value ->> '$.name',
        item.value ->> '$.version', item.value ->> '$.kind', item.value ->> '$.payload',
        'QUEUED', TRUE, who.principal, mf_now(), mf_now(),
@@ -137,14 +141,9 @@ RETURNING *;
 
 -- name: submit_many_as_source @postgresql
 WITH who AS (
-    SELECT tokens.principal, tokens.endpoint_id
-    FROM tokens JOIN endpoints ON endpoints.id = tokens.endpoint_id
-    WHERE tokens.token_hash = :digest AND tokens.role = 'source'
-      AND endpoints.revoked_at IS NULL
+    -- include: source_token
 )
-INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified,
-                   source, created_at, updated_at, available_at, attempt_count,
-                   attempt_base, redrive_count, paused_due_at)
+-- include: new_scan_columns
 SELECT who.endpoint_id, item.queue, item.name, item.version, item.kind, item.payload,
        'QUEUED', TRUE, who.principal, mf_now(), mf_now(),
        CASE WHEN paused.queue IS NULL THEN mf_now() END, 0, 0, 0,
