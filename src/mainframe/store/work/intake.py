@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -23,6 +24,7 @@ from mainframe.store.engine.database import (
     Invalid,
     NotFound,
     Row,
+    Sql,
     StoreError,
     Tx,
     Unauthorized,
@@ -132,10 +134,7 @@ class Intake:
                 "source": gate.source,
                 "items": orjson.dumps([spec.item() for spec in specs]).decode(),
             }
-            created: dict[tuple[str, str, str], ScanRecord] = {}
-            for row in await tx.rows(INSERT_SCANS, params):
-                scan = await self._created(tx, row)
-                created[scan.name, scan.version, scan.kind] = scan
+            created = await self._inserted(tx, INSERT_SCANS, params)
             done: list[Submitted] = []
             for spec in specs:
                 fresh = created.pop(spec.key(), None)
@@ -175,10 +174,8 @@ class Intake:
         try:
             async with self.db.single() as tx:
                 items = orjson.dumps([spec.item() for spec in specs]).decode()
-                made: dict[tuple[str, str, str], ScanRecord] = {}
-                for row in await tx.rows(SUBMIT_MANY_AS_SOURCE, {"digest": digest, "items": items}):
-                    scan = await self._created(tx, row)
-                    made[scan.name, scan.version, scan.kind] = scan
+                params = {"digest": digest, "items": items}
+                made = await self._inserted(tx, SUBMIT_MANY_AS_SOURCE, params)
                 return [made.pop(spec.key(), None) for spec in specs]
         except Invalid:
             # A value the database refused is one sender's: each goes alone, so only it is.
@@ -201,6 +198,16 @@ class Intake:
         counts toward its last submission (an owner's and an anonymous one do not)."""
         if caller is not None and gate.source is not None:
             self.submitted.note(caller.digest)
+
+    async def _inserted(
+        self, tx: Tx, sql: Sql, params: dict[str, Any]
+    ) -> dict[tuple[str, str, str], ScanRecord]:
+        """The scans a batch insert made, by key (a key sent twice made one)."""
+        made: dict[tuple[str, str, str], ScanRecord] = {}
+        for row in await tx.rows(sql, params):
+            scan = await self._created(tx, row)
+            made[scan.name, scan.version, scan.kind] = scan
+        return made
 
     async def _created(self, tx: Tx, row: Row) -> ScanRecord:
         scan = scan_from_row(row, await self.names.of(tx, row["endpoint_id"]))
