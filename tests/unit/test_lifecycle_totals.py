@@ -5,6 +5,8 @@ a transaction's events change (lifecycle/reports.py), the causes it names
 
 from __future__ import annotations
 
+import pytest
+
 from mainframe.lifecycle.causes import Cause, cause_of, named
 from mainframe.lifecycle.rules import Status, plan
 from mainframe.lifecycle.scans import (
@@ -17,6 +19,7 @@ from mainframe.lifecycle.scans import (
     ScanRef,
     history_row,
     increments,
+    settlement_events,
     shard_of,
 )
 from tests.unit.test_lifecycle_reports import RETRY, closed_scan, report
@@ -78,3 +81,20 @@ def test_a_history_row_records_the_close_and_the_answer_given() -> None:
     assert p.cause is not None and row["cause"] == p.cause.key
     assert row["result_digest"] == p.digest
     assert history_row(scan, p, None, "operator")["result_digest"] == "operator"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "retryable", "attempt"),
+    [("finished", True, 1), ("failed", False, 1), ("failed", True, 1), ("failed", True, 3)],
+)
+def test_a_close_names_the_total_its_events_count(
+    outcome: str, retryable: bool, attempt: int
+) -> None:
+    """A result of one adds to the total its plan names (complete_one's `:ended`): the one the
+    events of the same close count, or none for a scan that goes round again."""
+    p = plan(7, report(outcome, retryable=retryable, attempt=attempt), max_attempts=3,
+             retry=RETRY, draw=0.5)  # fmt: skip
+    scan = closed_scan(p.settlement.status, finished_at=300, available_at=900)
+    counted = increments(settlement_events(scan, p), session=0)
+    assert [row["outcome"] for row in counted] == [p.values()["ended"]] * len(counted)
+    assert len(counted) == (p.values()["ended"] is not None)

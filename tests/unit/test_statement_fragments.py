@@ -38,10 +38,18 @@ def test_no_statement_keeps_an_include() -> None:
 
 
 def test_a_result_of_one_and_of_many_lease_the_next_jobs_alike() -> None:
-    """Both forms of the result statement share every part after their items, the retry's
-    turn elsewhere included."""
+    """Both forms of the result statement lease the next jobs with the same text, the retry's
+    turn elsewhere included, and answer with the same rows."""
     assert results.COMPLETE_ONE.name in REGISTRY
     texts = _texts()
     one, many = texts["complete_one"]["postgresql"], texts["complete"]["postgresql"]
-    assert "other.last_used_at" in one and "other.last_used_at" in many
-    assert one[one.index("), closed AS (") :] == many[many.index("), closed AS (") :]
+
+    def between(text: str, start: str, end: str) -> str:
+        return text[text.index(start) : text.index(end)]
+
+    leases_one = between(one, "), due AS (", "), history AS (")
+    assert "other.last_used_at" in leases_one
+    assert leases_one == between(many, "), due AS (", "), history AS (")
+    assert (
+        one[one.index("SELECT 'closed' AS done") :] == many[many.index("SELECT 'closed' AS done") :]
+    )

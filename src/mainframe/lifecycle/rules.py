@@ -85,6 +85,16 @@ class Settlement:
     dead_letter_reason: DeadLetterReason | None
     fail_reason: str | None
 
+    @property
+    def counted_as(self) -> str | None:
+        """The outcome total the close adds to (as `scans.tally` counts its events), or None
+        for a scan that goes round again."""
+        if self.status is Status.FINISHED:
+            return "finished"
+        if self.status is not Status.FAILED:
+            return None
+        return "dead_lettered" if self.dead_letter_reason is not None else "failed"
+
 
 def settle(*, outcome: str, retryable: bool, attempt: int, max_attempts: int) -> Settlement:
     """Decide the next status for a result on `attempt` under a budget of `max_attempts`."""
@@ -279,6 +289,7 @@ class Plan:
             "cause": self.cause.key if self.cause else None,
             "pattern": self.cause.pattern if self.cause else None,
             "grouping_version": self.cause.grouping_version if self.cause else None,
+            "ended": self.settlement.counted_as,
         }
 
 

@@ -150,7 +150,7 @@ class InOneStatement:
     async def recorded(
         self, tx: Tx, plans: list[Plan], closes: Mapping[int, ScanRecord], leased: Sequence[Row]
     ) -> None:
-        return None
+        await _name_causes(tx, plans, closes)
 
     async def counted(self, tx: Tx) -> None:
         return None
@@ -187,9 +187,7 @@ class InSteps:
             INSERT_HISTORY,
             [history_row(scan, firsts[scan_id], nexts) for scan_id, scan in closes.items()],
         )
-        failures = [firsts[scan_id].cause for scan_id in closes if firsts[scan_id].cause]
-        if failures:  # a finished scan names no cause
-            await tx.many(NAME_CAUSE, named(failures))
+        await _name_causes(tx, plans, closes)
 
     async def counted(self, tx: Tx) -> None:
         await tx.many(BUMP, increments(tx.events, tx.session))
@@ -207,6 +205,13 @@ async def _any_replay(sender: Sender, plans: list[Plan], closed: Container[int])
         if await (await sender.answers()).row(p.scan_id, p.assignment):
             return True
     return False
+
+
+async def _name_causes(tx: Tx, plans: list[Plan], closed: Container[int]) -> None:
+    """The causes of the closed attempts that failed, each named the first time it is met."""
+    failures = [p.cause for p in _firsts(plans) if p.scan_id in closed and p.cause]
+    if failures:  # a finished scan names no cause
+        await tx.many(NAME_CAUSE, named(failures))
 
 
 def _firsts(plans: list[Plan]) -> list[Plan]:

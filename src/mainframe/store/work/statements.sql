@@ -565,9 +565,11 @@ ORDER BY id;
 -- endpoint, look cheaper; tests/integration/test_plans.py holds both), and the status as
 -- `status || ''`, which no partial index's predicate matches: under load ix_scans_pending_lease
 -- holds every lease since the last vacuum, and a bitmap of it ANDed with the key's cost more
--- than the rest of the statement (docs/performance.md). The replay check is a key lookup of uq_attempts_assignment the same way (an assignment id names its scan, so the
--- two lists cannot pair wrongly), never a read of the attempt history; and so are the next
--- leases (a generic plan takes `LIMIT :fetch` for a tenth of the queue, see leasing.py).
+-- than the rest of the statement (docs/performance.md). The replay check is a key lookup of
+-- uq_attempts_assignment the same way (an assignment id names its scan, so the two lists
+-- cannot pair wrongly), never a read of the attempt history; and so are the next leases (a
+-- generic plan takes `LIMIT :fetch` for a tenth of the queue, see leasing.py). The causes the
+-- closes met are named after it, as on SQLite (results.py).
 -- (PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.)
 WITH who AS (
     -- include: worker_token
@@ -575,39 +577,7 @@ WITH who AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
         scan bigint, attempt integer, assignment text, status text, fail_reason text,
         terminal boolean, dead boolean, result text, delay bigint, outcome text,
-        summary text, artifact text, result_digest text, cause text, pattern text,
-        grouping_version integer)
--- include: complete_after_items
-
--- name: complete_one @postgresql
--- COMPLETE for a request of one result (a worker at batch 1), the item's fields as
--- parameters: no JSON to take apart, and the plan knows its one row, so it is smaller to
--- start (docs/performance.md, *The database's work per scan*).
--- (PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.)
-WITH who AS (
-    -- include: worker_token
-), item AS (
-    SELECT CAST(:scan AS bigint) AS scan,
-           CAST(:attempt AS integer) AS attempt,
-           CAST(:assignment AS text) AS assignment,
-           CAST(:status AS text) AS status,
-           CAST(:fail_reason AS text) AS fail_reason,
-           CAST(:terminal AS boolean) AS terminal,
-           CAST(:dead AS boolean) AS dead,
-           CAST(:result AS text) AS result,
-           CAST(:delay AS bigint) AS delay,
-           CAST(:outcome AS text) AS outcome,
-           CAST(:summary AS text) AS summary,
-           CAST(:artifact AS text) AS artifact,
-           CAST(:result_digest AS text) AS result_digest,
-           CAST(:cause AS text) AS cause,
-           CAST(:pattern AS text) AS pattern,
-           CAST(:grouping_version AS integer) AS grouping_version
--- include: complete_after_items
-
--- fragment: complete_after_items
--- What COMPLETE and COMPLETE_ONE do with their items (`item`): the closes, the causes met,
--- the replay check, the next leases, the history rows and the outcome totals.
+        summary text, artifact text, result_digest text, cause text)
 ), closed AS (
     UPDATE scans SET status = item.status, updated_at = mf_now(),
         lease_expires_at = NULL, wait_reason = NULL, fail_reason = item.fail_reason,
@@ -622,42 +592,15 @@ WITH who AS (
       AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
       AND scans.attempt_count = COALESCE(item.attempt, 1)
       AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
-    RETURNING scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version,
-              scans.kind, scans.status, scans.verified, scans.source, scans.worker,
-              scans.attempt_count, scans.assignment_id, scans.leased_at,
-              scans.lease_expires_at, scans.wait_reason, scans.created_at,
-              scans.updated_at, scans.finished_at, scans.dead_lettered_at,
-              scans.fail_reason, scans.attempt_base, scans.available_at,
-              scans.redriven_at, scans.redrive_count,
-              item.outcome, item.summary, item.artifact, item.result_digest,
-              item.cause AS attempt_cause
-), named AS (
-    INSERT INTO causes (cause, pattern, first_seen_at, grouping_version)
-    SELECT item.cause, item.pattern, mf_now(), item.grouping_version FROM item
-    WHERE item.cause IS NOT NULL AND EXISTS (SELECT 1 FROM closed)
-    ON CONFLICT (cause) DO NOTHING
+    RETURNING
+        -- include: closed_scan
+        , item.outcome, item.summary, item.artifact, item.result_digest,
+        item.cause AS attempt_cause
 ), replay AS (
     SELECT attempts.scan_id FROM attempts
     WHERE attempts.scan_id = ANY(ARRAY(SELECT item.scan FROM item))
       AND attempts.assignment_id = ANY(ARRAY(SELECT item.assignment FROM item))
-), due AS (
-    SELECT scans.id FROM scans
-    WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
-      AND scans.available_at <= mf_now()
-      AND scans.queue NOT IN (
-          SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
-      )
-      -- include: retry_elsewhere
-      AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
-    ORDER BY scans.available_at, scans.id LIMIT :fetch
-    FOR UPDATE SKIP LOCKED
-), leased AS (
-    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
-        assignment_id = :prefix || CAST(scans.id AS text),
-        worker = (SELECT principal FROM who), leased_at = mf_now(),
-        lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
-    WHERE scans.id = ANY(ARRAY(SELECT due.id FROM due))
-    RETURNING scans.*
+-- include: next_leases
 ), history AS (
     INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                           closed_at, outcome, summary, artifact, settled_status,
@@ -680,6 +623,95 @@ WITH who AS (
     WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
       AND scan_totals.outcome = ended.outcome AND scan_totals.shard = :shard
 )
+-- include: closed_and_leased
+
+-- name: complete_one @postgresql
+-- COMPLETE for a request of one result (a worker at batch 1): the item's fields are the
+-- statement's parameters, used where COMPLETE reads its items, and the outcome total it adds
+-- to (:ended, NULL when the scan goes round again) is decided with them, so the plan has no
+-- items to scan and join, no aggregate, and a third fewer nodes to start on every request
+-- (docs/performance.md, *The database's work per scan*).
+-- (PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.)
+WITH who AS (
+    -- include: worker_token
+), closed AS (
+    UPDATE scans SET status = CAST(:status AS text), updated_at = mf_now(),
+        lease_expires_at = NULL, wait_reason = NULL,
+        fail_reason = CAST(:fail_reason AS text),
+        finished_at = CASE WHEN CAST(:terminal AS boolean) THEN mf_now() END,
+        dead_lettered_at = CASE WHEN CAST(:dead AS boolean) THEN mf_now() END,
+        cause = CASE WHEN CAST(:dead AS boolean) THEN CAST(:cause AS text) END,
+        result = CAST(:result AS text),
+        available_at = CASE WHEN CAST(:terminal AS boolean) THEN NULL
+                            ELSE mf_now() + CAST(:delay AS bigint) END
+    FROM who
+    WHERE scans.id = CAST(:scan AS bigint)
+      AND scans.endpoint_id + 0 = who.endpoint_id
+      AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
+      AND scans.attempt_count = COALESCE(CAST(:attempt AS integer), 1)
+      AND (CAST(:assignment AS text) IS NULL
+           OR scans.assignment_id = CAST(:assignment AS text))
+    RETURNING
+        -- include: closed_scan
+), replay AS (
+    SELECT attempts.scan_id FROM attempts
+    WHERE attempts.scan_id = CAST(:scan AS bigint)
+      AND attempts.assignment_id = CAST(:assignment AS text)
+-- include: next_leases
+), history AS (
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
+                          closed_at, outcome, summary, artifact, settled_status,
+                          settled_available_at, settled_fail_reason, next_assignments,
+                          result_digest, cause)
+    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
+           leased_at, mf_now(), CAST(:outcome AS text), CAST(:summary AS text),
+           CAST(:artifact AS text), status, available_at, fail_reason,
+           (SELECT string_agg(assignment_id, ',') FROM leased),
+           CAST(:result_digest AS text), CAST(:cause AS text)
+    FROM closed
+), total AS (
+    UPDATE scan_totals SET count = scan_totals.count + 1
+    WHERE scan_totals.endpoint_id = (SELECT endpoint_id FROM who)
+      AND scan_totals.outcome = CAST(:ended AS text) AND scan_totals.shard = :shard
+      AND EXISTS (SELECT 1 FROM closed)
+)
+-- include: closed_and_leased
+
+-- fragment: closed_scan
+-- A closed scan as COMPLETE and COMPLETE_ONE return it (the columns of a scan record less
+-- its payload and result).
+scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+scans.status, scans.verified, scans.source, scans.worker, scans.attempt_count,
+scans.assignment_id, scans.leased_at, scans.lease_expires_at, scans.wait_reason,
+scans.created_at, scans.updated_at, scans.finished_at, scans.dead_lettered_at,
+scans.fail_reason, scans.attempt_base, scans.available_at, scans.redriven_at,
+scans.redrive_count
+
+-- fragment: next_leases
+-- The next leases of COMPLETE and COMPLETE_ONE: up to :fetch due scans of the worker's
+-- endpoint, only when something closed (`closed`) and nothing was a replay (`replay`).
+), due AS (
+    SELECT scans.id FROM scans
+    WHERE scans.endpoint_id = (SELECT endpoint_id FROM who) AND scans.status = 'QUEUED'
+      AND scans.available_at <= mf_now()
+      AND scans.queue NOT IN (
+          SELECT queue FROM paused_queues WHERE endpoint_id = (SELECT endpoint_id FROM who)
+      )
+      -- include: retry_elsewhere
+      AND EXISTS (SELECT 1 FROM closed) AND NOT EXISTS (SELECT 1 FROM replay)
+    ORDER BY scans.available_at, scans.id LIMIT :fetch
+    FOR UPDATE SKIP LOCKED
+), leased AS (
+    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+        assignment_id = :prefix || CAST(scans.id AS text),
+        worker = (SELECT principal FROM who), leased_at = mf_now(),
+        lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
+    WHERE scans.id = ANY(ARRAY(SELECT due.id FROM due))
+    RETURNING scans.*
+
+-- fragment: closed_and_leased
+-- The rows of COMPLETE and COMPLETE_ONE: each scan closed and each leased, with what was
+-- done to it (`done`).
 SELECT 'closed' AS done, id, endpoint_id, queue, name, version, kind, NULL AS payload,
        status, verified, source, worker, attempt_count, assignment_id, leased_at,
        lease_expires_at, wait_reason, created_at, updated_at, finished_at, dead_lettered_at,
