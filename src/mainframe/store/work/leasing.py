@@ -15,6 +15,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from mainframe.clock import Clock
 from mainframe.lifecycle.backoff import RetryPolicy, retry_delay_us
 from mainframe.lifecycle.causes import Cause, cause_of, named
@@ -37,6 +39,7 @@ from mainframe.store.accounts.authentication import EndpointNames, Presented, Pr
 from mainframe.store.engine.database import Database, Row, Tx, record
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
+from mainframe.store.work.coalesce import Coalescer
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
@@ -45,6 +48,8 @@ PROBE_INTERVAL_US = 1_000_000
 BUMP = statement("bump_totals")
 NAME_CAUSE = statement("name_cause")
 LEASE = statement("lease")
+# Polls that met, from any workers (Leasing._run_together).
+LEASE_TOGETHER = statement("lease_together")
 LAPSED_OF_ENDPOINT = statement("lapsed_of_endpoint")
 LAPSED_ANYWHERE = statement("lapsed_anywhere")
 CLOSE_LAPSED = statement("close_lapsed_attempt")
@@ -133,16 +138,31 @@ class LapseWatch:
         self._due[endpoint_id] = now if more else now + PROBE_INTERVAL_US
 
 
-def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object]:
-    """The parameters of LEASE (one fresh assignment prefix per poll)."""
+def lease_terms(budget: Budget) -> dict[str, object]:
+    """What every lease statement binds besides who asks (one fresh assignment prefix per
+    statement)."""
     return {
-        "digest": caller.digest,
         "prefix": secrets.token_hex(8) + "-",
         "timeout": budget.job_timeout_us,
-        "limit": batch,
         "elsewhere": budget.elsewhere_us,
         "asking": ASKING_US,
     }
+
+
+def lease_params(caller: Caller, batch: int, budget: Budget) -> dict[str, object]:
+    """The parameters of LEASE."""
+    return {"digest": caller.digest, "limit": batch} | lease_terms(budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """A job poll, as it goes with the others that met it (LEASE_TOGETHER)."""
+
+    caller: Caller
+    batch: int
+
+    def item(self, req: int) -> dict[str, object]:
+        return {"req": req, "digest": self.caller.digest, "wants": self.batch}
 
 
 class Leasing:
@@ -161,6 +181,11 @@ class Leasing:
         self.lapses = lapses
         self.names = names
         self.rng = rng
+        # PostgreSQL: polls that meet at the database go as one statement and one commit
+        # (docs/performance.md, *Results together*); SQLite's run in process.
+        self._together: Coalescer[str, Poll, list[Job] | None] | None = (
+            Coalescer(self._run_together) if db.dialect == "postgresql" else None
+        )
 
     async def lease(self, caller: Caller, batch: int) -> list[Job]:
         """The job poll: reap this endpoint's lapsed leases if one may be due, then lease up
@@ -175,11 +200,37 @@ class Leasing:
             self.lapses.endpoint_of[caller.digest] = worker.endpoint_id
             return jobs
         # Nothing to reap: the poll is one statement and needs no transaction around it.
+        if self._together is not None and batch >= 1:
+            met = await self._together("polls", Poll(caller, batch))
+            if met is not None:
+                return met
+        return await self._alone(caller, batch)
+
+    async def _alone(self, caller: Caller, batch: int) -> list[Job]:
+        """A poll in a statement of its own (LEASE)."""
         async with self.db.single() as tx:
             jobs = await self.lease_in(tx, caller, batch)
             if not jobs:
                 await worker_of(tx, caller)  # an empty queue, or a token gone since
         return jobs
+
+    async def _run_together(self, _: str, polls: list[Poll]) -> list[list[Job] | None]:
+        """The polls that met, in one statement: each one's jobs, or None for a poll whose
+        token was refused (answered alone, to say why). A poll that met none goes alone."""
+        if len(polls) == 1:
+            return [await self._alone(polls[0].caller, polls[0].batch)]
+        items = orjson.dumps([poll.item(req) for req, poll in enumerate(polls)]).decode()
+        async with self.db.single() as tx:
+            rows = await tx.rows(LEASE_TOGETHER, {"items": items} | lease_terms(self.budget))
+            asked: dict[int, list[Row]] = {}
+            for row in rows:
+                found = asked.setdefault(row["asked"], [])
+                if row["id"] is not None:
+                    found.append(row)
+            return [
+                await self.leased(tx, asked[req]) if req in asked else None
+                for req in range(len(polls))
+            ]
 
     async def lease_in(self, tx: Tx, caller: Caller, batch: int) -> list[Job]:
         """Lease up to `batch` due scans inside an open transaction (no reaping)."""

@@ -16,16 +16,15 @@ steps as statements of one transaction, inline (microseconds each)."""
 from __future__ import annotations
 
 import random
-import secrets
+from collections import defaultdict
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
 from mainframe.lifecycle.backoff import RetryPolicy
 from mainframe.lifecycle.causes import named
-from mainframe.lifecycle.elsewhere import ASKING_US
 from mainframe.lifecycle.rules import (
     Holding,
     Plan,
@@ -65,7 +64,15 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.leasing import LEASE, Caller, LapseWatch, Leasing, lease_params
+from mainframe.store.work.coalesce import Coalescer
+from mainframe.store.work.leasing import (
+    LEASE,
+    Caller,
+    LapseWatch,
+    Leasing,
+    lease_params,
+    lease_terms,
+)
 
 BUMP = statement("bump_totals")
 INSERT_HISTORY = statement("insert_attempt")
@@ -74,6 +81,11 @@ COMPLETE = statement("complete")
 # The same for a request of one result, its fields as parameters: a smaller plan to start.
 COMPLETE_ONE = statement("complete_one")
 CLOSE_RESULTS = statement("close_results")
+# Requests of one finished result each that met, from any workers (Results._together).
+COMPLETE_TOGETHER = statement("complete_together")
+# The fields of a finished result that COMPLETE_TOGETHER reads from each item.
+TOGETHER_FIELDS = ("scan", "attempt", "assignment", "result", "outcome", "summary", "artifact",
+                   "result_digest")  # fmt: skip
 
 
 class Sender:
@@ -129,16 +141,7 @@ class InOneStatement:
     ) -> tuple[list[Row], list[Row]]:
         tx = sender.tx
         firsts = _firsts(plans)
-        params = {
-            "digest": sender.caller.digest,
-            "fetch": fetch,
-            "prefix": secrets.token_hex(8) + "-",
-            "timeout": self.budget.job_timeout_us,
-            "elsewhere": self.budget.elsewhere_us,
-            "asking": ASKING_US,
-            # The totals row of this session, as every other close picks it.
-            "shard": shard_of(tx.session),
-        }
+        params = {"digest": sender.caller.digest, "fetch": fetch} | _terms(self.budget, tx)
         if len(firsts) == 1:
             rows = await tx.rows(COMPLETE_ONE, params | firsts[0].values())
         else:
@@ -207,6 +210,12 @@ async def _any_replay(sender: Sender, plans: list[Plan], closed: Container[int])
     return False
 
 
+def _terms(budget: Budget, tx: Tx) -> dict[str, Any]:
+    """What every result statement of PostgreSQL binds besides its results: the next leases'
+    terms and the totals row of this session, as every other close picks it."""
+    return lease_terms(budget) | {"shard": shard_of(tx.session)}
+
+
 async def _name_causes(tx: Tx, plans: list[Plan], closed: Container[int]) -> None:
     """The causes of the closed attempts that failed, each named the first time it is met."""
     failures = [p.cause for p in _firsts(plans) if p.scan_id in closed and p.cause]
@@ -243,6 +252,27 @@ class Completion:
     jobs: list[Job]
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A request of one finished result, as it goes with the others that met it."""
+
+    caller: Caller
+    plan: Plan
+    fetch: int
+
+    def item(self, req: int) -> dict[str, Any]:
+        """Its item of COMPLETE_TOGETHER, as request `req` of the statement."""
+        values = self.plan.values()
+        fields = {name: values[name] for name in TOGETHER_FIELDS}
+        return fields | {"req": req, "digest": self.caller.digest, "wants": self.fetch}
+
+
+def _goes_together(plans: Sequence[Plan]) -> bool:
+    """Whether a request may go with others: one result, finished (the worker loop's common
+    case, with no cause to name and one total to add to)."""
+    return len(plans) == 1 and plans[0].settlement.status is Status.FINISHED
+
+
 class Results:
     def __init__(
         self,
@@ -261,6 +291,11 @@ class Results:
         self.leasing = leasing
         self.names = names
         self.rng = rng
+        # PostgreSQL: finished results that meet at the database go as one statement and one
+        # commit (docs/performance.md, *Results together*); SQLite's steps run in process.
+        self._together: Coalescer[str, Ask, Completion | None] | None = (
+            Coalescer(self._run_together) if db.dialect == "postgresql" else None
+        )
 
     async def report(self, caller: Caller, scan_id: int, report: Report) -> Closed:
         """Close the worker's current attempt with its result."""
@@ -282,6 +317,15 @@ class Results:
         """Close each result alone and lease up to `fetch` next jobs in the same transaction
         (only when a result closed and none was a replay)."""
         plans = [self._plan(scan_id, report) for scan_id, report in items]
+        if self._together is not None and _goes_together(plans):
+            met = await self._together("results", Ask(caller, plans[0], fetch))
+            if met is not None:
+                return met
+        return await self._alone(caller, plans, fetch)
+
+    async def _alone(self, caller: Caller, plans: list[Plan], fetch: int) -> Completion:
+        """A request in a transaction of its own: its closes, their answers (a replay's, a
+        refusal's) and its next jobs."""
         async with self.db.single() as tx:
             sender = Sender(tx, caller)
             closed_rows, leased_rows = await self.closes.close(sender, plans, fetch)
@@ -297,14 +341,38 @@ class Results:
             jobs += await self._replayed_jobs(sender, replayed)
         return Completion(outcomes, jobs)
 
+    async def _run_together(self, _: str, asks: list[Ask]) -> list[Completion | None]:
+        """The requests that met, in one statement: each one's close and next jobs, or None
+        for a result that did not close there (answered alone, as `_alone` answers it). A
+        request that met none goes alone."""
+        if len(asks) == 1:
+            return [await self._alone(asks[0].caller, [asks[0].plan], asks[0].fetch)]
+        items = orjson.dumps([ask.item(req) for req, ask in enumerate(asks)]).decode()
+        async with self.db.single() as tx:
+            params = {"items": items} | _terms(self.budget, tx)
+            rows = await tx.rows(COMPLETE_TOGETHER, params)
+            closed = {row["req"]: row for row in rows if row["done"] == "closed"}
+            leased: defaultdict[int, list[Row]] = defaultdict(list)
+            for row in (row for row in rows if row["done"] == "leased"):
+                leased[row["req"]].append(row)
+            return [
+                await self._met(tx, ask, closed.get(req), leased[req])
+                for req, ask in enumerate(asks)
+            ]
+
+    async def _met(
+        self, tx: Tx, ask: Ask, row: Row | None, leased: Sequence[Row]
+    ) -> Completion | None:
+        if row is None:
+            return None
+        scan = await self._scan(tx, row)
+        tx.events.extend(settlement_events(scan, ask.plan))
+        jobs = await self.leasing.leased(tx, leased)
+        return Completion([ItemOutcome(ask.plan.scan_id, closed_of(scan), None)], jobs)
+
     def _plan(self, scan_id: int, report: Report) -> Plan:
-        return plan(
-            scan_id,
-            report,
-            max_attempts=self.budget.max_attempts,
-            retry=self.retry,
-            draw=self.rng.random(),
-        )
+        attempts, draw = self.budget.max_attempts, self.rng.random()
+        return plan(scan_id, report, max_attempts=attempts, retry=self.retry, draw=draw)
 
     async def _scan(self, tx: Tx, row: Row) -> ScanRecord:
         return scan_from_row(row, await self.names.of(tx, row["endpoint_id"]))

@@ -594,7 +594,7 @@ WITH who AS (
       AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
     RETURNING
         -- include: closed_scan
-        , item.outcome, item.summary, item.artifact, item.result_digest,
+        , 0 AS req, item.outcome, item.summary, item.artifact, item.result_digest,
         item.cause AS attempt_cause
 ), replay AS (
     SELECT attempts.scan_id FROM attempts
@@ -653,6 +653,7 @@ WITH who AS (
            OR scans.assignment_id = CAST(:assignment AS text))
     RETURNING
         -- include: closed_scan
+        , 0 AS req
 ), replay AS (
     SELECT attempts.scan_id FROM attempts
     WHERE attempts.scan_id = CAST(:scan AS bigint)
@@ -676,6 +677,137 @@ WITH who AS (
       AND EXISTS (SELECT 1 FROM closed)
 )
 -- include: closed_and_leased
+
+-- name: complete_together @postgresql
+-- Requests of one finished result each, from any workers, that met (results.py,
+-- Results._run_together): each item's token checked, its close, the next leases each request
+-- asked for (`share_out`), the history rows and the outcome totals, in one statement, as
+-- COMPLETE_ONE does for one request. The tokens and the closes are found by key, as in
+-- COMPLETE. A result that does not close here is answered alone afterwards, as a request of
+-- its own (a replay, a refusal). Rows as COMPLETE's, with the request each was for (`req`).
+-- (PostgreSQL only: SQLite runs each request's steps in its own transaction.)
+WITH item AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
+        req integer, digest text, scan bigint, attempt integer, assignment text,
+        result text, outcome text, summary text, artifact text, result_digest text,
+        wants integer)
+), who AS (
+    -- include: workers_of_items
+), closed AS (
+    UPDATE scans SET status = 'FINISHED', updated_at = mf_now(),
+        lease_expires_at = NULL, wait_reason = NULL, fail_reason = NULL,
+        finished_at = mf_now(), dead_lettered_at = NULL, cause = NULL,
+        result = item.result, available_at = NULL
+    FROM item JOIN who ON who.req = item.req
+    WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
+      AND scans.endpoint_id + 0 = who.endpoint_id
+      AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
+      AND scans.attempt_count = COALESCE(item.attempt, 1)
+      AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
+    RETURNING
+        -- include: closed_scan
+        , item.req, item.outcome, item.summary, item.artifact, item.result_digest
+), asking AS (
+    -- include: asking_columns
+    FROM who WHERE who.wants > 0 AND who.req IN (SELECT closed.req FROM closed)
+-- include: share_out
+), history AS (
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
+                          closed_at, outcome, summary, artifact, settled_status,
+                          settled_available_at, settled_fail_reason, next_assignments,
+                          result_digest, cause)
+    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
+           leased_at, mf_now(), outcome, summary, artifact, status, available_at,
+           fail_reason,
+           (SELECT string_agg(leased.assignment_id, ',') FROM leased
+            WHERE leased.req = closed.req),
+           result_digest, NULL
+    FROM closed
+), total AS (
+    UPDATE scan_totals SET count = scan_totals.count + ended.n
+    FROM (SELECT endpoint_id, count(*) AS n FROM closed GROUP BY endpoint_id) AS ended
+    WHERE scan_totals.endpoint_id = ended.endpoint_id
+      AND scan_totals.outcome = 'finished' AND scan_totals.shard = :shard
+)
+-- include: closed_and_leased
+
+-- name: lease_together @postgresql
+-- Polls that met (leasing.py, Leasing._run_together): each item's token checked and the due
+-- scans of each endpoint shared out between its polls in their order (`share_out`), as
+-- COMPLETE_TOGETHER shares out its next leases. A row per poll whose token is a live
+-- worker's (`asked`), with each scan leased to it, or with none (its columns NULL) when it got
+-- none; a poll without a row is answered alone (a token refused).
+-- (PostgreSQL only: SQLite runs each poll in process.)
+WITH item AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
+        req integer, digest text, wants integer)
+), who AS (
+    -- include: workers_of_items
+), asking AS (
+    -- include: asking_columns
+    FROM who WHERE who.wants > 0
+-- include: share_out
+)
+SELECT who.req AS asked, leased.* FROM who LEFT JOIN leased ON leased.req = who.req;
+
+-- fragment: workers_of_items
+-- The live workers the items' tokens speak for (req, principal, endpoint_id, wants), each
+-- token found by key as COMPLETE finds its closes.
+SELECT item.req, tokens.principal, tokens.endpoint_id, item.wants
+FROM item
+JOIN tokens ON tokens.token_hash = item.digest AND tokens.role = 'worker'
+JOIN endpoints ON endpoints.id = tokens.endpoint_id AND endpoints.revoked_at IS NULL
+WHERE tokens.token_hash = ANY(ARRAY(SELECT item.digest FROM item))
+
+-- fragment: asking_columns
+-- A request that takes scans, and how many of its endpoint's due scans the requests before
+-- it take first (`skip`).
+SELECT who.req, who.principal, who.endpoint_id, who.wants,
+       sum(who.wants) OVER (PARTITION BY who.endpoint_id ORDER BY who.req)
+           - who.wants AS skip
+
+-- fragment: share_out
+-- The next leases of the requests of `asking`: each walks its endpoint's due scans with its
+-- own worker's retry rule (the SQL twin of lifecycle.elsewhere.may_lease, as
+-- `retry_elsewhere` is), as far as the requests before it take (`skip`) and its own share
+-- after them; the scans past its skip are its own. When the walks agree (no retry its worker
+-- may not take yet among them) the shares are disjoint; where they do not, a scan two
+-- requests reached goes to the earlier and the later gets fewer than it asked for.
+), due AS (
+    SELECT asking.req, asking.principal, asking.skip, walk.id,
+           row_number() OVER (PARTITION BY asking.req
+                              ORDER BY walk.available_at, walk.id) AS n
+    FROM asking CROSS JOIN LATERAL (
+        SELECT scans.id, scans.available_at FROM scans
+        WHERE scans.endpoint_id = asking.endpoint_id AND scans.status = 'QUEUED'
+          AND scans.available_at <= mf_now()
+          AND scans.queue NOT IN (
+              SELECT queue FROM paused_queues WHERE endpoint_id = asking.endpoint_id
+          )
+          AND (scans.worker IS NULL OR scans.worker <> asking.principal
+               OR scans.available_at <= mf_now() - :elsewhere
+               OR NOT EXISTS (
+                   SELECT 1 FROM tokens AS other
+                   WHERE other.endpoint_id = asking.endpoint_id
+                     AND other.role = 'worker'
+                     AND other.principal <> asking.principal
+                     AND other.last_used_at > mf_now() - :asking
+               ))
+        ORDER BY scans.available_at, scans.id LIMIT asking.skip + asking.wants
+        FOR UPDATE SKIP LOCKED
+    ) AS walk
+), pair AS (
+    SELECT DISTINCT ON (due.id) due.req, due.principal, due.id
+    FROM due WHERE due.n > due.skip
+    ORDER BY due.id, due.req
+), leased AS (
+    UPDATE scans SET status = 'PENDING', attempt_count = scans.attempt_count + 1,
+        assignment_id = :prefix || CAST(scans.id AS text), worker = pair.principal,
+        leased_at = mf_now(), lease_expires_at = mf_now() + :timeout, wait_reason = NULL,
+        updated_at = mf_now()
+    FROM pair
+    WHERE scans.id = pair.id AND scans.id = ANY(ARRAY(SELECT pair.id FROM pair))
+    RETURNING scans.*, pair.req
 
 -- fragment: closed_scan
 -- A closed scan as COMPLETE and COMPLETE_ONE return it (the columns of a scan record less
@@ -707,18 +839,18 @@ scans.redrive_count
         worker = (SELECT principal FROM who), leased_at = mf_now(),
         lease_expires_at = mf_now() + :timeout, wait_reason = NULL, updated_at = mf_now()
     WHERE scans.id = ANY(ARRAY(SELECT due.id FROM due))
-    RETURNING scans.*
+    RETURNING scans.*, 0 AS req
 
 -- fragment: closed_and_leased
--- The rows of COMPLETE and COMPLETE_ONE: each scan closed and each leased, with what was
--- done to it (`done`).
-SELECT 'closed' AS done, id, endpoint_id, queue, name, version, kind, NULL AS payload,
+-- The rows of the result statements: each scan closed and each leased, with what was done to
+-- it (`done`) and the request it was done for (`req`, 0 for a statement of one request).
+SELECT 'closed' AS done, req, id, endpoint_id, queue, name, version, kind, NULL AS payload,
        status, verified, source, worker, attempt_count, assignment_id, leased_at,
        lease_expires_at, wait_reason, created_at, updated_at, finished_at, dead_lettered_at,
        fail_reason, NULL AS result, attempt_base, available_at, redriven_at, redrive_count
 FROM closed
 UNION ALL
-SELECT 'leased', id, endpoint_id, queue, name, version, kind, payload, status, verified,
+SELECT 'leased', req, id, endpoint_id, queue, name, version, kind, payload, status, verified,
        source, worker, attempt_count, assignment_id, leased_at, lease_expires_at,
        wait_reason, created_at, updated_at, finished_at, dead_lettered_at, fail_reason,
        result, attempt_base, available_at, redriven_at, redrive_count

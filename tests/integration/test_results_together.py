@@ -1,0 +1,202 @@
+"""Finished results of one scan each that reach the store while another is at the database go
+together in one statement on PostgreSQL (COMPLETE_TOGETHER), from any workers of any
+endpoints, and each request still gets what it would have got alone: its own close, its own
+next jobs (never a job another request got, never a retry its own worker may not take yet),
+its history row with the jobs leased with it, and the outcome totals; a result that does not
+close there (a replay, a stale one) gets the answer it would have got alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from mainframe.lifecycle.rules import Status
+from mainframe.store import Report, ScanSpec
+from mainframe.store.engine.database import Stale
+from mainframe.store.work.results import Completion
+from tests.integration.conftest import World, issue
+
+# One request: who sends it, the job it reports finished, and how many next jobs it asks for.
+Ask = tuple[Any, Any, int]
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only(database_url: str) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite runs each request's steps in its own transaction, in process")
+
+
+class Counted:
+    """The results' database, counting the transactions it is asked for."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.transactions = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+    def single(self, **kwargs: Any) -> AbstractAsyncContextManager[Any]:
+        self.transactions += 1
+        found: AbstractAsyncContextManager[Any] = self.db.single(**kwargs)
+        return found
+
+
+def finished(job: Any) -> Report:
+    return Report("finished", False, job.attempt, job.assignment_id, None, None, '{"ok": 1}')
+
+
+def at_once(world: World, engine: Engine, asks: list[Ask]) -> tuple[list[Any], Counted]:
+    """Every request sent at the same moment; the first is held at the database (the outcome
+    totals' rows locked by another transaction) until the rest have met behind it. Each
+    outcome is a Completion or the error raised."""
+    results = world.store.target.results
+    counted = results.db = Counted(results.db)
+
+    async def all_at_once() -> list[Any]:
+        calls = []
+        with engine.connect() as conn:
+            conn.execute(text("UPDATE scan_totals SET count = count"))
+            for caller, job, fetch in asks:
+                call = results.complete(caller, [(job.scan_id, finished(job))], fetch=fetch)
+                calls.append(asyncio.create_task(call))
+                await asyncio.sleep(0.01)
+            await asyncio.to_thread(conn.commit)
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    return world.store.run(all_at_once), counted
+
+
+def lease(world: World, caller: Any, n: int) -> list[Any]:
+    return list(world.store.leasing.lease(caller, n))
+
+
+def worker_of(engine: Engine, scan_id: int) -> tuple[str, str]:
+    with engine.connect() as conn:
+        row = conn.execute(text(f"SELECT worker, status FROM scans WHERE id = {scan_id}")).one()
+    return row[0], row[1]
+
+
+def finished_total(engine: Engine) -> int:
+    with engine.connect() as conn:
+        found = conn.execute(
+            text("SELECT sum(count) FROM scan_totals WHERE outcome = 'finished'")
+        ).scalar()
+    return int(found or 0)
+
+
+def next_assignments(engine: Engine, scan_id: int) -> str | None:
+    with engine.connect() as conn:
+        found = conn.execute(
+            text(f"SELECT next_assignments FROM attempts WHERE scan_id = {scan_id}")
+        ).scalar()
+    return None if found is None else str(found)
+
+
+def jobs_of(outcomes: list[Any]) -> Iterator[Any]:
+    for outcome in outcomes:
+        assert isinstance(outcome, Completion), outcome
+        yield from outcome.jobs
+
+
+def test_results_that_meet_close_in_one_statement_each_with_its_own_next_jobs(
+    world: World, engine: Engine
+) -> None:
+    for n in range(16):
+        world.submit(f"pkg{n}")
+    held = lease(world, world.worker, 4) + lease(world, world.other_worker, 4)
+    callers = [world.worker] * 4 + [world.other_worker] * 4
+    asks = [(caller, job, 1) for caller, job in zip(callers, held, strict=True)]
+    outcomes, counted = at_once(world, engine, asks)
+    assert counted.transactions == 2, "the first went alone, the seven that met it together"
+    for (caller, job, _), outcome in zip(asks, outcomes, strict=True):
+        [item] = outcome.outcomes
+        assert item.error is None and item.closed is not None
+        assert (item.closed.scan_id, item.closed.status) == (job.scan_id, Status.FINISHED)
+        [given] = outcome.jobs
+        assert worker_of(engine, given.scan_id) == (caller.name, "PENDING")
+        assert next_assignments(engine, job.scan_id) == given.assignment_id
+        assert worker_of(engine, job.scan_id) == (caller.name, "FINISHED")
+    given = [job.scan_id for job in jobs_of(outcomes)]
+    assert len(set(given)) == 8, "no job went to two requests"
+    assert not set(given) & {job.scan_id for job in held}
+    assert finished_total(engine) == 8
+    rest = lease(world, world.worker, 16)
+    assert len(rest) == 0, "the eight jobs left were leased with the results, once each"
+
+
+def test_requests_of_two_endpoints_that_meet_each_take_their_own_endpoints_jobs(
+    world: World, engine: Engine
+) -> None:
+    pypi_worker = world.store.authentication.authenticate(
+        issue(world.store, "pypi", "worker", "p1")
+    )
+    pypi_source = world.store.authentication.authenticate(
+        issue(world.store, "pypi", "source", "pfeed")
+    )
+    for n in range(6):
+        world.submit(f"npm{n}")
+        world.store.intake.submit(pypi_source, endpoint=None, spec=_spec(f"pypi{n}"))
+    npm = lease(world, world.worker, 3)
+    pypi = lease(world, pypi_worker, 3)
+    asks = [(world.worker, npm[0], 1)]
+    asks += [(pypi_worker, job, 1) for job in pypi] + [(world.worker, job, 1) for job in npm[1:]]
+    outcomes, counted = at_once(world, engine, asks)
+    assert counted.transactions == 2
+    names = [[job.name for job in outcome.jobs] for outcome in outcomes]
+    assert [len(found) for found in names] == [1] * 6
+    assert all(found[0].startswith("npm") for found in names[:1] + names[4:])
+    assert all(found[0].startswith("pypi") for found in names[1:4])
+    assert len({name for found in names for name in found}) == 6
+
+
+def test_a_retry_stays_queued_rather_than_go_back_to_the_worker_that_failed_it(
+    world: World, engine: Engine
+) -> None:
+    """w2 asked recently, so the scan w1 just failed may not go back to w1 yet: w1's walk
+    passes it by and takes the next scan, which w2's turn (after w1's share) reached too, so
+    w2 gets fewer than it asked for this time; the retry stays queued, never w1's."""
+    for name in ("failing", "a", "b", "c", "d"):
+        world.submit(name)
+    [failing] = lease(world, world.worker, 1)
+    a, b = lease(world, world.other_worker, 2)
+    world.store.authentication.note(world.other_worker.digest)
+    world.store.authentication.flush()
+    fail = Report("failed", True, failing.attempt, failing.assignment_id, "boom", None, None)
+    world.store.results.report(world.worker, failing.scan_id, fail)
+    [c] = lease(world, world.worker, 1)
+    assert (failing.name, a.name, b.name, c.name) == ("failing", "a", "b", "c")
+    asks = [(world.other_worker, a, 0), (world.worker, c, 1), (world.other_worker, b, 1)]
+    outcomes, counted = at_once(world, engine, asks)
+    assert counted.transactions == 2
+    assert [[job.name for job in outcome.jobs] for outcome in outcomes] == [[], ["d"], []]
+    assert worker_of(engine, failing.scan_id) == (world.worker.name, "QUEUED")
+
+
+def test_a_replayed_and_a_stale_result_that_meet_others_get_their_answers_alone(
+    world: World, engine: Engine
+) -> None:
+    for n in range(6):
+        world.submit(f"pkg{n}")
+    first, second, third = lease(world, world.worker, 3)
+    before = world.store.results.complete(world.worker, [(first.scan_id, finished(first))], fetch=1)
+    stale = replace(second, assignment_id="not-it")
+    asks = [(world.worker, third, 1), (world.worker, first, 1), (world.worker, stale, 1)]
+    outcomes, counted = at_once(world, engine, asks)
+    assert counted.transactions == 4, "alone, together, then the two that did not close"
+    replayed, refused = outcomes[1], outcomes[2]
+    assert replayed.outcomes[0].error is None
+    assert [job.scan_id for job in replayed.jobs] == [job.scan_id for job in before.jobs]
+    assert isinstance(refused.outcomes[0].error, Stale)
+    assert worker_of(engine, second.scan_id) == (world.worker.name, "PENDING")
+    assert finished_total(engine) == 2
+
+
+def _spec(name: str) -> ScanSpec:
+    return ScanSpec(name, "1.0")
