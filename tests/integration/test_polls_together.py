@@ -6,7 +6,7 @@ for a token that is no worker's."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from typing import Any
 
 import pytest
@@ -15,7 +15,7 @@ from sqlalchemy import Engine, text
 from mainframe.store import Report, ScanSpec
 from mainframe.store.engine.database import StoreError
 from tests.integration.conftest import World, issue
-from tests.integration.test_results_together import Counted, worker_of
+from tests.integration.test_results_together import Counted, held_at_once, worker_of
 
 
 @pytest.fixture(autouse=True)
@@ -27,23 +27,13 @@ def _postgresql_only(database_url: str) -> None:
 def polls_at_once(
     world: World, engine: Engine, polls: list[tuple[Any, int]]
 ) -> tuple[Any, Counted]:
-    """Every poll sent at the same moment; the first is held at the database (a table its
-    statement reads locked by another transaction) until the rest have met behind it. Each
-    outcome is the poll's jobs or the error raised."""
+    """Every poll sent at the same moment, the first held by a table its statement reads
+    locked; each outcome is the poll's jobs or the error raised."""
     leasing = world.store.target.leasing
     counted = leasing.db = Counted(leasing.db)
-
-    async def all_at_once() -> list[Any]:
-        calls = []
-        with engine.connect() as conn:
-            conn.execute(text("LOCK TABLE paused_queues IN ACCESS EXCLUSIVE MODE"))
-            for caller, batch in polls:
-                calls.append(asyncio.create_task(leasing.lease(caller, batch)))
-                await asyncio.sleep(0.01)
-            await asyncio.to_thread(conn.commit)
-        return await asyncio.gather(*calls, return_exceptions=True)
-
-    return world.store.run(all_at_once), counted
+    calls = [functools.partial(leasing.lease, caller, batch) for caller, batch in polls]
+    lock = "LOCK TABLE paused_queues IN ACCESS EXCLUSIVE MODE"
+    return held_at_once(world, engine, lock, calls), counted
 
 
 def known(world: World, *callers: Any) -> None:

@@ -8,7 +8,8 @@ close there (a replay, a stale one) gets the answer it would have got alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import functools
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
@@ -52,25 +53,37 @@ def finished(job: Any) -> Report:
     return Report("finished", False, job.attempt, job.assignment_id, None, None, '{"ok": 1}')
 
 
-def at_once(world: World, engine: Engine, asks: list[Ask]) -> tuple[list[Any], Counted]:
-    """Every request sent at the same moment; the first is held at the database (the outcome
-    totals' rows locked by another transaction) until the rest have met behind it. Each
-    outcome is a Completion or the error raised."""
-    results = world.store.target.results
-    counted = results.db = Counted(results.db)
+def held_at_once(
+    world: World, engine: Engine, lock: str, calls: list[Callable[[], Awaitable[Any]]]
+) -> list[Any]:
+    """Every call made at the same moment; the first is held at the database (by `lock`,
+    taken in another transaction) until the rest have met behind it. Each outcome is the
+    call's value or the error it raised."""
 
     async def all_at_once() -> list[Any]:
-        calls = []
+        tasks = []
         with engine.connect() as conn:
-            conn.execute(text("UPDATE scan_totals SET count = count"))
-            for caller, job, fetch in asks:
-                call = results.complete(caller, [(job.scan_id, finished(job))], fetch=fetch)
-                calls.append(asyncio.create_task(call))
+            conn.execute(text(lock))
+            for call in calls:
+                tasks.append(asyncio.create_task(call()))
                 await asyncio.sleep(0.01)
             await asyncio.to_thread(conn.commit)
-        return await asyncio.gather(*calls, return_exceptions=True)
+        return await asyncio.gather(*tasks, return_exceptions=True)
 
-    return world.store.run(all_at_once), counted
+    found: list[Any] = world.store.run(all_at_once)
+    return found
+
+
+def at_once(world: World, engine: Engine, asks: list[Ask]) -> tuple[list[Any], Counted]:
+    """Every request sent at the same moment, the first held by the outcome totals' rows
+    locked; each outcome is a Completion or the error raised."""
+    results = world.store.target.results
+    counted = results.db = Counted(results.db)
+    calls = [
+        functools.partial(results.complete, caller, [(job.scan_id, finished(job))], fetch=n)
+        for caller, job, n in asks
+    ]
+    return held_at_once(world, engine, "UPDATE scan_totals SET count = count", calls), counted
 
 
 def lease(world: World, caller: Any, n: int) -> list[Any]:

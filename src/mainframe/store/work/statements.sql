@@ -602,12 +602,8 @@ WITH who AS (
       AND attempts.assignment_id = ANY(ARRAY(SELECT item.assignment FROM item))
 -- include: next_leases
 ), history AS (
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
-                          closed_at, outcome, summary, artifact, settled_status,
-                          settled_available_at, settled_fail_reason, next_assignments,
-                          result_digest, cause)
-    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
-           leased_at, mf_now(), outcome, summary, artifact, status, available_at,
+    -- include: history_of_closed
+           outcome, summary, artifact, status, available_at,
            fail_reason, (SELECT string_agg(assignment_id, ',') FROM leased),
            result_digest, attempt_cause
     FROM closed
@@ -660,12 +656,8 @@ WITH who AS (
       AND attempts.assignment_id = CAST(:assignment AS text)
 -- include: next_leases
 ), history AS (
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
-                          closed_at, outcome, summary, artifact, settled_status,
-                          settled_available_at, settled_fail_reason, next_assignments,
-                          result_digest, cause)
-    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
-           leased_at, mf_now(), CAST(:outcome AS text), CAST(:summary AS text),
+    -- include: history_of_closed
+           CAST(:outcome AS text), CAST(:summary AS text),
            CAST(:artifact AS text), status, available_at, fail_reason,
            (SELECT string_agg(assignment_id, ',') FROM leased),
            CAST(:result_digest AS text), CAST(:cause AS text)
@@ -712,12 +704,8 @@ WITH item AS (
     FROM who WHERE who.wants > 0 AND who.req IN (SELECT closed.req FROM closed)
 -- include: share_out
 ), history AS (
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
-                          closed_at, outcome, summary, artifact, settled_status,
-                          settled_available_at, settled_fail_reason, next_assignments,
-                          result_digest, cause)
-    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
-           leased_at, mf_now(), outcome, summary, artifact, status, available_at,
+    -- include: history_of_closed
+           outcome, summary, artifact, status, available_at,
            fail_reason,
            (SELECT string_agg(leased.assignment_id, ',') FROM leased
             WHERE leased.req = closed.req),
@@ -808,6 +796,17 @@ SELECT who.req, who.principal, who.endpoint_id, who.wants,
     FROM pair
     WHERE scans.id = pair.id AND scans.id = ANY(ARRAY(SELECT pair.id FROM pair))
     RETURNING scans.*, pair.req
+
+-- fragment: history_of_closed
+-- The history rows of the result statements' closes (`closed`), up to their outcome: the
+-- attempt, its assignment and worker, and when it was leased and closed; each statement
+-- adds the rest.
+INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
+                      closed_at, outcome, summary, artifact, settled_status,
+                      settled_available_at, settled_fail_reason, next_assignments,
+                      result_digest, cause)
+SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
+       leased_at, mf_now(),
 
 -- fragment: closed_scan
 -- A closed scan as COMPLETE and COMPLETE_ONE return it (the columns of a scan record less
