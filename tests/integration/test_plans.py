@@ -55,6 +55,7 @@ from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from mainframe.store.hooks import deliveries, hooks
 from mainframe.store.operator import activity, fleet_snapshot, overview, queues, retention, revoke
 from mainframe.store.work import (
+    assignments,
     intake,
     interventions,
     leasing,
@@ -440,7 +441,7 @@ CASES = {
     # A worker's touches, with its echo and in the rollout form.
     **{f"{sql.name}{form}": Case(sql, TOUCH | echo | {"reason": "waiting on upstream"},
                                  (WHO, PK), (PG_WHO, PG_PK))
-       for sql in (results.HEARTBEAT, results.WAIT, results.RESUME)
+       for sql in (assignments.HEARTBEAT, assignments.WAIT, assignments.RESUME)
        for form, echo in (("", {}), ("_rollout", {"attempt": None, "assignment": None}))},
     # Intake.
     "submit_as_source": Case(intake.SUBMIT_AS_SOURCE, ITEM | {"digest": SOURCE},

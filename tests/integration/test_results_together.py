@@ -49,8 +49,8 @@ class Counted:
         return found
 
 
-def finished(job: Any) -> Report:
-    return Report("finished", False, job.attempt, job.assignment_id, None, None, '{"ok": 1}')
+def finished(job: Any, result: str = '{"ok": 1}') -> Report:
+    return Report("finished", False, job.attempt, job.assignment_id, None, None, result)
 
 
 def held_at_once(
@@ -213,3 +213,30 @@ def test_a_replayed_and_a_stale_result_that_meet_others_get_their_answers_alone(
 
 def _spec(name: str) -> ScanSpec:
     return ScanSpec(name, "1.0")
+
+
+def test_large_results_that_meet_go_in_statements_no_larger_than_a_request(
+    world: World, engine: Engine
+) -> None:
+    for n in range(8):
+        world.submit(f"pkg{n}")
+    held = lease(world, world.worker, 4)
+    big = '{"blob": "' + "x" * 600_000 + '"}'
+    sent = ['{"ok": 1}', big, big, '{"ok": 2}']
+    results = world.store.target.results
+    counted = results.db = Counted(results.db)
+    calls = [
+        functools.partial(
+            results.complete, world.worker, [(job.scan_id, finished(job, result))], fetch=1
+        )
+        for job, result in zip(held, sent, strict=True)
+    ]
+    outcomes = held_at_once(world, engine, "UPDATE scan_totals SET count = count", calls)
+    assert counted.transactions == 3, "the first alone; then the first large one, then the rest"
+    assert all(outcome.outcomes[0].closed is not None for outcome in outcomes)
+    assert len({job.scan_id for job in jobs_of(outcomes)}) == 4
+    with engine.connect() as conn:
+        kept = conn.execute(
+            text(f"SELECT length(result) FROM scans WHERE id = {held[2].scan_id}")
+        ).scalar()
+    assert kept == len(big)

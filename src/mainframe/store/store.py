@@ -30,12 +30,13 @@ from mainframe.store.operator.queues import Queues
 from mainframe.store.operator.retention import Retention
 from mainframe.store.operator.revoke import Revocations
 from mainframe.store.work import results
+from mainframe.store.work.assignments import Assignments
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.intake import Intake
 from mainframe.store.work.interventions import Interventions
 from mainframe.store.work.leasing import LapseWatch, Leasing
 from mainframe.store.work.packages import Packages
-from mainframe.store.work.results import Assignments, Results
+from mainframe.store.work.results import Results
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,24 @@ Out = TypeVar("Out")
 # One outcome per item, in the items' order: its value, or the error its caller gets.
 Run = Callable[[Key, list[Item]], Awaitable[Sequence[Out | Exception]]]
 
+# The most text a statement of items that met carries: a bulk request's default bound, so a
+# run of large items never sends the database more at once than one request may.
+STATEMENT_BYTES = 1_048_576
+
+
+def within(items: Sequence[Item], weight: Callable[[Item], int]) -> list[list[Item]]:
+    """The items in order, in runs whose weight (their text in a statement) stays within
+    STATEMENT_BYTES; an item heavier than that goes in a run of its own."""
+    runs: list[list[Item]] = [[]]
+    size = 0
+    for item in items:
+        if runs[-1] and size + weight(item) > STATEMENT_BYTES:
+            runs.append([])
+            size = 0
+        runs[-1].append(item)
+        size += weight(item)
+    return runs
+
 
 @dataclass
 class _Lane(Generic[Item, Out]):

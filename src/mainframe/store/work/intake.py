@@ -32,16 +32,13 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
-from mainframe.store.work.coalesce import Coalescer
+from mainframe.store.work.coalesce import Coalescer, within
 
 SUBMIT_AS_SOURCE = statement("submit_as_source")
 SUBMIT_MANY_AS_SOURCE = statement("submit_many_as_source")
 INSERT_SCANS = statement("insert_scans")
 LIVE_SCAN = statement("live_scan")
 PROMOTE = statement("promote_from_quarantine")
-# Submissions that met go in statements of at most a request body's default bound
-# (MAINFRAME_MAX_BODY_BYTES), as a bulk request's items would.
-STATEMENT_BYTES = 1_048_576
 SPEC_OVERHEAD = 100  # a spec's queue, kind and JSON punctuation, generously
 # A live key can turn terminal between a refused insert and the read; retry that many times.
 RACE_RETRIES = 3
@@ -152,7 +149,7 @@ class Intake:
         """Submissions under one token that met, each statement no larger than a bulk request:
         each one's new scan, None where it inserted nothing, or the refusal of its value."""
         done: list[ScanRecord | Exception | None] = []
-        for chunk in _chunks(specs):
+        for chunk in within(specs, _weight):
             if len(chunk) == 1:
                 done.append(await self._submit_alone(digest, chunk[0]))
             else:
@@ -251,18 +248,9 @@ class Intake:
         return promoted
 
 
-def _chunks(specs: list[ScanSpec]) -> list[list[ScanSpec]]:
-    """The specs in order, in runs whose text stays within a bulk request's bound."""
-    chunks: list[list[ScanSpec]] = [[]]
-    size = 0
-    for spec in specs:
-        weight = len(spec.payload or "") + len(spec.name) + len(spec.version) + SPEC_OVERHEAD
-        if chunks[-1] and size + weight > STATEMENT_BYTES:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(spec)
-        size += weight
-    return chunks
+def _weight(spec: ScanSpec) -> int:
+    """A spec's text in a statement of submissions that met."""
+    return len(spec.payload or "") + len(spec.name) + len(spec.version) + SPEC_OVERHEAD
 
 
 async def _gate(tx: Tx, caller: Caller | None, name: str | None) -> Gate:

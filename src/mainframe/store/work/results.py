@@ -56,7 +56,6 @@ from mainframe.store.engine.database import (
     NotFound,
     ResultConflict,
     Row,
-    Sql,
     Stale,
     StoreError,
     Tx,
@@ -64,11 +63,10 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.coalesce import Coalescer
+from mainframe.store.work.coalesce import Coalescer, within
 from mainframe.store.work.leasing import (
     LEASE,
     Caller,
-    LapseWatch,
     Leasing,
     lease_params,
     lease_terms,
@@ -260,6 +258,13 @@ class Ask:
     plan: Plan
     fetch: int
 
+    def weight(self) -> int:
+        """Its item's text in a statement (its result, summary and artifact, and the rest)."""
+        report = self.plan.report
+        return (
+            sum(len(text or "") for text in (report.result, report.summary, report.artifact)) + 300
+        )
+
     def item(self, req: int) -> dict[str, Any]:
         """Its item of COMPLETE_TOGETHER, as request `req` of the statement."""
         values = self.plan.values()
@@ -345,8 +350,15 @@ class Results:
         """The requests that met, in one statement: each one's close and next jobs, or None
         for a result that did not close there (answered alone, as `_alone` answers it). A
         request that met none goes alone."""
-        if len(asks) == 1:
-            return [await self._alone(asks[0].caller, [asks[0].plan], asks[0].fetch)]
+        done: list[Completion | None] = []
+        for run in within(asks, Ask.weight):
+            if len(run) == 1:
+                done.append(await self._alone(run[0].caller, [run[0].plan], run[0].fetch))
+            else:
+                done += await self._together_in_one(run)
+        return done
+
+    async def _together_in_one(self, asks: list[Ask]) -> list[Completion | None]:
         items = orjson.dumps([ask.item(req) for req, ask in enumerate(asks)]).decode()
         async with self.db.single() as tx:
             params = {"items": items} | _terms(self.budget, tx)
@@ -432,82 +444,6 @@ def _rejected(worker: Principal, p: Plan, conflict: ResultConflict) -> StaleResu
     return StaleResultRejected(
         worker.endpoint, p.scan_id, worker.name, conflict.stale_code, p.report.attempt
     )
-
-
-# What a worker does with an assignment it holds, short of closing it: heartbeat (extend the
-# lease), wait (park the scan on something outside, under a lease of its own length) and resume.
-# Each is one statement that checks the token and is a compare-and-set on the current
-# assignment; only a refused one reads the scan again, to say why.
-HEARTBEAT = statement("heartbeat")
-WAIT = statement("wait")
-RESUME = statement("resume")
-
-
-class Assignments:
-    def __init__(self, db: Database, budget: Budget, lapses: LapseWatch) -> None:
-        self.db = db
-        self.budget = budget
-        self.lapses = lapses
-
-    async def heartbeat(
-        self, caller: Caller, scan_id: int, *, attempt: int | None, assignment_id: str | None
-    ) -> int:
-        """Extend the current lease (a wait keeps its own deadline); return the new deadline."""
-        values = {"timeout": self.budget.job_timeout_us}
-        return await self._touch(HEARTBEAT, caller, scan_id, attempt, assignment_id, values)
-
-    async def wait(
-        self,
-        caller: Caller,
-        scan_id: int,
-        *,
-        attempt: int | None,
-        assignment_id: str | None,
-        seconds: float,
-        reason: str,
-    ) -> int:
-        """Park the scan for at most `seconds`; it is reclaimed if neither resume nor result
-        arrives in time."""
-        values = {"timeout": round(seconds * 1_000_000), "reason": reason}
-        return await self._touch(WAIT, caller, scan_id, attempt, assignment_id, values)
-
-    async def resume(
-        self, caller: Caller, scan_id: int, *, attempt: int | None, assignment_id: str | None
-    ) -> int:
-        """End a wait: the scan is back under an ordinary lease."""
-        values = {"timeout": self.budget.job_timeout_us}
-        return await self._touch(RESUME, caller, scan_id, attempt, assignment_id, values)
-
-    async def _touch(
-        self,
-        sql: Sql,
-        caller: Caller,
-        scan_id: int,
-        attempt: int | None,
-        assignment_id: str | None,
-        values: Mapping[str, object],
-    ) -> int:
-        params = dict(values) | {
-            "digest": caller.digest,
-            "scan": scan_id,
-            "attempt": attempt,
-            "assignment": assignment_id,
-        }
-        async with self.db.single() as tx:
-            row = await first(tx, sql, params)
-            # Refused: the rejection is counted once this commits, then raised.
-            refused = None
-            if row is None:
-                worker = await worker_of(tx, caller)
-                refused = await refusal(
-                    tx, worker, scan_id, attempt=attempt, assignment_id=assignment_id
-                )
-        if row is None:
-            assert refused is not None
-            raise refused
-        deadline = row["lease_expires_at"]
-        self.lapses.note(int(row["endpoint_id"]), int(deadline))
-        return int(deadline)
 
 
 # Replays: a worker that never saw the answer to an accepted result sends it again (same scan,
