@@ -18,7 +18,8 @@ from tests.integration.conftest import World
 
 
 class Counted:
-    """The intake's database, counting the single statements it is sent."""
+    """A part of the store's database (intake, results, leasing), counting the one-statement
+    transactions (`single`) it is asked for."""
 
     def __init__(self, db: Any) -> None:
         self.db = db

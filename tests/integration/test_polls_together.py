@@ -15,7 +15,12 @@ from sqlalchemy import Engine, text
 from mainframe.store import Report, ScanSpec
 from mainframe.store.engine.database import StoreError
 from tests.integration.conftest import World, issue
-from tests.integration.test_results_together import Counted, held_at_once, worker_of
+from tests.integration.test_results_together import (
+    Counted,
+    held_at_once,
+    pypi_credentials,
+    worker_of,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -46,12 +51,7 @@ def known(world: World, *callers: Any) -> None:
 def test_polls_that_meet_go_in_one_statement_each_with_jobs_of_its_own(
     world: World, engine: Engine
 ) -> None:
-    pypi_worker = world.store.authentication.authenticate(
-        issue(world.store, "pypi", "worker", "p1")
-    )
-    pypi_source = world.store.authentication.authenticate(
-        issue(world.store, "pypi", "source", "pfeed")
-    )
+    pypi_worker, pypi_source = pypi_credentials(world)
     for n in range(8):
         world.submit(f"npm{n}")
         world.store.intake.submit(pypi_source, endpoint=None, spec=ScanSpec(f"pypi{n}", "1"))
@@ -59,7 +59,7 @@ def test_polls_that_meet_go_in_one_statement_each_with_jobs_of_its_own(
     polls = [(world.worker, 1), (world.other_worker, 2), (pypi_worker, 3), (world.worker, 2),
              (pypi_worker, 1)]  # fmt: skip
     outcomes, counted = polls_at_once(world, engine, polls)
-    assert counted.transactions == 2, "the first went alone, the four that met it together"
+    assert counted.statements == 2, "the first went alone, the four that met it together"
     names = [[job.name for job in jobs] for jobs in outcomes]
     assert [len(found) for found in names] == [1, 2, 3, 2, 1]
     assert all(name.startswith("npm") for found in names[:2] + names[3:4] for name in found)
@@ -86,7 +86,7 @@ def test_a_poll_of_an_empty_queue_gets_nothing_and_a_revoked_token_its_refusal(
     assert [job.name for job in outcomes[0]] == ["only"]
     assert outcomes[1] == [] and outcomes[3] == []
     assert isinstance(outcomes[2], StoreError)
-    assert counted.transactions == 3, "alone, together, then the revoked token alone"
+    assert counted.statements == 3, "alone, together, then the revoked token alone"
 
 
 def test_a_polls_turn_at_its_own_workers_failure_passes_it_by(world: World, engine: Engine) -> None:
@@ -106,6 +106,6 @@ def test_a_polls_turn_at_its_own_workers_failure_passes_it_by(world: World, engi
     world.store.results.report(world.worker, failing.scan_id, fail)
     polls = [(pypi_worker, 1), (world.worker, 1), (world.other_worker, 1)]
     outcomes, counted = polls_at_once(world, engine, polls)
-    assert counted.transactions == 2
+    assert counted.statements == 2
     assert [[job.name for job in jobs] for jobs in outcomes] == [[], ["a"], []]
     assert worker_of(engine, failing.scan_id) == (world.worker.name, "QUEUED")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +21,7 @@ from mainframe.store import Report, ScanSpec
 from mainframe.store.engine.database import Stale
 from mainframe.store.work.results import Completion
 from tests.integration.conftest import World, issue
+from tests.integration.test_intake_together import Counted
 
 # One request: who sends it, the job it reports finished, and how many next jobs it asks for.
 Ask = tuple[Any, Any, int]
@@ -31,22 +31,6 @@ Ask = tuple[Any, Any, int]
 def _postgresql_only(database_url: str) -> None:
     if database_url.startswith("sqlite"):
         pytest.skip("SQLite runs each request's steps in its own transaction, in process")
-
-
-class Counted:
-    """The results' database, counting the transactions it is asked for."""
-
-    def __init__(self, db: Any) -> None:
-        self.db = db
-        self.transactions = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.db, name)
-
-    def single(self, **kwargs: Any) -> AbstractAsyncContextManager[Any]:
-        self.transactions += 1
-        found: AbstractAsyncContextManager[Any] = self.db.single(**kwargs)
-        return found
 
 
 def finished(job: Any, result: str = '{"ok": 1}') -> Report:
@@ -84,6 +68,15 @@ def at_once(world: World, engine: Engine, asks: list[Ask]) -> tuple[list[Any], C
         for caller, job, n in asks
     ]
     return held_at_once(world, engine, "UPDATE scan_totals SET count = count", calls), counted
+
+
+def pypi_credentials(world: World) -> tuple[Any, Any]:
+    """A worker and a source of alice's `pypi`, the world's other endpoint."""
+    found = [
+        world.store.authentication.authenticate(issue(world.store, "pypi", role, name))
+        for role, name in (("worker", "p1"), ("source", "pfeed"))
+    ]
+    return found[0], found[1]
 
 
 def lease(world: World, caller: Any, n: int) -> list[Any]:
@@ -127,7 +120,7 @@ def test_results_that_meet_close_in_one_statement_each_with_its_own_next_jobs(
     callers = [world.worker] * 4 + [world.other_worker] * 4
     asks = [(caller, job, 1) for caller, job in zip(callers, held, strict=True)]
     outcomes, counted = at_once(world, engine, asks)
-    assert counted.transactions == 2, "the first went alone, the seven that met it together"
+    assert counted.statements == 2, "the first went alone, the seven that met it together"
     for (caller, job, _), outcome in zip(asks, outcomes, strict=True):
         [item] = outcome.outcomes
         assert item.error is None and item.closed is not None
@@ -147,12 +140,7 @@ def test_results_that_meet_close_in_one_statement_each_with_its_own_next_jobs(
 def test_requests_of_two_endpoints_that_meet_each_take_their_own_endpoints_jobs(
     world: World, engine: Engine
 ) -> None:
-    pypi_worker = world.store.authentication.authenticate(
-        issue(world.store, "pypi", "worker", "p1")
-    )
-    pypi_source = world.store.authentication.authenticate(
-        issue(world.store, "pypi", "source", "pfeed")
-    )
+    pypi_worker, pypi_source = pypi_credentials(world)
     for n in range(6):
         world.submit(f"npm{n}")
         world.store.intake.submit(pypi_source, endpoint=None, spec=_spec(f"pypi{n}"))
@@ -161,7 +149,7 @@ def test_requests_of_two_endpoints_that_meet_each_take_their_own_endpoints_jobs(
     asks = [(world.worker, npm[0], 1)]
     asks += [(pypi_worker, job, 1) for job in pypi] + [(world.worker, job, 1) for job in npm[1:]]
     outcomes, counted = at_once(world, engine, asks)
-    assert counted.transactions == 2
+    assert counted.statements == 2
     names = [[job.name for job in outcome.jobs] for outcome in outcomes]
     assert [len(found) for found in names] == [1] * 6
     assert all(found[0].startswith("npm") for found in names[:1] + names[4:])
@@ -187,7 +175,7 @@ def test_a_retry_stays_queued_rather_than_go_back_to_the_worker_that_failed_it(
     assert (failing.name, a.name, b.name, c.name) == ("failing", "a", "b", "c")
     asks = [(world.other_worker, a, 0), (world.worker, c, 1), (world.other_worker, b, 1)]
     outcomes, counted = at_once(world, engine, asks)
-    assert counted.transactions == 2
+    assert counted.statements == 2
     assert [[job.name for job in outcome.jobs] for outcome in outcomes] == [[], ["d"], []]
     assert worker_of(engine, failing.scan_id) == (world.worker.name, "QUEUED")
 
@@ -202,7 +190,7 @@ def test_a_replayed_and_a_stale_result_that_meet_others_get_their_answers_alone(
     stale = replace(second, assignment_id="not-it")
     asks = [(world.worker, third, 1), (world.worker, first, 1), (world.worker, stale, 1)]
     outcomes, counted = at_once(world, engine, asks)
-    assert counted.transactions == 4, "alone, together, then the two that did not close"
+    assert counted.statements == 4, "alone, together, then the two that did not close"
     replayed, refused = outcomes[1], outcomes[2]
     assert replayed.outcomes[0].error is None
     assert [job.scan_id for job in replayed.jobs] == [job.scan_id for job in before.jobs]
@@ -232,7 +220,7 @@ def test_large_results_that_meet_go_in_statements_no_larger_than_a_request(
         for job, result in zip(held, sent, strict=True)
     ]
     outcomes = held_at_once(world, engine, "UPDATE scan_totals SET count = count", calls)
-    assert counted.transactions == 3, "the first alone; then the first large one, then the rest"
+    assert counted.statements == 3, "the first alone; then the first large one, then the rest"
     assert all(outcome.outcomes[0].closed is not None for outcome in outcomes)
     assert len({job.scan_id for job in jobs_of(outcomes)}) == 4
     with engine.connect() as conn:

@@ -587,11 +587,7 @@ WITH who AS (
         result = item.result,
         available_at = CASE WHEN item.terminal THEN NULL ELSE mf_now() + item.delay END
     FROM item, who
-    WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
-      AND scans.endpoint_id + 0 = who.endpoint_id
-      AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
-      AND scans.attempt_count = COALESCE(item.attempt, 1)
-      AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
+    -- include: items_close
     RETURNING
         -- include: closed_scan
         , 0 AS req, item.outcome, item.summary, item.artifact, item.result_digest,
@@ -691,11 +687,7 @@ WITH item AS (
         finished_at = mf_now(), dead_lettered_at = NULL, cause = NULL,
         result = item.result, available_at = NULL
     FROM item JOIN who ON who.req = item.req
-    WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
-      AND scans.endpoint_id + 0 = who.endpoint_id
-      AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
-      AND scans.attempt_count = COALESCE(item.attempt, 1)
-      AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
+    -- include: items_close
     RETURNING
         -- include: closed_scan
         , item.req, item.outcome, item.summary, item.artifact, item.result_digest
@@ -807,6 +799,16 @@ INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at,
                       result_digest, cause)
 SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker,
        leased_at, mf_now(),
+
+-- fragment: items_close
+-- Which scans the items of COMPLETE and COMPLETE_TOGETHER close: each its own by key, still
+-- PENDING under the worker its token speaks for (`who`), on the attempt and assignment it
+-- names (the compare-and-set of lifecycle.rules.diagnose_stale).
+WHERE scans.id = item.scan AND scans.id = ANY(ARRAY(SELECT item.scan FROM item))
+  AND scans.endpoint_id + 0 = who.endpoint_id
+  AND scans.status || '' = 'PENDING' AND scans.worker = who.principal
+  AND scans.attempt_count = COALESCE(item.attempt, 1)
+  AND (item.assignment IS NULL OR scans.assignment_id = item.assignment)
 
 -- fragment: closed_scan
 -- A closed scan as COMPLETE and COMPLETE_ONE return it (the columns of a scan record less
