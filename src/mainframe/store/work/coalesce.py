@@ -36,6 +36,20 @@ def within(items: Sequence[Item], weight: Callable[[Item], int]) -> list[list[It
     return runs
 
 
+async def by_runs(
+    items: list[Item],
+    weight: Callable[[Item], int],
+    alone: Callable[[Item], Awaitable[Out]],
+    together: Callable[[list[Item]], Awaitable[list[Out]]],
+) -> list[Out]:
+    """The outcomes of items that met, in order: each run of `within` as one statement
+    (`together`), and a run of one item by the statement it has alone (`alone`)."""
+    done: list[Out] = []
+    for run in within(items, weight):
+        done += [await alone(run[0])] if len(run) == 1 else await together(run)
+    return done
+
+
 @dataclass
 class _Lane(Generic[Item, Out]):
     running: int = 0

@@ -32,7 +32,7 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
-from mainframe.store.work.coalesce import Coalescer, within
+from mainframe.store.work.coalesce import Coalescer, by_runs
 
 SUBMIT_AS_SOURCE = statement("submit_as_source")
 SUBMIT_MANY_AS_SOURCE = statement("submit_many_as_source")
@@ -148,13 +148,12 @@ class Intake:
     ) -> list[ScanRecord | Exception | None]:
         """Submissions under one token that met, each statement no larger than a bulk request:
         each one's new scan, None where it inserted nothing, or the refusal of its value."""
-        done: list[ScanRecord | Exception | None] = []
-        for chunk in within(specs, _weight):
-            if len(chunk) == 1:
-                done.append(await self._submit_alone(digest, chunk[0]))
-            else:
-                done += await self._submit_together(digest, chunk)
-        return done
+        return await by_runs(
+            specs,
+            _weight,
+            lambda spec: self._submit_alone(digest, spec),
+            lambda run: self._submit_together(digest, run),
+        )
 
     async def _submit_alone(self, digest: str, spec: ScanSpec) -> ScanRecord | Exception | None:
         """One statement, with no BEGIN or COMMIT round trips."""

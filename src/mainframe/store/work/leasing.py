@@ -39,7 +39,7 @@ from mainframe.store.accounts.authentication import EndpointNames, Presented, Pr
 from mainframe.store.engine.database import Database, Row, Tx, record
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.coalesce import Coalescer
+from mainframe.store.work.coalesce import Coalescer, by_runs
 
 # How long a process trusts that no lease of an endpoint has lapsed without looking: leases
 # granted by other server processes are only seen by looking.
@@ -50,6 +50,7 @@ NAME_CAUSE = statement("name_cause")
 LEASE = statement("lease")
 # Polls that met, from any workers (Leasing._run_together).
 LEASE_TOGETHER = statement("lease_together")
+POLL_OVERHEAD = 100  # a poll's item in LEASE_TOGETHER, generously
 LAPSED_OF_ENDPOINT = statement("lapsed_of_endpoint")
 LAPSED_ANYWHERE = statement("lapsed_anywhere")
 CLOSE_LAPSED = statement("close_lapsed_attempt")
@@ -164,6 +165,11 @@ class Poll:
     def item(self, req: int) -> dict[str, object]:
         return {"req": req, "digest": self.caller.digest, "wants": self.batch}
 
+    def weight(self) -> int:
+        """Its item's text in a statement: a token digest and two numbers, never near the
+        bound, so the polls that met go as one."""
+        return POLL_OVERHEAD
+
 
 class Leasing:
     def __init__(
@@ -182,7 +188,7 @@ class Leasing:
         self.names = names
         self.rng = rng
         # PostgreSQL: polls that meet at the database go as one statement and one commit
-        # (docs/performance.md, *Results together*); SQLite's run in process.
+        # (docs/performance.md, *Polls and results together*); SQLite's run in process.
         self._together: Coalescer[str, Poll, list[Job] | None] | None = (
             Coalescer(self._run_together) if db.dialect == "postgresql" else None
         )
@@ -217,8 +223,12 @@ class Leasing:
     async def _run_together(self, _: str, polls: list[Poll]) -> list[list[Job] | None]:
         """The polls that met, in one statement: each one's jobs, or None for a poll whose
         token was refused (answered alone, to say why). A poll that met none goes alone."""
-        if len(polls) == 1:
-            return [await self._alone(polls[0].caller, polls[0].batch)]
+        return await by_runs(polls, Poll.weight, self._poll_alone, self._together_in_one)
+
+    async def _poll_alone(self, poll: Poll) -> list[Job] | None:
+        return await self._alone(poll.caller, poll.batch)
+
+    async def _together_in_one(self, polls: list[Poll]) -> list[list[Job] | None]:
         items = orjson.dumps([poll.item(req) for req, poll in enumerate(polls)]).decode()
         async with self.db.single() as tx:
             rows = await tx.rows(LEASE_TOGETHER, {"items": items} | lease_terms(self.budget))

@@ -63,7 +63,7 @@ from mainframe.store.engine.database import (
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
-from mainframe.store.work.coalesce import Coalescer, within
+from mainframe.store.work.coalesce import Coalescer, by_runs
 from mainframe.store.work.leasing import (
     LEASE,
     Caller,
@@ -79,8 +79,11 @@ COMPLETE = statement("complete")
 # The same for a request of one result, its fields as parameters: a smaller plan to start.
 COMPLETE_ONE = statement("complete_one")
 CLOSE_RESULTS = statement("close_results")
-# Requests of one finished result each that met, from any workers (Results._together).
+# Requests of one finished result each that met, from any workers (Results._together_in_one).
 COMPLETE_TOGETHER = statement("complete_together")
+# An item's text beside its result, summary and artifact (ids, digests, JSON punctuation),
+# generously.
+RESULT_OVERHEAD = 300
 # The fields of a finished result that COMPLETE_TOGETHER reads from each item.
 TOGETHER_FIELDS = ("scan", "attempt", "assignment", "result", "outcome", "summary", "artifact",
                    "result_digest")  # fmt: skip
@@ -261,9 +264,8 @@ class Ask:
     def weight(self) -> int:
         """Its item's text in a statement (its result, summary and artifact, and the rest)."""
         report = self.plan.report
-        return (
-            sum(len(text or "") for text in (report.result, report.summary, report.artifact)) + 300
-        )
+        texts = (report.result, report.summary, report.artifact)
+        return sum(len(text or "") for text in texts) + RESULT_OVERHEAD
 
     def item(self, req: int) -> dict[str, Any]:
         """Its item of COMPLETE_TOGETHER, as request `req` of the statement."""
@@ -297,7 +299,7 @@ class Results:
         self.names = names
         self.rng = rng
         # PostgreSQL: finished results that meet at the database go as one statement and one
-        # commit (docs/performance.md, *Results together*); SQLite's steps run in process.
+        # commit (docs/performance.md, *Polls and results together*); SQLite's steps run in process.
         self._together: Coalescer[str, Ask, Completion | None] | None = (
             Coalescer(self._run_together) if db.dialect == "postgresql" else None
         )
@@ -350,13 +352,10 @@ class Results:
         """The requests that met, in one statement: each one's close and next jobs, or None
         for a result that did not close there (answered alone, as `_alone` answers it). A
         request that met none goes alone."""
-        done: list[Completion | None] = []
-        for run in within(asks, Ask.weight):
-            if len(run) == 1:
-                done.append(await self._alone(run[0].caller, [run[0].plan], run[0].fetch))
-            else:
-                done += await self._together_in_one(run)
-        return done
+        return await by_runs(asks, Ask.weight, self._ask_alone, self._together_in_one)
+
+    async def _ask_alone(self, ask: Ask) -> Completion:
+        return await self._alone(ask.caller, [ask.plan], ask.fetch)
 
     async def _together_in_one(self, asks: list[Ask]) -> list[Completion | None]:
         items = orjson.dumps([ask.item(req) for req, ask in enumerate(asks)]).decode()
