@@ -30,7 +30,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -83,6 +83,7 @@ READ_ONLY: tuple[type[BaseException], ...] = (
 )
 
 Setup = Callable[[asyncpg.Connection], Awaitable[None]]
+T = TypeVar("T")
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -90,27 +91,41 @@ def asyncpg_dsn(url: str) -> str:
     return libpq_url(url)
 
 
-class PgTx:
-    __slots__ = ("_conn", "_functions", "dialect", "events", "session")
+# A statement sent on its own that PostgreSQL aborted as a deadlock's victim changed nothing,
+# and the transaction it met has gone on: sent again, it runs as if it had come a moment
+# later. Two server processes' statements can cross on rows both write (the outcome totals of
+# one shard, a scan two copies of one result name); neither did anything wrong.
+DEADLOCK_RETRIES = 2
 
-    def __init__(self, conn: asyncpg.Connection, functions: Functions | None = None) -> None:
+
+class PgTx:
+    __slots__ = ("_conn", "_functions", "alone", "dialect", "events", "session")
+
+    def __init__(
+        self, conn: asyncpg.Connection, functions: Functions | None = None, *, alone: bool = False
+    ) -> None:
         self._conn = conn
         self._functions = functions  # transaction pooling: statements that return rows
+        self.alone = alone  # each statement commits on its own (`single`)
         self.dialect = "postgresql"
         self.events: list[Event] = []
         self.session: int = conn.get_server_pid()
 
     async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
-        if self._functions is not None:
-            return await self._functions.rows(self._conn, sql, sql.pg_args(params))
-        found: list[Row] = await self._conn.fetch(sql.pg_text, *sql.pg_args(params))
+        args = sql.pg_args(params)
+        functions = self._functions
+        if functions is not None:
+            return await self._again(lambda: functions.rows(self._conn, sql, args))
+        found: list[Row] = await self._again(lambda: self._conn.fetch(sql.pg_text, *args))
         return found
 
     async def run(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> int:
-        if self._functions is not None:
-            status = await self._functions.run(self._conn, sql.pg_text, sql.pg_args(params))
+        args = sql.pg_args(params)
+        functions = self._functions
+        if functions is not None:
+            status = await self._again(lambda: functions.run(self._conn, sql.pg_text, args))
         else:
-            status = await self._conn.execute(sql.pg_text, *sql.pg_args(params))
+            status = await self._again(lambda: self._conn.execute(sql.pg_text, *args))
         last = status.rpartition(" ")[2]
         return int(last) if last.isdigit() else 0
 
@@ -118,10 +133,23 @@ class PgTx:
         if not params:
             return
         args = [sql.pg_args(p) for p in params]
-        if self._functions is not None:
-            await self._functions.many(self._conn, sql.pg_text, args)
+        functions = self._functions
+        if functions is not None:
+            await self._again(lambda: functions.many(self._conn, sql.pg_text, args))
         else:
-            await self._conn.executemany(sql.pg_text, args)
+            await self._again(lambda: self._conn.executemany(sql.pg_text, args))
+
+    async def _again(self, send: Callable[[], Awaitable[T]]) -> T:
+        """The statement's outcome; sent again when, alone, it was a deadlock's victim.
+        Inside a transaction the whole transaction is lost, so the error goes to the caller."""
+        left = DEADLOCK_RETRIES if self.alone else 0
+        while True:
+            try:
+                return await send()
+            except asyncpg.exceptions.DeadlockDetectedError:
+                if not left:
+                    raise
+                left -= 1
 
 
 class Watch:
@@ -367,7 +395,7 @@ class PostgresDatabase:
     @asynccontextmanager
     async def single(self, *, lasting: bool = False) -> AsyncIterator[PgTx]:
         async with self._connection(lasting=lasting) as conn:
-            tx = PgTx(conn, self._functions)
+            tx = PgTx(conn, self._functions, alone=True)
             yield tx
         if tx.events:
             self.publish(tx.events)

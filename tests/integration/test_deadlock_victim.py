@@ -1,0 +1,90 @@
+"""A statement sent on its own (no transaction around it) that PostgreSQL picks as a deadlock's
+victim did nothing, and the transaction it met goes on; the store sends it again, so the
+worker whose result it carried gets its answer, never a 503 for a conflict it had no part in
+(docs/scale-out.md, *Deadlocks between server processes*)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, text
+
+from mainframe.lifecycle.rules import Status
+from mainframe.store.work.results import Completion
+from tests.integration.conftest import World
+from tests.integration.test_results_together import finished, finished_total, lease, worker_of
+
+# Bounds on waiting for the store's statement to queue behind the test's lock.
+WAIT_S = 10.0
+POLL_S = 0.02
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only(database_url: str) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite takes one lock on the whole database: no two writers deadlock")
+
+
+def wait_for_lock_wait(watcher: Connection) -> None:
+    """Until a backend of the store waits on a row lock (bounded)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        waiting = watcher.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+        ).scalar()
+        if waiting:
+            return
+        time.sleep(POLL_S)
+    raise AssertionError("the store's statement never waited on the test's lock")
+
+
+def cross(holder: Connection, watcher: Connection, scan_id: int) -> str:
+    """With every outcome total held, wait until the store's close (which has locked its
+    scan) queues behind them, then ask for that scan: a cycle the store's backend, whose
+    deadlock check comes first (the default second against this one's minute), breaks by
+    aborting its own statement. The scan's status as the lock found it."""
+    wait_for_lock_wait(watcher)
+    seen = holder.execute(text(f"SELECT status FROM scans WHERE id = {scan_id} FOR UPDATE"))
+    status = str(seen.scalar())
+    holder.commit()
+    return status
+
+
+def test_a_result_whose_statement_a_deadlock_aborted_is_sent_again_and_closes(
+    world: World, engine: Engine
+) -> None:
+    world.submit("pkg")
+    [job] = lease(world, world.worker, 1)
+
+    async def both() -> tuple[str, Any]:
+        with engine.connect() as holder, engine.connect() as watcher:
+            holder.execute(text("SET deadlock_timeout = '60s'"))
+            holder.execute(text("UPDATE scan_totals SET count = count"))
+            report = world.store.target.results.complete(
+                world.worker, [(job.scan_id, finished(job))], fetch=0
+            )
+            task = asyncio.create_task(report)
+            seen = await asyncio.to_thread(cross, holder, watcher, job.scan_id)
+        return seen, await task
+
+    seen, outcome = world.store.run(both)
+    # The store had the scan locked while it waited; the lock came free with the totals still
+    # held and the scan still PENDING: its statement was aborted, not finished.
+    assert seen == "PENDING"
+    assert isinstance(outcome, Completion), outcome
+    [item] = outcome.outcomes
+    assert item.error is None and item.closed is not None
+    assert item.closed.status is Status.FINISHED
+    assert worker_of(engine, job.scan_id) == (world.worker.name, "FINISHED")
+    assert finished_total(engine) == 1, "counted once, by the statement sent again"
+    with engine.connect() as conn:
+        history = conn.execute(
+            text(f"SELECT count(*) FROM attempts WHERE scan_id = {job.scan_id}")
+        ).scalar()
+    assert history == 1
