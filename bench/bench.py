@@ -293,17 +293,21 @@ def _ledger(client: int, server: int, what: str = "stats queued delta") -> str:
     return "ok" if client == server else f"MISMATCH: client {client:,}, {what} {server:,}"
 
 
-def run_database(
-    db: str, args: argparse.Namespace, workdir: Path, figures: list[Figure], notes: list[str]
-) -> None:
-    """Every server count of --servers on PostgreSQL, each on a fresh database; one on SQLite."""
-    counts = args.servers if db == "postgresql" else [1]
-    poolers = args.pooler if db == "postgresql" else ["none"]
-    if counts != args.servers:
-        notes.append(f"{db}: one server process (--servers applies to PostgreSQL)")
-    for count in counts:
-        for pooler in poolers:
-            run_stack(db, count, pooler, args, workdir, figures, notes)
+def stacks(dbs: list[str], args: argparse.Namespace) -> list[tuple[str, int, str]]:
+    """Every (database, server processes, pooler) to measure, in order: every server count of
+    --servers on PostgreSQL and every pooler of --pooler; one direct server on SQLite."""
+    found = []
+    for db in dbs:
+        counts = args.servers if db == "postgresql" else [1]
+        poolers = args.pooler if db == "postgresql" else ["none"]
+        found += [(db, count, pooler) for count in counts for pooler in poolers]
+    return found
+
+
+def in_rounds(order: list[tuple[str, int, str]], rounds: int) -> list[tuple[str, int, str]]:
+    """The stacks of each round, every other round backwards (A B, B A, A B): a stack that
+    runs later in a round (a busier machine, a warmer cache) is not always the same one."""
+    return [stack for n in range(rounds) for stack in (order if n % 2 == 0 else order[::-1])]
 
 
 def run_stack(
@@ -343,7 +347,8 @@ def main(argv: list[str] | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mainframe-bench-"))
     print(
         f"# Mainframe bench: W={args.workers}, intake in flight={args.intake_in_flight}, "
-        f"load procs={args.load_procs}, {args.duration}s x {args.runs} runs, "
+        f"load procs={args.load_procs}, {args.duration}s x {args.runs} runs "
+        f"x {args.rounds} rounds, "
         f"ceiling {args.ceiling_duration}s, cores={psutil.cpu_count()}, "
         f"server processes={' then '.join(map(str, args.servers))} (PG) "
         f"x {args.server_workers} workers, loops={' '.join(args.loop)}, "
@@ -355,12 +360,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.server_env:
         settings = " ".join(f"{name}={value}" for name, value in args.server_env.items())
         notes.append(f"servers ran with {settings}")
+    if "sqlite" in dbs and args.servers != [1]:
+        notes.append("sqlite: one server process (--servers applies to PostgreSQL)")
     failures = []
     try:
-        for db in dbs:
+        for db, count, pooler in in_rounds(stacks(dbs, args), args.rounds):
             try:
-                run_database(db, args, workdir, figures, notes)
-            except Exception as exc:  # report it and go on with the next database
+                run_stack(db, count, pooler, args, workdir, figures, notes)
+            except Exception as exc:  # report it and go on with the next stack
                 failures.append(f"{db}: {exc.__class__.__name__}: {exc}")
                 log(f"  FAILED: {failures[-1][-3000:]}")
     finally:

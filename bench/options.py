@@ -77,7 +77,15 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
     add("--duration", type=float, default=15.0, help="seconds per measured window")
     add("--warmup", type=float, default=2.0, help="seconds of load before each window")
     add("--ceiling-duration", type=float, default=5.0, help="seconds of GET /healthz before each")
-    add("--runs", type=int, default=3)
+    add("--runs", type=int, default=3, help="measured windows of each figure on one database")
+    add(
+        "--rounds",
+        type=int,
+        default=1,
+        help="times to measure every stack (database, server processes, pooler), each on a "
+        "fresh database, every other round in the reverse order; medians take every round's "
+        "runs (e.g. --runs 1 --rounds 4 for two stacks compared fairly)",
+    )
     add("--load-procs", type=int, default=2, help="load-generator processes")
     add(
         "--servers",
