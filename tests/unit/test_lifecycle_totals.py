@@ -39,7 +39,7 @@ def test_ended_scans_are_counted_by_endpoint_and_outcome_in_one_sorted_shard() -
         EndpointRevoked(1, "e1", 5),
         AttemptFailed(ref(5, 1), 1, "failed", "w"),  # went round again: nothing ended
     ]
-    rows = increments(events, session=SHARDS + 3)
+    rows = increments(events, spread=SHARDS + 3)
     assert rows == [
         {"endpoint": 1, "outcome": "dead_lettered", "shard": 3, "n": 5},
         {"endpoint": 1, "outcome": "failed", "shard": 3, "n": 1},
@@ -50,14 +50,14 @@ def test_ended_scans_are_counted_by_endpoint_and_outcome_in_one_sorted_shard() -
 
 def test_a_redriven_dead_letter_leaves_the_total_and_a_net_zero_writes_nothing() -> None:
     revoked = EndpointRevoked(1, "e1", 1)
-    assert increments([ScanRedriven(ref(1, 1))], session=0) == [
+    assert increments([ScanRedriven(ref(1, 1))], spread=0) == [
         {"endpoint": 1, "outcome": "dead_lettered", "shard": 0, "n": -1}
     ]
-    assert increments([revoked, ScanRedriven(ref(1, 1))], session=0) == []
+    assert increments([revoked, ScanRedriven(ref(1, 1))], spread=0) == []
 
 
-def test_every_session_lands_on_one_of_the_shards() -> None:
-    assert {shard_of(session) for session in range(1000, 1100)} == set(range(SHARDS))
+def test_every_spread_lands_on_one_of_the_shards() -> None:
+    assert {shard_of(spread) for spread in range(1000, 1100)} == set(range(SHARDS))
 
 
 def test_each_cause_is_named_once_and_closes_without_one_name_nothing() -> None:
@@ -95,6 +95,6 @@ def test_a_close_names_the_total_its_events_count(
     p = plan(7, report(outcome, retryable=retryable, attempt=attempt), max_attempts=3,
              retry=RETRY, draw=0.5)  # fmt: skip
     scan = closed_scan(p.settlement.status, finished_at=300, available_at=900)
-    counted = increments(settlement_events(scan, p), session=0)
+    counted = increments(settlement_events(scan, p), spread=0)
     assert [row["outcome"] for row in counted] == [p.values()["ended"]] * len(counted)
     assert len(counted) == (p.values()["ended"] is not None)

@@ -461,9 +461,9 @@ def history_row(
 SHARDS = 32
 
 
-def shard_of(session: int) -> int:
-    """The totals row a transaction of this database session adds to."""
-    return session % SHARDS
+def shard_of(spread: int) -> int:
+    """The totals row a transaction adds to, by the number its store transaction drew."""
+    return spread % SHARDS
 
 
 def tally(events: Iterable[Event]) -> Counter[tuple[int, str]]:
@@ -487,10 +487,10 @@ def tally(events: Iterable[Event]) -> Counter[tuple[int, str]]:
     return counts
 
 
-def increments(events: Iterable[Event], session: int) -> list[dict[str, int | str]]:
+def increments(events: Iterable[Event], spread: int) -> list[dict[str, int | str]]:
     """The totals rows to add to, and by how much, for a transaction's events; sorted, so
     two transactions never take the same rows in opposite orders."""
-    shard = shard_of(session)
+    shard = shard_of(spread)
     return [
         {"endpoint": endpoint_id, "outcome": outcome, "shard": shard, "n": n}
         for (endpoint_id, outcome), n in sorted(tally(events).items())

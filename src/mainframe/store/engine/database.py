@@ -89,8 +89,9 @@ class Tx(Protocol):
 
     dialect: str
     events: list[Event]
-    # The database session it runs in: PostgreSQL's backend process id, 0 on SQLite.
-    session: int
+    # What spreads its outcome totals over their rows (lifecycle/scans.py::shard_of): drawn
+    # afresh for each transaction on PostgreSQL, 0 on SQLite, which has one writer at a time.
+    spread: int
 
     async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]: ...
 

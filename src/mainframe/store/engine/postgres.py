@@ -27,6 +27,7 @@ and opening one are bounded by the same deadline."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -99,7 +100,7 @@ DEADLOCK_RETRIES = 2
 
 
 class PgTx:
-    __slots__ = ("_conn", "_functions", "alone", "dialect", "events", "session")
+    __slots__ = ("_conn", "_functions", "alone", "dialect", "events", "spread")
 
     def __init__(
         self, conn: asyncpg.Connection, functions: Functions | None = None, *, alone: bool = False
@@ -109,7 +110,11 @@ class PgTx:
         self.alone = alone  # each statement commits on its own (`single`)
         self.dialect = "postgresql"
         self.events: list[Event] = []
-        self.session: int = conn.get_server_pid()
+        # At random, not by the backend's process id: two server processes open their pools in
+        # blocks of consecutive ids, so by id the connections each uses most (its pool hands out
+        # the last one given back) could share a totals row with another's for good, and their
+        # results would wait on each other's commits (docs/scale-out.md, *Outcome totals*).
+        self.spread: int = random.getrandbits(16)
 
     async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
         args = sql.pg_args(params)

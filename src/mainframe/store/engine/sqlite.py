@@ -66,13 +66,13 @@ class SqliteRows:
 
 
 class SqliteTx:
-    __slots__ = ("_conn", "dialect", "events", "session")
+    __slots__ = ("_conn", "dialect", "events", "spread")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self.dialect = "sqlite"
         self.events: list[Event] = []
-        self.session = 0
+        self.spread = 0
 
     async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
         return self._conn.execute(sql.sqlite, params).fetchall()

@@ -109,7 +109,7 @@ async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]
     requeued = await tx.rows(REQUEUE, {"ids": _ids([ref.scan_id for ref in ready])})
     due = {row["id"]: row["available_at"] for row in requeued}
     events = [ScanRedriven(ref) for ref in ready]
-    await tx.many(BUMP, increments(events, tx.session))
+    await tx.many(BUMP, increments(events, tx.spread))
     tx.events.extend(events)
     # Announced as claimable like any other ready scan, and only when its sender was verified;
     # a parked one (no due time) is announced when its queue is resumed (store/operator/queues.py).

@@ -51,7 +51,7 @@ class Revocations:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is already revoked")
             event = await revoke_endpoint(tx, endpoint_id=found.id, endpoint=endpoint)
             tx.events.append(event)
-            await tx.many(BUMP, increments([event], tx.session))
+            await tx.many(BUMP, increments([event], tx.spread))
             await audit.record(
                 tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
                 count=event.dead_lettered,

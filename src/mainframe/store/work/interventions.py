@@ -80,7 +80,7 @@ class Interventions:
         await tx.many(NAME_CAUSE, named([p.cause]))
         events = settlement_events(closed, p)
         tx.events.extend(events)
-        await tx.many(BUMP, increments(events, tx.session))
+        await tx.many(BUMP, increments(events, tx.spread))
 
     async def _fail_unleased(self, tx: Tx, scan: ScanRecord) -> None:
         """An operator's plain failure of a scan nobody holds (QUEUED or QUARANTINED)."""
@@ -88,4 +88,4 @@ class Interventions:
             raise Stale(StaleCode.STALE_ASSIGNMENT)
         event = ScanFailed(scan.ref(), scan.attempt_count)
         tx.events.append(event)
-        await tx.many(BUMP, increments([event], tx.session))
+        await tx.many(BUMP, increments([event], tx.spread))

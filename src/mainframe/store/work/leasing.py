@@ -284,7 +284,7 @@ class Leasing:
         await tx.many(CLOSE_LAPSED, [_closed_attempt(x) for x in lapsed])
         await tx.many(NAME_CAUSE, named(_lapse_cause(x) for x in lapsed))
         dead = await self._dead_letter(tx, spent, names)
-        await tx.many(BUMP, increments(dead, tx.session))
+        await tx.many(BUMP, increments(dead, tx.spread))
         tx.events.extend(dead)
         tx.events.extend(await self._requeue(tx, again, names))
         return len(lapsed)

@@ -194,7 +194,7 @@ class InSteps:
         await _name_causes(tx, plans, closes)
 
     async def counted(self, tx: Tx) -> None:
-        await tx.many(BUMP, increments(tx.events, tx.session))
+        await tx.many(BUMP, increments(tx.events, tx.spread))
 
 
 def for_dialect(dialect: str, budget: Budget) -> Closes:
@@ -214,7 +214,7 @@ async def _any_replay(sender: Sender, plans: list[Plan], closed: Container[int])
 def _terms(budget: Budget, tx: Tx) -> dict[str, Any]:
     """What every result statement of PostgreSQL binds besides its results: the next leases'
     terms and the totals row of this session, as every other close picks it."""
-    return lease_terms(budget) | {"shard": shard_of(tx.session)}
+    return lease_terms(budget) | {"shard": shard_of(tx.spread)}
 
 
 async def _name_causes(tx: Tx, plans: list[Plan], closed: Container[int]) -> None:
