@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from mainframe.store import Report, ScanSpec
+from mainframe.store import Report
 from mainframe.store.engine.database import StoreError
 from tests.integration.conftest import World, issue
 from tests.integration.test_results_together import (
     Counted,
     held_at_once,
-    pypi_credentials,
+    two_endpoints,
     worker_of,
 )
 
@@ -51,10 +51,7 @@ def known(world: World, *callers: Any) -> None:
 def test_polls_that_meet_go_in_one_statement_each_with_jobs_of_its_own(
     world: World, engine: Engine
 ) -> None:
-    pypi_worker, pypi_source = pypi_credentials(world)
-    for n in range(8):
-        world.submit(f"npm{n}")
-        world.store.intake.submit(pypi_source, endpoint=None, spec=ScanSpec(f"pypi{n}", "1"))
+    pypi_worker = two_endpoints(world, 8)
     known(world, world.worker, world.other_worker, pypi_worker)
     polls = [(world.worker, 1), (world.other_worker, 2), (pypi_worker, 3), (world.worker, 2),
              (pypi_worker, 1)]  # fmt: skip

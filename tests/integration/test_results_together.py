@@ -79,6 +79,15 @@ def pypi_credentials(world: World) -> tuple[Any, Any]:
     return found[0], found[1]
 
 
+def two_endpoints(world: World, n: int) -> Any:
+    """`n` scans queued on each of the world's two endpoints (npm0.., pypi0..); pypi's worker."""
+    pypi_worker, pypi_source = pypi_credentials(world)
+    for i in range(n):
+        world.submit(f"npm{i}")
+        world.store.intake.submit(pypi_source, endpoint=None, spec=_spec(f"pypi{i}"))
+    return pypi_worker
+
+
 def lease(world: World, caller: Any, n: int) -> list[Any]:
     return list(world.store.leasing.lease(caller, n))
 
@@ -140,10 +149,7 @@ def test_results_that_meet_close_in_one_statement_each_with_its_own_next_jobs(
 def test_requests_of_two_endpoints_that_meet_each_take_their_own_endpoints_jobs(
     world: World, engine: Engine
 ) -> None:
-    pypi_worker, pypi_source = pypi_credentials(world)
-    for n in range(6):
-        world.submit(f"npm{n}")
-        world.store.intake.submit(pypi_source, endpoint=None, spec=_spec(f"pypi{n}"))
+    pypi_worker = two_endpoints(world, 6)
     npm = lease(world, world.worker, 3)
     pypi = lease(world, pypi_worker, 3)
     asks = [(world.worker, npm[0], 1)]

@@ -113,7 +113,8 @@ class PgTx:
         # At random, not by the backend's process id: two server processes open their pools in
         # blocks of consecutive ids, so by id the connections each uses most (its pool hands out
         # the last one given back) could share a totals row with another's for good, and their
-        # results would wait on each other's commits (docs/scale-out.md, *Outcome totals*).
+        # results would wait on each other's commits (docs/scale-out.md,
+        # *Outcome totals without a queue of writers*).
         self.spread: int = random.getrandbits(16)
 
     async def rows(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
