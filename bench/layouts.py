@@ -12,7 +12,7 @@ triggers and every other index stay as they are); `live` then moves the ready se
 leases and the live keys from `scans`' partial indexes to a table `live_scans`, and leaves
 on `scans` only indexes over columns a lease and a close do not change, so both can update
 it in place (HOT). `lean` is `live` where a lease writes only `live_scans` and the close
-copies the lease into `scans`."""
+copies the lease into `scans`; `trim` is today's less two indexes another one serves."""
 
 from __future__ import annotations
 
@@ -166,7 +166,15 @@ RETURNING scans.id, scans.assignment_id""",
 
 LEAN = {"submit": LIVE_SUBMIT, "lease": LIVE_DUE + "\nSELECT * FROM leased", "close": LIVE_CLOSE}
 
-LAYOUTS = {"today": TODAY, "live": LIVE, "lean": LEAN}
+LAYOUTS = {"today": TODAY, "trim": TODAY, "live": LIVE, "lean": LEAN}
+
+# `trim`: today's layout less the two indexes another one already serves (the deadlines of
+# every endpoint's leases beside those of each; an attempt's assignment beside its number).
+TRIM = """
+DROP INDEX ix_scans_lease_due;
+ALTER TABLE attempts DROP CONSTRAINT uq_attempts_assignment;
+"""
+NARROW = ("live", "lean")
 
 
 @dataclass(frozen=True)
@@ -208,14 +216,16 @@ def _setup(url: str, layout: str, fillfactor: int) -> int:
             " SELECT 1, 'finished', shard, 0 FROM generate_series(0, 31) AS shard"
         )
         conn.execute(f"ALTER TABLE scans SET (fillfactor = {fillfactor})")
-        if layout != "today":
+        if layout == "trim":
+            conn.execute(TRIM)
+        if layout in NARROW:
             for index in MOVED:
                 conn.execute(f"DROP INDEX {index}")
             conn.execute(LIVE_TABLE)
         # The WAL counters are the cluster's: no autovacuum or analysis of these tables adds
         # to a window (the windows start after a VACUUM ANALYZE of their own).
         tables = ["scans", "attempts", "scan_totals"]
-        tables += [] if layout == "today" else ["live_scans", "ended_scans"]
+        tables += ["live_scans", "ended_scans"] if layout in NARROW else []
         for table in tables:
             conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     return 1

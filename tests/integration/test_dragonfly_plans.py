@@ -113,7 +113,7 @@ PG_SUPPRESSION = pg_index(
     "(dragonfly_suppressions_pkey|ix_dragonfly_suppressions_key)", "dragonfly_suppressions"
 )
 SUPPRESSIONS_OF = sqlite_index("ix_dragonfly_suppressions_key", "dragonfly_suppressions")
-PG_ATTEMPTS = pg_index("(attempts_pkey|uq_attempts_assignment)", "attempts")
+PG_ATTEMPTS = pg_index("attempts_pkey", "attempts")
 NO_READ = r"\A(?![\s\S]*^(SCAN|SEARCH) )"  # an INSERT ... VALUES reads no table
 ITEMS = orjson.dumps([{"name": "pkg7", "version": "1"}, {"name": "new", "version": "1"}]).decode()
 NAME = {"endpoint": 1, "name": "pkg7", "version": None, "limit": 10_001, "offset": 0}

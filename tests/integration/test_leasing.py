@@ -8,7 +8,7 @@ from mainframe.lifecycle.rules import Status
 from mainframe.lifecycle.scans import LeasesGranted, ScanDeadLettered
 from mainframe.store import Report, Stale, Unauthorized
 from mainframe.store.accounts.owners import OPERATOR
-from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, submit_scan
+from tests.integration.conftest import JOB_TIMEOUT, MAX_ATTEMPTS, World, issue, submit_scan
 
 
 def finished(job: object) -> Report:
@@ -162,6 +162,38 @@ def test_stale_worker_cannot_touch_reassigned_scan(world: World) -> None:
         world.store.results.report(world.worker, new.scan_id, finished(new)).status
         is Status.FINISHED
     )
+
+
+def test_the_sweeper_reaps_the_oldest_lapses_of_every_endpoint_first(world: World) -> None:
+    """Each endpoint's leases are walked by deadline and the oldest of them all go first, so
+    one endpoint's lapses never wait behind another's newer ones."""
+    store, auth = world.store, world.store.authentication
+    pypi_source = auth.authenticate(issue(store, "pypi", "source", "feed2"))
+    pypi_worker = auth.authenticate(issue(store, "pypi", "worker", "wp"))
+    oldest = world.submit(name="npm-oldest")
+    store.leasing.lease(world.worker, 1)
+    world.clock.advance(1)
+    middle, _ = submit_scan(
+        store,
+        pypi_source,
+        endpoint=None,
+        queue="default",
+        name="pypi-middle",
+        version="1.0",
+        kind="scan",
+        payload=None,
+    )
+    store.leasing.lease(pypi_worker, 1)
+    world.clock.advance(1)
+    newest = world.submit(name="npm-newest")
+    store.leasing.lease(world.worker, 1)
+    world.clock.advance(JOB_TIMEOUT + 1)
+    assert store.leasing.sweep(limit=2) == 2
+    owners = {oldest: world.owner.owner_id, newest: world.owner.owner_id,
+              middle.id: store.owners.owner_id("alice")}  # fmt: skip
+    statuses = {scan: store.listings.get_scan(owner, scan).status for scan, owner in owners.items()}
+    assert statuses == {oldest: Status.QUEUED, middle.id: Status.QUEUED, newest: Status.PENDING}
+    assert store.leasing.sweep(limit=2) == 1
 
 
 def test_sweeper_clears_a_crowd_of_lapsed_leases_and_the_spent_one_behind_it(

@@ -53,11 +53,12 @@ TIMEOUT = 45.0
 
 def _diff(engine: Engine) -> list[object]:
     """What the database lacks or has beyond the declared schema, as this dialect gets it: a
-    constraint declared for another dialect only (`schema.py::sqlite_key`) is not expected."""
+    constraint declared for another dialect only (`schema.py::sqlite_key`, the attempts'
+    assignment key) is not expected."""
     dialect = engine.dialect.name
 
     def declared_here(found: object, _name: object, type_: str, reflected: bool, _: object) -> bool:
-        if reflected or type_ != "foreign_key_constraint":
+        if reflected or type_ not in ("foreign_key_constraint", "unique_constraint"):
             return True
         condition = getattr(found, "_ddl_if", None)
         return condition is None or condition.dialect in (None, dialect)
@@ -1016,4 +1017,44 @@ def test_an_update_of_a_dead_letter_has_one_trigger_and_a_downgrade_brings_back_
         config.attributes["connection"] = conn
         command.downgrade(config, "0024")
     assert _scan_triggers(engine) == three
+    engine.dispose()
+
+
+def _index_names(engine: Engine) -> dict[str, set[str]]:
+    """The indexes and unique constraints of `scans` and `attempts`, by table."""
+    found = inspect(engine)
+    return {
+        name: {i["name"] for i in found.get_indexes(name)}
+        | {str(u["name"]) for u in found.get_unique_constraints(name)}
+        for name in ("scans", "attempts")
+    }
+
+
+@BOTH
+def test_the_lease_deadlines_and_assignments_keep_one_index_each_and_a_downgrade_brings_both(
+    empty_database_url: str,
+) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from mainframe.store.engine.migrate import MIGRATIONS
+
+    engine = create_store_engine(empty_database_url)
+    upgrade(engine, revision="0025")
+    before = _index_names(engine)
+    upgrade(engine)
+    after = _index_names(engine)
+    assert before["scans"] - after["scans"] == {"ix_scans_lease_due"}
+    assert "ix_scans_pending_lease" in after["scans"]
+    # PostgreSQL drops the assignment key (the history's own key finds an assignment); SQLite
+    # keeps it, where dropping a constraint copies the table.
+    gone = {"uq_attempts_assignment"} if engine.dialect.name == "postgresql" else set()
+    assert before["attempts"] - after["attempts"] == gone
+    assert after["scans"] <= before["scans"] and after["attempts"] <= before["attempts"]
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0025")
+    assert _index_names(engine) == before
     engine.dispose()

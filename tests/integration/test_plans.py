@@ -308,9 +308,9 @@ PG_UNPARKED = (
     r"Index Cond: \(\(endpoint_id = paused_queues\.endpoint_id\) AND "
     r"\(available_at IS NOT NULL\)\)"
 )
-# A generic plan may take either PENDING-only index for one endpoint's leases: both read
-# leases in flight, never the queue or the history.
-PG_PENDING = pg_index("ix_scans_(pending_lease|lease_due)")
+# One endpoint's leases, through the index over PENDING scans: leases in flight, never the
+# queue or the history.
+PG_PENDING = pg_index("ix_scans_pending_lease")
 # One endpoint's live scans, by the listing index's (endpoint_id, status) or a partial index.
 LIVE_OF_ENDPOINT = sqlite_index("(ux_scans_live_key|ix_scans_pending_lease)")
 PG_LIVE_OF_ENDPOINT = pg_index("(ux_scans_live_key|ix_scans_pending_lease)")
@@ -372,7 +372,7 @@ PG_CLOSES = pg_within("closed", pg_index("scans_pkey"))
 RESULT = {"digest": WORKER, "prefix": "0123456789abcdef-", "timeout": JOB_TIMEOUT_US,
           "elsewhere": BUDGET.elsewhere_us, "asking": ASKING_US, "shard": 3}  # fmt: skip
 PG_RESULT = (PG_WHO, PG_CLOSES, pg_within("due", pg_index("ix_scans_queued")),
-             pg_within("due", PG_OTHERS), pg_index("uq_attempts_assignment", "attempts"),
+             pg_within("due", PG_OTHERS), pg_index("attempts_pkey", "attempts"),
              pg_index("scan_totals_pkey", "scan_totals"))  # fmt: skip
 
 # fmt: off
@@ -384,8 +384,14 @@ CASES = {
     "lapsed_of_endpoint": Case(leasing.LAPSED_OF_ENDPOINT, {"endpoint": 1, "limit": 100},
                                sqlite_index("ix_scans_pending_lease") + r"endpoint_id=\? AND",
                                PG_PENDING),
+    # Every endpoint's: each endpoint's oldest lapses, then the oldest of them sorted (at most
+    # :limit an endpoint), and on PostgreSQL those rows locked by key.
     "lapsed_anywhere": Case(leasing.LAPSED_ANYWHERE, {"limit": 500},
-                            sqlite_index("ix_scans_lease_due"), pg_index("ix_scans_lease_due")),
+                            (sqlite_index("ix_scans_pending_lease", "lapsed")
+                             + r"endpoint_id=\? AND lease_expires_at<\?\)", PK),
+                            (pg_index("ix_scans_pending_lease")
+                             + r"\n\s+Index Cond: \(\(endpoint_id = endpoints\.id\)", PG_PK),
+                            sorts=SORTS),
     "dead_letter_lapsed": Case(leasing.DEAD_LETTER_LAPSED,
                                {"scan": PENDING_ID, "reason": "lease_expired", "cause": CAUSE},
                                PK, PG_PK),
@@ -422,7 +428,7 @@ CASES = {
                              "endpoint": 2},
                             (sqlite_index("sqlite_autoindex_attempts_2", "attempts")
                              + r"scan_id=\? AND assignment_id=\?\)", PK),
-                            (pg_index("uq_attempts_assignment", "attempts"), PG_PK)),
+                            (pg_index("attempts_pkey", "attempts"), PG_PK)),
     # The jobs a replayed answer leased: by key, or (a generic plan's guess) through the
     # leases in flight; never the queue or the history.
     "replayed_jobs": Case(results.LEASED_WITH, {"ids": f"[{PENDING_ID + 1}, {PENDING_ID + 3}]",
@@ -657,9 +663,8 @@ CASES = {
                          pg_index("ix_scans_queued")),
     # Activity (store/operator/activity.py): a flush adds by key and prunes by time; the charts and
     # an endpoint's workers read a few rows a minute or hour; the leases held are the
-    # endpoint's PENDING scans, read through either partial index over PENDING: the fill
-    # splits its leases between two endpoints, so the generic plan may filter the smaller
-    # index by endpoint (leases out are bounded by the fleet's workers, never the history).
+    # endpoint's PENDING scans, read through the partial index over PENDING (leases out are
+    # bounded by the fleet's workers, never the history).
     "add_activity": Case(activity.ADD, {"endpoint": 1, "worker": "w1", "span": "minute",
                                         "span_us": 60_000_000, "finished": 1, "failed": 0,
                                         "dead_lettered": 0, "attempt_failures": 0, "lapsed": 0},
@@ -673,7 +678,7 @@ CASES = {
                               r"\bactivity\b", r"on activity\b", sorts=SORTS),
     "leases_held": Case(activity.LEASES_HELD, {"endpoint": 1},
                         sqlite_index("ix_scans_pending_lease"),
-                        pg_index("(ix_scans_pending_lease|ix_scans_lease_due)"), sorts=SORTS),
+                        pg_index("ix_scans_pending_lease"), sorts=SORTS),
     # A cause's pattern, named once: the insert only probes the key for a conflict.
     "name_cause": Case(results.NAME_CAUSE,
                        {"cause": "0123456789abcdef", "pattern": "p", "grouping_version": 2},
@@ -722,7 +727,7 @@ CASES = {
     "prune_attempts": Case(retention.PRUNE_ATTEMPTS, PRUNED_IDS,
                            sqlite_index("sqlite_autoindex_attempts_1", "attempts")
                            + r"scan_id=\?\)",
-                           pg_index("(attempts_pkey|uq_attempts_assignment)", "attempts")),
+                           pg_index("attempts_pkey", "attempts")),
     "prune_scans": Case(retention.PRUNE_SCANS, PRUNED_IDS, PK, PG_PK),
     # What a batch pruned, added to its endpoints' rows: the insert only probes the key.
     "note_pruned_scans": Case(retention.NOTE_PRUNED,

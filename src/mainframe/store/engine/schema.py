@@ -131,7 +131,8 @@ scans = Table(
         "id",
         **partial("status = 'QUEUED'"),
     ),
-    Index("ix_scans_lease_due", "lease_expires_at", **partial("status = 'PENDING'")),
+    # Each endpoint's leases by deadline: a poll's reaping, and the sweeper's endpoint by
+    # endpoint (0026).
     Index(
         "ix_scans_pending_lease",
         "endpoint_id",
@@ -230,7 +231,11 @@ attempts = Table(
     # The digest of the closing result's content (revision 0015): a resend with the same
     # digest is a replay, with another a conflict (lifecycle/reports.py).
     Column("result_digest", String(80)),
-    UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment"),
+    # SQLite only since revision 0026: PostgreSQL finds an assignment's row through the key's
+    # prefix (a scan has a few attempts), and the key keeps one row an attempt.
+    UniqueConstraint("scan_id", "assignment_id", name="uq_attempts_assignment").ddl_if(
+        dialect="sqlite"
+    ),
 )
 
 # Terminal outcome totals per endpoint, spread over shards; updated in the transaction of

@@ -299,9 +299,8 @@ FROM due WHERE scans.id = due.id AND scans.id = ANY(ARRAY(SELECT due.id FROM due
 RETURNING scans.*;
 
 -- name: lapsed_of_endpoint @sqlite
--- Lapsed leases (and waits), oldest lapse first, with the clock they were judged by. One
--- endpoint's walk ix_scans_pending_lease (endpoint_id, lease_expires_at); every endpoint's
--- (the sweeper) walk ix_scans_lease_due (lease_expires_at); both WHERE status = 'PENDING'.
+-- Lapsed leases (and waits), oldest lapse first, with the clock they were judged by: a walk
+-- of ix_scans_pending_lease (endpoint_id, lease_expires_at) WHERE status = 'PENDING'.
 SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
        leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
 FROM scans
@@ -317,18 +316,42 @@ ORDER BY lease_expires_at LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: lapsed_anywhere @sqlite
-SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
-       leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
-FROM scans
-WHERE status = 'PENDING' AND lease_expires_at < mf_now()
-ORDER BY lease_expires_at LIMIT :limit;
+-- Every endpoint's lapsed leases (the sweeper), oldest lapse first: each endpoint's oldest
+-- :limit from its walk of ix_scans_pending_lease, as LAPSED_OF_ENDPOINT walks it, then the
+-- oldest :limit of those (no index orders every endpoint's leases by deadline: migration 0026).
+SELECT scans.id, scans.endpoint_id, scans.queue, scans.name, scans.version, scans.kind,
+       scans.verified, scans.source, scans.created_at, scans.worker, scans.leased_at,
+       scans.attempt_count, scans.assignment_id, scans.wait_reason, scans.attempt_base,
+       mf_now() AS now
+FROM endpoints JOIN scans ON scans.id IN (
+    SELECT lapsed.id FROM scans AS lapsed
+    WHERE lapsed.status = 'PENDING' AND lapsed.endpoint_id = endpoints.id
+      AND lapsed.lease_expires_at < mf_now()
+    ORDER BY lapsed.lease_expires_at LIMIT :limit
+)
+ORDER BY scans.lease_expires_at LIMIT :limit;
 
 -- name: lapsed_anywhere @postgresql
+-- The rows are locked once chosen, so no lease past the :limit is held by this sweep, and
+-- found by key: the status and deadline are checked again on the locked rows in forms no
+-- partial index's predicate matches (a generic plan would rather walk a whole index over
+-- the leases than probe the key :limit times).
+WITH due AS (
+    SELECT lapsed.id
+    FROM endpoints CROSS JOIN LATERAL (
+        SELECT id, lease_expires_at FROM scans
+        WHERE status = 'PENDING' AND endpoint_id = endpoints.id
+          AND lease_expires_at < mf_now()
+        ORDER BY lease_expires_at LIMIT :limit
+    ) AS lapsed
+    ORDER BY lapsed.lease_expires_at LIMIT :limit
+)
 SELECT id, endpoint_id, queue, name, version, kind, verified, source, created_at, worker,
        leased_at, attempt_count, assignment_id, wait_reason, attempt_base, mf_now() AS now
 FROM scans
-WHERE status = 'PENDING' AND lease_expires_at < mf_now()
-ORDER BY lease_expires_at LIMIT :limit
+WHERE id = ANY(ARRAY(SELECT due.id FROM due))
+  AND status || '' = 'PENDING' AND lease_expires_at + 0 < mf_now()
+ORDER BY lease_expires_at
 FOR UPDATE SKIP LOCKED;
 
 -- name: close_lapsed_attempt
@@ -528,7 +551,8 @@ SELECT status, attempt_count, assignment_id, worker FROM scans
 WHERE id = :scan AND endpoint_id = :endpoint;
 
 -- name: replayed_result
--- A result this worker sent before, found by its assignment (uq_attempts_assignment).
+-- A result this worker sent before, found by its assignment among its scan's attempts (the
+-- key's prefix on PostgreSQL, uq_attempts_assignment on SQLite).
 SELECT attempts.attempt, attempts.closed_at, attempts.settled_status,
        attempts.settled_available_at, attempts.settled_fail_reason,
        attempts.next_assignments, attempts.outcome, attempts.result_digest
@@ -565,11 +589,12 @@ ORDER BY id;
 -- endpoint, look cheaper; tests/integration/test_plans.py holds both), and the status as
 -- `status || ''`, which no partial index's predicate matches: under load ix_scans_pending_lease
 -- holds every lease since the last vacuum, and a bitmap of it ANDed with the key's cost more
--- than the rest of the statement (docs/performance.md). The replay check is a key lookup of
--- uq_attempts_assignment the same way (an assignment id names its scan, so the two lists
--- cannot pair wrongly), never a read of the attempt history; and so are the next leases (a
--- generic plan takes `LIMIT :fetch` for a tenth of the queue, see leasing.py). The causes the
--- closes met are named after it, as on SQLite (results.py).
+-- than the rest of the statement (docs/performance.md). The replay check is a lookup of the
+-- history's key by scan the same way, its few attempts filtered by assignment (an assignment id
+-- names its scan, so the two lists cannot pair wrongly), never a read of the attempt history
+-- at large; and so are the next leases (a generic plan takes `LIMIT :fetch` for a tenth of
+-- the queue, see leasing.py). The causes the closes met are named after it, as on SQLite
+-- (results.py).
 -- (PostgreSQL only: SQLite runs CLOSE_RESULTS, LEASE and INSERT_HISTORY in steps.)
 WITH who AS (
     -- include: worker_token
