@@ -12,7 +12,8 @@ triggers and every other index stay as they are); `live` then moves the ready se
 leases and the live keys from `scans`' partial indexes to a table `live_scans`, and leaves
 on `scans` only indexes over columns a lease and a close do not change, so both can update
 it in place (HOT). `lean` is `live` where a lease writes only `live_scans` and the close
-copies the lease into `scans`; `trim` is today's less two indexes another one serves."""
+copies the lease into `scans`. `--revision` builds the databases at an earlier revision (0025
+for `today` before two of its indexes went, docs/performance.md, *One index each*)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ RESULT = '{"score": 3, "inspector_url": null, "rules_matched": [], "commit": "ab
 LEASE_US = 60_000_000
 TICK_US = 1_000_000 / os.sysconf("SC_CLK_TCK")
 
-# Today's partial indexes over the columns a lease or a close changes; `live` drops them.
+# Today's partial indexes over the columns a lease or a close changes (ix_scans_lease_due
+# until revision 0026); `live` drops them.
 MOVED = [
     "ix_scans_queued",
     "ix_scans_lease_due",
@@ -59,6 +61,21 @@ CREATE TABLE ended_scans (finished_at bigint NOT NULL, scan_id bigint NOT NULL,
     PRIMARY KEY (finished_at, scan_id));
 """
 
+# What a close writes beside its scan, in both layouts: its history row and outcome total.
+HISTORY = """), history AS (
+    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
+                          outcome, settled_status, result_digest)
+    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
+           $3, 'finished', 'FINISHED', md5($4)
+    FROM closed
+"""
+TOTAL = """), total AS (
+    UPDATE scan_totals SET count = count + 1
+    WHERE endpoint_id = (SELECT endpoint_id FROM closed) AND outcome = 'finished'
+      AND shard = $5
+)
+SELECT id FROM closed"""
+
 TODAY = {
     "submit": """
 INSERT INTO scans (endpoint_id, queue, name, version, kind, payload, status, verified, source,
@@ -84,18 +101,9 @@ WITH closed AS (
         wait_reason = NULL, finished_at = $3, result = $4, available_at = NULL
     WHERE id = $1 AND status = 'PENDING' AND assignment_id = $2
     RETURNING id, endpoint_id, attempt_count, attempt_base, assignment_id, worker, leased_at
-), history AS (
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, settled_status, result_digest)
-    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
-           $3, 'finished', 'FINISHED', md5($4)
-    FROM closed
-), total AS (
-    UPDATE scan_totals SET count = count + 1
-    WHERE endpoint_id = (SELECT endpoint_id FROM closed) AND outcome = 'finished'
-      AND shard = $5
-)
-SELECT id FROM closed""",
+"""
+    + HISTORY
+    + TOTAL,
 }
 
 LIVE_SUBMIT = """
@@ -125,7 +133,8 @@ WITH due AS (
     RETURNING live_scans.scan_id, live_scans.assignment_id
 )"""
 
-LIVE_CLOSE = """
+LIVE_CLOSE = (
+    """
 WITH gone AS (
     DELETE FROM live_scans WHERE scan_id = $1 AND status = 'P' AND assignment_id = $2
     RETURNING scan_id, attempt, assignment_id, worker, leased_at
@@ -137,20 +146,13 @@ WITH gone AS (
     FROM gone WHERE scans.id = gone.scan_id
     RETURNING id, endpoint_id, attempt_count, attempt_base, scans.assignment_id, scans.worker,
               scans.leased_at
-), history AS (
-    INSERT INTO attempts (scan_id, seq, attempt, assignment_id, worker, leased_at, closed_at,
-                          outcome, settled_status, result_digest)
-    SELECT id, attempt_base + attempt_count, attempt_count, assignment_id, worker, leased_at,
-           $3, 'finished', 'FINISHED', md5($4)
-    FROM closed
-), ended AS (
+"""
+    + HISTORY
+    + """), ended AS (
     INSERT INTO ended_scans (finished_at, scan_id) SELECT $3, id FROM closed
-), total AS (
-    UPDATE scan_totals SET count = count + 1
-    WHERE endpoint_id = (SELECT endpoint_id FROM closed) AND outcome = 'finished'
-      AND shard = $5
+"""
+    + TOTAL
 )
-SELECT id FROM closed"""
 
 LIVE = {
     "submit": LIVE_SUBMIT,
@@ -166,14 +168,7 @@ RETURNING scans.id, scans.assignment_id""",
 
 LEAN = {"submit": LIVE_SUBMIT, "lease": LIVE_DUE + "\nSELECT * FROM leased", "close": LIVE_CLOSE}
 
-LAYOUTS = {"today": TODAY, "trim": TODAY, "live": LIVE, "lean": LEAN}
-
-# `trim`: today's layout less the two indexes another one already serves (the deadlines of
-# every endpoint's leases beside those of each; an attempt's assignment beside its number).
-TRIM = """
-DROP INDEX ix_scans_lease_due;
-ALTER TABLE attempts DROP CONSTRAINT uq_attempts_assignment;
-"""
+LAYOUTS = {"today": TODAY, "live": LIVE, "lean": LEAN}
 NARROW = ("live", "lean")
 
 
@@ -216,11 +211,9 @@ def _setup(url: str, layout: str, fillfactor: int) -> int:
             " SELECT 1, 'finished', shard, 0 FROM generate_series(0, 31) AS shard"
         )
         conn.execute(f"ALTER TABLE scans SET (fillfactor = {fillfactor})")
-        if layout == "trim":
-            conn.execute(TRIM)
         if layout in NARROW:
             for index in MOVED:
-                conn.execute(f"DROP INDEX {index}")
+                conn.execute(f"DROP INDEX IF EXISTS {index}")
             conn.execute(LIVE_TABLE)
         # The WAL counters are the cluster's: no autovacuum or analysis of these tables adds
         # to a window (the windows start after a VACUUM ANALYZE of their own).
@@ -308,12 +301,13 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=20_000)
     parser.add_argument("--scans", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--revision", default="head", help="the store's revision to model on")
     args = parser.parse_args()
     stacks = [(layout, ff) for ff in args.fillfactor for layout in args.layout]
     results: dict[tuple[str, int], list[dict[str, float]]] = {stack: [] for stack in stacks}
     for run in range(args.runs):  # every other run in reverse order, as bench.py's rounds
         for layout, ff in stacks if run % 2 == 0 else stacks[::-1]:
-            with scratch_database(args.admin, "layouts") as url:
+            with scratch_database(args.admin, "layouts", args.revision) as url:
                 got = measure(url, layout, ff, args.queued, args.scans)
             results[(layout, ff)].append(got)
             shown = "  ".join(f"{k}={v:,.1f}" for k, v in got.items())

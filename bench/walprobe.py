@@ -113,16 +113,16 @@ def _dump(wal: Path, start: str, end: str, names: dict[str, str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def scratch_database(admin: str, name: str) -> Iterator[str]:
-    """A new database `name` beside the admin URL's, at the store's newest revision; dropped
-    after (and first, should an earlier run have left it)."""
+def scratch_database(admin: str, name: str, revision: str = "head") -> Iterator[str]:
+    """A new database `name` beside the admin URL's, at the store's `revision` (its newest by
+    default); dropped after (and first, should an earlier run have left it)."""
     url = f"{admin.rpartition('/')[0]}/{name}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
     try:
         engine = create_store_engine(url)
-        upgrade(engine)
+        upgrade(engine, revision=revision)
         engine.dispose()
         yield url
     finally:

@@ -976,6 +976,20 @@ def test_a_database_of_the_previous_release_serves_every_state_after_the_upgrade
     engine.dispose()
 
 
+def _downgrade(engine: Engine, revision: str) -> None:
+    """The store's chain taken back to `revision`, as `alembic downgrade` would."""
+    from alembic import command
+    from alembic.config import Config
+
+    from mainframe.store.engine.migrate import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+
 def _scan_triggers(engine: Engine) -> dict[str, str]:
     """The triggers on `scans` as PostgreSQL prints them, by name."""
     with engine.connect() as conn:
@@ -992,11 +1006,6 @@ def _scan_triggers(engine: Engine) -> dict[str, str]:
 def test_an_update_of_a_dead_letter_has_one_trigger_and_a_downgrade_brings_back_three(
     empty_database_url: str,
 ) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from mainframe.store.engine.migrate import MIGRATIONS
-
     engine = create_store_engine(empty_database_url)
     upgrade(engine, revision="0024")
     three = _scan_triggers(engine)
@@ -1011,11 +1020,7 @@ def test_an_update_of_a_dead_letter_has_one_trigger_and_a_downgrade_brings_back_
         "WHEN (((old.dead_lettered_at IS NOT NULL) OR (new.dead_lettered_at IS NOT NULL))) "
         "EXECUTE FUNCTION mf_dead_letter_updated()"
     )
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, "0024")
+    _downgrade(engine, "0024")
     assert _scan_triggers(engine) == three
     engine.dispose()
 
@@ -1034,11 +1039,6 @@ def _index_names(engine: Engine) -> dict[str, set[str]]:
 def test_the_lease_deadlines_and_assignments_keep_one_index_each_and_a_downgrade_brings_both(
     empty_database_url: str,
 ) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from mainframe.store.engine.migrate import MIGRATIONS
-
     engine = create_store_engine(empty_database_url)
     upgrade(engine, revision="0025")
     before = _index_names(engine)
@@ -1051,10 +1051,6 @@ def test_the_lease_deadlines_and_assignments_keep_one_index_each_and_a_downgrade
     gone = {"uq_attempts_assignment"} if engine.dialect.name == "postgresql" else set()
     assert before["attempts"] - after["attempts"] == gone
     assert after["scans"] <= before["scans"] and after["attempts"] <= before["attempts"]
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, "0025")
+    _downgrade(engine, "0025")
     assert _index_names(engine) == before
     engine.dispose()
