@@ -319,7 +319,8 @@ def run_stack(
     figures: list[Figure],
     notes: list[str],
 ) -> None:
-    with fresh_database(db, workdir, f"{db[:2]}{count}{pooler[:3]}") as url:
+    tag = f"{db[:2]}{count}{pooler[:3]}"
+    with fresh_database(db, workdir, tag, args.pg_setting) as url:
         through = "" if pooler == "none" else f" through PgBouncer ({pooler} pooling)"
         log(f"{db}, {count} server process(es){through}: credentials")
         creds = make_credentials(url, workers=args.workers, sources=args.load_procs)
@@ -360,6 +361,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.server_env:
         settings = " ".join(f"{name}={value}" for name, value in args.server_env.items())
         notes.append(f"servers ran with {settings}")
+    if args.pg_setting and "postgresql" in dbs:
+        settings = " ".join(f"{name}={value}" for name, value in args.pg_setting.items())
+        notes.append(f"postgresql: the bench's databases set {settings}")
     if "sqlite" in dbs and args.servers != [1]:
         notes.append("sqlite: one server process (--servers applies to PostgreSQL)")
     failures = []

@@ -5,6 +5,7 @@ in flight)."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import measure
@@ -134,6 +135,14 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         help="a setting for the servers (repeat for more), e.g. MAINFRAME_SWEEP_SECONDS=1 "
         "MAINFRAME_FINISHED_RETENTION_DAYS=0 to measure the loop while it is pruned",
     )
+    add(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a PostgreSQL setting for each fresh bench database (ALTER DATABASE ... SET; "
+        "repeat for more), e.g. wal_compression=lz4 or commit_delay=500",
+    )
     add("--json", type=Path, help="also write every figure here")
     args = parser.parse_args(argv)
     args.servers = sorted(set(args.servers))
@@ -145,7 +154,15 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
     if args.profile is not None:
         measure.py_spy()
     args.server_env = dict(_setting(parser, item) for item in args.server_env)
+    args.pg_setting = dict(_pg_setting(parser, item) for item in args.pg_setting)
     return args
+
+
+def _pg_setting(parser: argparse.ArgumentParser, item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9_.]*", name):
+        parser.error(f"--pg-setting takes NAME=VALUE with a setting's name, not {item!r}")
+    return name, value
 
 
 def _setting(parser: argparse.ArgumentParser, item: str) -> tuple[str, str]:

@@ -145,12 +145,27 @@ def database_name(tag: str) -> str:
     return name
 
 
+def _pg_set(name: str, setting: str, value: str) -> None:
+    """`setting` for every later session of database `name` (`--pg-setting`)."""
+    import psycopg
+    from psycopg import sql
+
+    statement = sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+        sql.Identifier(name), sql.Identifier(setting), sql.Literal(value)
+    )
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(statement)
+
+
 @contextlib.contextmanager
-def pg_database(tag: str) -> Iterator[str]:
-    """A new, empty PostgreSQL database beside PG_ADMIN_URL's; its URL; dropped after."""
+def pg_database(tag: str, settings: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A new, empty PostgreSQL database beside PG_ADMIN_URL's, with `settings` for its
+    sessions; its URL; dropped after."""
     name = database_name(tag)
     _pg_admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
     _pg_admin("CREATE DATABASE {}", name)
+    for setting, value in (settings or {}).items():
+        _pg_set(name, setting, value)
     try:
         yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
     finally:
@@ -158,10 +173,13 @@ def pg_database(tag: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def fresh_database(kind: str, workdir: Path, tag: str) -> Iterator[str]:
-    """A migrated, empty database (a SQLite file, or a new PostgreSQL database); removed after."""
+def fresh_database(
+    kind: str, workdir: Path, tag: str, pg_settings: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """A migrated, empty database (a SQLite file, or a new PostgreSQL database with
+    `pg_settings`); removed after."""
     if kind == "postgresql":
-        with pg_database(tag) as url:
+        with pg_database(tag, pg_settings) as url:
             cli(url, "db", "upgrade")
             yield url
         return
