@@ -18,19 +18,21 @@ for `today` before two of its indexes went, docs/performance.md, *One index each
 from __future__ import annotations
 
 import argparse
-import os
+import math
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 
+import psutil
 import psycopg
 
+import dbwork
+from dbwork import DbWork
+from measure import cpu_seconds
 from walprobe import scratch_database
 
 PAYLOAD = '{"distributions": ["https://files.example/p.tar.gz"]}'
 RESULT = '{"score": 3, "inspector_url": null, "rules_matched": [], "commit": "abc"}'
 LEASE_US = 60_000_000
-TICK_US = 1_000_000 / os.sysconf("SC_CLK_TCK")
 
 # Today's partial indexes over the columns a lease or a close changes (ix_scans_lease_due
 # until revision 0026); `live` drops them.
@@ -174,28 +176,16 @@ NARROW = ("live", "lean")
 
 @dataclass(frozen=True)
 class Reading:
-    """The cluster's and the loop's backend's counters at one instant."""
+    """What the cluster wrote so far (bench/dbwork.py) and the loop's backend's CPU."""
 
-    wal_bytes: int
-    wal_records: int
-    fpi: int
-    cpu_us: float
-    updates: dict[str, tuple[int, int]]  # table -> (updates, HOT updates)
+    work: DbWork
+    cpu_seconds: float
 
 
-def _read(watch: psycopg.Connection, pid: int) -> Reading:
-    wal = watch.execute("SELECT wal_bytes, wal_records, wal_fpi FROM pg_stat_wal").fetchone()
-    assert wal is not None
-    rows = watch.execute(
-        "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE relname IN ('scans', 'live_scans')"
-    ).fetchall()
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    return Reading(
-        int(wal[0]), int(wal[1]), int(wal[2]), ticks * TICK_US, {r[0]: (r[1], r[2]) for r in rows}
-    )
+def _read(url: str, backend: psutil.Process) -> Reading:
+    work = dbwork.reading(url)
+    assert work is not None
+    return Reading(work, sum(cpu_seconds([backend]).values()))
 
 
 def _setup(url: str, layout: str, fillfactor: int) -> int:
@@ -254,42 +244,38 @@ class Loop:
 def measure(url: str, layout: str, fillfactor: int, queued: int, scans: int) -> dict[str, float]:
     """The work per scan of a window of submissions, then of as many leases and closes."""
     endpoint = _setup(url, layout, fillfactor)
-    with (
-        psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor) as conn,
-        psycopg.connect(url, autocommit=True) as watch,
-    ):
+    with psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor) as conn:
         loop = Loop(conn, LAYOUTS[layout], endpoint)
         for _ in range(queued + scans // 5):
             loop.submit()
         for _ in range(scans // 5):  # warm-up: plans made, pages in memory
             loop.cycle()
         conn.execute("VACUUM ANALYZE")
-        pid = conn.info.backend_pid
-        marks = [_read(watch, pid)]
+        backend = psutil.Process(conn.info.backend_pid)
+        marks = [_read(url, backend)]
         for phase in (loop.submit, loop.cycle):
             for _ in range(scans):
                 phase()
             conn.execute("SELECT pg_stat_force_next_flush()")
             conn.execute("SELECT 1")
-            marks.append(_read(watch, pid))
+            marks.append(_read(url, backend))
     intake, work = _figures(marks[0], marks[1], scans), _figures(marks[1], marks[2], scans)
     return {f"intake {k}": v for k, v in intake.items() if "HOT" not in k} | work
 
 
 def _figures(before: Reading, after: Reading, scans: int) -> dict[str, float]:
-    def per(field: Callable[[Reading], float]) -> float:
-        return (field(after) - field(before)) / scans
-
+    work = after.work - before.work
+    per = work.per_scan(scans)
     out = {
-        "WAL B/scan": per(lambda r: r.wal_bytes),
-        "WAL rec/scan": per(lambda r: r.wal_records),
-        "FPI/scan": per(lambda r: r.fpi),
-        "PG us/scan": per(lambda r: r.cpu_us),
+        "WAL B/scan": per["wal_bytes"],
+        "WAL rec/scan": per["wal_records"],
+        "FPI/scan": per["wal_fpi"],
+        "PG us/scan": 1e6 * (after.cpu_seconds - before.cpu_seconds) / scans,
     }
-    for table in after.updates:
-        updated = after.updates[table][0] - before.updates.get(table, (0, 0))[0]
-        hot = after.updates[table][1] - before.updates.get(table, (0, 0))[1]
-        out[f"{table} HOT %"] = 100 * hot / updated if updated else float("nan")
+    for table in ("scans", "live_scans"):
+        tally = work.tables.get(table)
+        if tally is not None:
+            out[f"{table} HOT %"] = 100 * tally.hot / tally.updated if tally.updated else math.nan
     return out
 
 

@@ -4,7 +4,8 @@ chain: from empty, and adopting the tables the server's revision 0005 once creat
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -46,6 +47,7 @@ from mainframe.watch.windows import Window
 from tests.conftest import DATABASES
 from tests.integration.conftest import blocking_store
 
+T = TypeVar("T")
 BOTH = pytest.mark.parametrize("empty_database_url", DATABASES, indirect=True)
 NOW = 1_790_000_000_000_000
 TIMEOUT = 45.0
@@ -976,6 +978,16 @@ def test_a_database_of_the_previous_release_serves_every_state_after_the_upgrade
     engine.dispose()
 
 
+def _there_and_back(engine: Engine, revision: str, read: Callable[[Engine], T]) -> tuple[T, T, T]:
+    """What `read` finds at `revision`, at head, and back at `revision` after a downgrade."""
+    upgrade(engine, revision=revision)
+    before = read(engine)
+    upgrade(engine)
+    after = read(engine)
+    _downgrade(engine, revision)
+    return before, after, read(engine)
+
+
 def _downgrade(engine: Engine, revision: str) -> None:
     """The store's chain taken back to `revision`, as `alembic downgrade` would."""
     from alembic import command
@@ -1007,10 +1019,7 @@ def test_an_update_of_a_dead_letter_has_one_trigger_and_a_downgrade_brings_back_
     empty_database_url: str,
 ) -> None:
     engine = create_store_engine(empty_database_url)
-    upgrade(engine, revision="0024")
-    three = _scan_triggers(engine)
-    upgrade(engine)
-    one = _scan_triggers(engine)
+    three, one, back = _there_and_back(engine, "0024", _scan_triggers)
     assert set(three) - set(one) == {
         "tr_scans_dead_letter_counts", "tr_scans_dead_letter_in", "tr_scans_dead_letter_out",
     }  # fmt: skip
@@ -1020,8 +1029,7 @@ def test_an_update_of_a_dead_letter_has_one_trigger_and_a_downgrade_brings_back_
         "WHEN (((old.dead_lettered_at IS NOT NULL) OR (new.dead_lettered_at IS NOT NULL))) "
         "EXECUTE FUNCTION mf_dead_letter_updated()"
     )
-    _downgrade(engine, "0024")
-    assert _scan_triggers(engine) == three
+    assert back == three
     engine.dispose()
 
 
@@ -1040,10 +1048,7 @@ def test_the_lease_deadlines_and_assignments_keep_one_index_each_and_a_downgrade
     empty_database_url: str,
 ) -> None:
     engine = create_store_engine(empty_database_url)
-    upgrade(engine, revision="0025")
-    before = _index_names(engine)
-    upgrade(engine)
-    after = _index_names(engine)
+    before, after, back = _there_and_back(engine, "0025", _index_names)
     assert before["scans"] - after["scans"] == {"ix_scans_lease_due"}
     assert "ix_scans_pending_lease" in after["scans"]
     # PostgreSQL drops the assignment key (the history's own key finds an assignment); SQLite
@@ -1051,6 +1056,5 @@ def test_the_lease_deadlines_and_assignments_keep_one_index_each_and_a_downgrade
     gone = {"uq_attempts_assignment"} if engine.dialect.name == "postgresql" else set()
     assert before["attempts"] - after["attempts"] == gone
     assert after["scans"] <= before["scans"] and after["attempts"] <= before["attempts"]
-    _downgrade(engine, "0025")
-    assert _index_names(engine) == before
+    assert back == before
     engine.dispose()

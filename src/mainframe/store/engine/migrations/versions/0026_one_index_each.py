@@ -7,8 +7,8 @@ attempt. SQLite keeps the second, since dropping it there would copy the table.
 
 Why: every lease wrote an entry in both lease indexes and every close one in both history
 indexes; an entry is a WAL record of its own (about 70 bytes) and a page to keep, for as long
-as the history is kept. Modelled (bench/layouts.py, `today` at 0025 and at 0026): 1,587 bytes of
-WAL a lease and close before, 1,445 after, 18.5 records against 16.4. In the bench (16
+as the history is kept. Modelled (bench/layouts.py, `today` at 0025 and at 0026): 1,619 bytes of
+WAL a lease and close before, 1,477 after, 18.5 records against 16.4. In the bench (16
 workers, PostgreSQL, the trees alternated twice, 2026-12-07): 2,524-2,546 bytes of WAL a scan
 before and 2,340-2,389 after at batch 1, 2,831-2,839 and 2,644-2,673 at batch 10, the rates
 and PostgreSQL's CPU within the runs' spread (docs/performance.md, *One index each*). Dropping
