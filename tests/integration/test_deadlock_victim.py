@@ -1,7 +1,7 @@
-"""A statement sent on its own (no transaction around it) that PostgreSQL picks as a deadlock's
-victim did nothing, and the transaction it met goes on; the store sends it again, so the
-worker whose result it carried gets its answer, never a 503 for a conflict it had no part in
-(docs/scale-out.md, *Deadlocks between server processes*)."""
+"""A statement sent on its own (no transaction around it) or a transaction that PostgreSQL
+picks as a deadlock's victim did nothing, and the transaction it met goes on; the store runs
+it again, so the worker whose result or poll it carried gets its answer, never a 503 for a
+conflict it had no part in (docs/scale-out.md, *Deadlocks between server processes*)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import Connection, Engine, text
 
 from mainframe.lifecycle.rules import Status
+from mainframe.store import Budget
 from mainframe.store.work.results import Completion
-from tests.integration.conftest import World
+from tests.integration.conftest import JOB_TIMEOUT, World, open_world
 from tests.integration.test_results_together import finished, finished_total, lease, worker_of
 
 # Bounds on waiting for the store's statement to queue behind the test's lock.
@@ -45,7 +46,7 @@ def wait_for_lock_wait(watcher: Connection) -> None:
 
 
 def cross(holder: Connection, watcher: Connection, scan_id: int) -> str:
-    """With every outcome total held, wait until the store's close (which has locked its
+    """With every outcome total held, wait until the store's work (which has locked the
     scan) queues behind them, then ask for that scan: a cycle the store's backend, whose
     deadlock check comes first (the default second against this one's minute), breaks by
     aborting its own statement. The scan's status as the lock found it."""
@@ -88,3 +89,57 @@ def test_a_result_whose_statement_a_deadlock_aborted_is_sent_again_and_closes(
             text(f"SELECT count(*) FROM attempts WHERE scan_id = {job.scan_id}")
         ).scalar()
     assert history == 1
+
+
+def dead_letters(engine: Engine, scan_id: int) -> tuple[str, int, int]:
+    """The scan's status, its history rows, and the dead letters the outcome totals count."""
+    with engine.connect() as conn:
+        status = conn.execute(text(f"SELECT status FROM scans WHERE id = {scan_id}")).scalar()
+        history = conn.execute(
+            text(f"SELECT count(*) FROM attempts WHERE scan_id = {scan_id}")
+        ).scalar()
+        total = conn.execute(
+            text("SELECT sum(count) FROM scan_totals WHERE outcome = 'dead_lettered'")
+        ).scalar()
+    return str(status), int(history or 0), int(total or 0)
+
+
+@pytest.mark.parametrize("reaper", ["poll", "sweep"])
+def test_a_reap_whose_transaction_a_deadlock_aborted_runs_again_and_dead_letters_once(
+    database_url: str, loop: Any, engine: Engine, reaper: str
+) -> None:
+    """The reap of a lapsed lease is one transaction of several statements (the history row,
+    the dead letter, the totals): aborted as a deadlock's victim it runs again from its start,
+    and the worker's poll (or the sweeper) goes on as if it had come a moment later."""
+    budget = Budget.of(job_timeout=JOB_TIMEOUT, max_attempts=1)
+    world = open_world(database_url, loop, budget=budget)
+    try:
+        scan_id = world.submit("pkg")
+        [job] = lease(world, world.worker, 1)
+        assert job.scan_id == scan_id
+        world.clock.advance(JOB_TIMEOUT + 1)
+        leasing = world.store.target.leasing
+
+        async def both() -> tuple[str, Any]:
+            with engine.connect() as holder, engine.connect() as watcher:
+                holder.execute(text("SET deadlock_timeout = '60s'"))
+                holder.execute(text("UPDATE scan_totals SET count = count"))
+                work = leasing.lease(world.worker, 1) if reaper == "poll" else leasing.sweep()
+                task = asyncio.create_task(work)
+                seen = await asyncio.to_thread(cross, holder, watcher, scan_id)
+            return seen, await task
+
+        seen, outcome = world.store.run(both)
+        # The run again skips a scan still locked (the test's transaction commits just after
+        # the store's was aborted); a later sweep then takes it.
+        later = world.store.leasing.sweep()
+    finally:
+        world.store.close()
+    # The store held the lapsed scan while it waited on the totals, and let it go still
+    # PENDING: its transaction was aborted, not committed.
+    assert seen == "PENDING"
+    if reaper == "poll":
+        assert outcome == []
+    else:
+        assert outcome + later == 1
+    assert dead_letters(engine, scan_id) == ("FAILED", 1, 1), "reaped once, after the abort"

@@ -6,6 +6,8 @@ shells map them to HTTP: web.py::refused).
 A store call opens one transaction (`write`, `read`) or runs one autocommitted statement
 (`single`, or `lookup` for a read), runs named statements through its `Tx`, appends what
 changed to `tx.events`, and the database hands those to `publish` once the work is durable.
+Work that may cross another transaction's locks goes through `transact`, which runs it again
+when the database aborted it as a deadlock's victim.
 
 Each statement is written out whole: its SQLite text and, where the dialects differ, its
 PostgreSQL text beside it. Both use `:name` parameters; PostgreSQL (asyncpg) receives
@@ -20,7 +22,7 @@ function the store registers, the server process's clock pinned for the transact
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -265,6 +267,14 @@ class Unavailable(StoreError):
         self.retry_after = retry_after
 
 
+class Contended(Unavailable):
+    """The database aborted the transaction for a conflict with another one (a deadlock's
+    victim, a serialization failure): it changed nothing, and run again it goes through."""
+
+    def __init__(self) -> None:
+        super().__init__("database_busy", "a concurrent transaction got in the way; try again")
+
+
 class ReadOnly(Unavailable):
     """The database host takes no writes (a standby, or a primary being failed over)."""
 
@@ -274,3 +284,24 @@ class ReadOnly(Unavailable):
             "the database host is read-only (a standby, or a failover in progress); try again",
             retry_after=2,
         )
+
+
+# Two server processes' transactions can cross on rows both write (a scan one reaps while
+# another closes it, the outcome totals of one shard); PostgreSQL then aborts one of them.
+# Neither did anything wrong, and the one aborted changed nothing, so it runs again.
+CONTENDED_RETRIES = 2
+
+
+async def transact(db: Database, work: Callable[[Tx], Awaitable[T]], *, lasting: bool = False) -> T:
+    """`work` in one read-write transaction, run again from its start (a fresh transaction)
+    when the database aborted it as a conflict's victim; `work` keeps its effects in the
+    transaction (its statements and `tx.events`), so a run that was aborted leaves none."""
+    left = CONTENDED_RETRIES
+    while True:
+        try:
+            async with db.write(lasting=lasting) as tx:
+                return await work(tx)
+        except Contended:
+            if not left:
+                raise
+            left -= 1

@@ -41,6 +41,7 @@ from mainframe.lifecycle.scans import Event
 from mainframe.parsers import libpq_url
 from mainframe.store.engine.database import (
     NO_PARAMS,
+    Contended,
     HostReport,
     Invalid,
     Publish,
@@ -384,9 +385,7 @@ class PostgresDatabase:
                 # (a NUL, a number out of range) came from the request: a 422, never a 500.
                 raise Invalid("request", f"a value the database refuses: {exc}") from exc
             except asyncpg.exceptions.TransactionRollbackError as exc:
-                raise Unavailable(
-                    "database_busy", "a concurrent transaction got in the way; try again"
-                ) from exc
+                raise Contended() from exc
             finally:
                 watch.done()
 

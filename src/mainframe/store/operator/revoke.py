@@ -10,7 +10,7 @@ from mainframe.lifecycle.scans import EndpointRevoked, increments
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Conflict, Database, NotFound, Tx
+from mainframe.store.engine.database import Conflict, Database, NotFound, Tx, transact
 from mainframe.store.engine.statements import statement
 
 BUMP = statement("bump_totals")
@@ -42,8 +42,8 @@ class Revocations:
     async def revoke(self, owner_id: int, endpoint: str, *, origin: Origin) -> int:
         """The silent cascade, audited with its count; returns how many scans it
         dead-lettered."""
-        # Every live scan of the endpoint in one transaction: it may take a while.
-        async with self.db.write(lasting=True) as tx:
+
+        async def revoke(tx: Tx) -> int:
             found = await endpoint_by_name(tx, endpoint)
             if found is None or found.owner_id != owner_id:
                 raise NotFound(f"no endpoint named {endpoint!r}")
@@ -56,4 +56,7 @@ class Revocations:
                 tx, owner_id, Action.ENDPOINT_REVOKED, origin=origin, endpoint=endpoint,
                 count=event.dead_lettered,
             )  # fmt: skip
-        return event.dead_lettered
+            return event.dead_lettered
+
+        # Every live scan of the endpoint in one transaction: it may take a while.
+        return await transact(self.db, revoke, lasting=True)

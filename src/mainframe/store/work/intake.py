@@ -29,6 +29,7 @@ from mainframe.store.engine.database import (
     Tx,
     Unauthorized,
     first,
+    transact,
 )
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
@@ -111,37 +112,50 @@ class Intake:
             if created is not None:
                 self.submitted.note(caller.digest)  # only a source's token inserts here
                 return created, True
-        async with self.db.write() as tx:
-            gate = await _gate(tx, caller, endpoint)
-            done = await self._submit_one(tx, gate, spec)
+        gate, done = await transact(
+            self.db, lambda tx: self._gate_and_submit(tx, caller, endpoint, spec)
+        )
         self._accepted(caller, gate)
         return done
+
+    async def _gate_and_submit(
+        self, tx: Tx, caller: Caller | None, endpoint: str | None, spec: ScanSpec
+    ) -> tuple[Gate, tuple[ScanRecord, bool]]:
+        gate = await _gate(tx, caller, endpoint)
+        return gate, await self._submit_one(tx, gate, spec)
 
     async def submit_many(
         self, caller: Caller | None, *, endpoint: str | None, specs: Sequence[ScanSpec]
     ) -> list[Submitted]:
         """Submit a batch in one transaction under one authorization; items are independent:
         every new key in one statement, then each resubmission on its own."""
-        async with self.db.write() as tx:
-            gate = await _gate(tx, caller, endpoint)
-            params = {
-                "endpoint": gate.endpoint.id,
-                "status": gate.status.value,
-                "verified": gate.verified,
-                "source": gate.source,
-                "items": orjson.dumps([spec.item() for spec in specs]).decode(),
-            }
-            created = await self._inserted(tx, INSERT_SCANS, params)
-            done: list[Submitted] = []
-            for spec in specs:
-                fresh = created.pop(spec.key(), None)
-                if fresh is not None:
-                    done.append(Submitted(fresh, True))
-                else:
-                    done.append(Submitted(*await self._submit_one(tx, gate, spec)))
+        gate, done = await transact(
+            self.db, lambda tx: self._submit_all(tx, caller, endpoint, specs)
+        )
         if any(item.scan is not None for item in done):
             self._accepted(caller, gate)
         return done
+
+    async def _submit_all(
+        self, tx: Tx, caller: Caller | None, endpoint: str | None, specs: Sequence[ScanSpec]
+    ) -> tuple[Gate, list[Submitted]]:
+        gate = await _gate(tx, caller, endpoint)
+        params = {
+            "endpoint": gate.endpoint.id,
+            "status": gate.status.value,
+            "verified": gate.verified,
+            "source": gate.source,
+            "items": orjson.dumps([spec.item() for spec in specs]).decode(),
+        }
+        created = await self._inserted(tx, INSERT_SCANS, params)
+        done: list[Submitted] = []
+        for spec in specs:
+            fresh = created.pop(spec.key(), None)
+            if fresh is not None:
+                done.append(Submitted(fresh, True))
+            else:
+                done.append(Submitted(*await self._submit_one(tx, gate, spec)))
+        return gate, done
 
     async def _submit_as_source(
         self, digest: str, specs: list[ScanSpec]
@@ -179,7 +193,8 @@ class Intake:
 
     async def release(self, owner_id: int, scan_id: int) -> ScanRecord:
         """Let a quarantined scan into QUEUED; it stays unverified (never announced)."""
-        async with self.db.write() as tx:
+
+        async def promote(tx: Tx) -> ScanRecord:
             scan = await queries.owned_scan(tx, owner_id, scan_id)
             if scan.status is not Status.QUARANTINED:
                 raise Conflict(
@@ -188,6 +203,8 @@ class Intake:
             row = await first(tx, PROMOTE, {"scan": scan.id, "verified": False, "source": None})
             assert row is not None  # the write lock is ours: nobody moved it since the read
             return scan_from_row(row, scan.endpoint)
+
+        return await transact(self.db, promote)
 
     def _accepted(self, caller: Caller | None, gate: Gate) -> None:
         """A committed submission that created a scan or found its live key: a source's

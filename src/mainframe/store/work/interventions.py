@@ -18,7 +18,7 @@ from mainframe.lifecycle.scans import (
     scan_from_row,
     settlement_events,
 )
-from mainframe.store.engine.database import Conflict, Database, Stale, Tx, first
+from mainframe.store.engine.database import Conflict, Database, Stale, Tx, first, transact
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
 from mainframe.store.work.budget import Budget
@@ -43,7 +43,8 @@ class Interventions:
         self, owner_id: int, scan_id: int, *, retryable: bool, summary: str | None
     ) -> ScanRecord:
         """Fail the current attempt as its worker would; an unleased scan fails plainly."""
-        async with self.db.write() as tx:
+
+        async def fail(tx: Tx) -> ScanRecord:
             scan = await queries.owned_scan(tx, owner_id, scan_id)
             if scan.status in TERMINAL:
                 raise Stale(StaleCode.ALREADY_TERMINAL)
@@ -58,6 +59,8 @@ class Interventions:
             else:
                 await self._fail_unleased(tx, scan)
             return await queries.owned_scan(tx, owner_id, scan_id)
+
+        return await transact(self.db, fail)
 
     async def _operator_close(
         self, tx: Tx, scan: ScanRecord, *, retryable: bool, summary: str | None

@@ -36,7 +36,7 @@ from mainframe.lifecycle.scans import (
     scan_from_row,
 )
 from mainframe.store.accounts.authentication import EndpointNames, Presented, Principal, worker_of
-from mainframe.store.engine.database import Database, Row, Tx, record
+from mainframe.store.engine.database import Database, Row, Tx, record, transact
 from mainframe.store.engine.statements import statement
 from mainframe.store.work.budget import Budget
 from mainframe.store.work.coalesce import Coalescer, by_runs
@@ -198,12 +198,10 @@ class Leasing:
         to `batch` due scans, oldest first."""
         endpoint_id = self.lapses.endpoint_of.get(caller.digest)
         if endpoint_id is None or self.lapses.due(endpoint_id):
-            async with self.db.write() as tx:
-                worker = await worker_of(tx, caller)
-                assert worker.endpoint_id is not None
-                await self.reap_endpoint(tx, worker.endpoint_id)
-                jobs = await self.lease_in(tx, caller, batch)
-            self.lapses.endpoint_of[caller.digest] = worker.endpoint_id
+            reaped, jobs = await transact(
+                self.db, lambda tx: self._reap_and_lease(tx, caller, batch)
+            )
+            self.lapses.endpoint_of[caller.digest] = reaped
             return jobs
         # Nothing to reap: the poll is one statement and needs no transaction around it.
         if self._together is not None and batch >= 1:
@@ -211,6 +209,13 @@ class Leasing:
             if met is not None:
                 return met
         return await self._alone(caller, batch)
+
+    async def _reap_and_lease(self, tx: Tx, caller: Caller, batch: int) -> tuple[int, list[Job]]:
+        """The caller's endpoint, once its lapsed leases are reaped, and the caller's jobs."""
+        worker = await worker_of(tx, caller)
+        assert worker.endpoint_id is not None
+        await self.reap_endpoint(tx, worker.endpoint_id)
+        return worker.endpoint_id, await self.lease_in(tx, caller, batch)
 
     async def _alone(self, caller: Caller, batch: int) -> list[Job]:
         """A poll in a statement of its own (LEASE)."""
@@ -271,8 +276,11 @@ class Leasing:
 
     async def sweep(self, *, limit: int = 500) -> int:
         """Reap lapsed leases of every endpoint, oldest lapse first; return how many."""
-        async with self.db.write() as tx:
+
+        async def reap(tx: Tx) -> int:
             return await self._reap(tx, await tx.rows(LAPSED_ANYWHERE, {"limit": limit}))
+
+        return await transact(self.db, reap)
 
     async def _reap(self, tx: Tx, rows: Sequence[Row]) -> int:
         lapsed = [Lapsed.of(row) for row in rows]
