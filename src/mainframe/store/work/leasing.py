@@ -198,10 +198,10 @@ class Leasing:
         to `batch` due scans, oldest first."""
         endpoint_id = self.lapses.endpoint_of.get(caller.digest)
         if endpoint_id is None or self.lapses.due(endpoint_id):
-            reaped, jobs = await transact(
+            its_endpoint, jobs = await transact(
                 self.db, lambda tx: self._reap_and_lease(tx, caller, batch)
             )
-            self.lapses.endpoint_of[caller.digest] = reaped
+            self.lapses.endpoint_of[caller.digest] = its_endpoint
             return jobs
         # Nothing to reap: the poll is one statement and needs no transaction around it.
         if self._together is not None and batch >= 1:
