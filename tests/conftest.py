@@ -9,6 +9,10 @@ import os
 # refuses a position, a slice and iteration, so a positional read fails the test that runs it.
 # Set before the store is imported; servers the tests start inherit it (serverproc.py).
 os.environ["MAINFRAME_STRICT_ROWS"] = "1"
+# A test's database work gets a longer deadline than production's 5 s: two test processes on a
+# slow two-core machine can stall a commit for seconds, and a 503 then fails a test about
+# something else. Tests of the deadline set their own (tests/faults/test_database_blackhole.py).
+os.environ.setdefault("MAINFRAME_DATABASE_DEADLINE_SECONDS", "20")
 
 import ipaddress
 import logging

@@ -31,6 +31,7 @@ def mainframe_env(database_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAINFRAME_")}
     env.update({"MAINFRAME_DATABASE_URL": database_url, "MAINFRAME_LOG_FORMAT": "json"})
     env["MAINFRAME_STRICT_ROWS"] = "1"  # rows read by name only (tests/conftest.py)
+    env["MAINFRAME_DATABASE_DEADLINE_SECONDS"] = os.environ["MAINFRAME_DATABASE_DEADLINE_SECONDS"]
     # Retries are due at once unless a test is about their backoff (it sets its own base).
     env["MAINFRAME_RETRY_BASE_SECONDS"] = "0"
     env.update(extra)

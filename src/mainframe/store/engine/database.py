@@ -292,16 +292,23 @@ class ReadOnly(Unavailable):
 CONTENDED_RETRIES = 2
 
 
+async def again(send: Callable[[], Awaitable[T]], times: int, victim: type[Exception]) -> T:
+    """`send()`'s outcome, sent again up to `times` more times while it fails with `victim`."""
+    for _ in range(times):
+        try:
+            return await send()
+        except victim:
+            pass
+    return await send()
+
+
 async def transact(db: Database, work: Callable[[Tx], Awaitable[T]], *, lasting: bool = False) -> T:
     """`work` in one read-write transaction, run again from its start (a fresh transaction)
     when the database aborted it as a conflict's victim; `work` keeps its effects in the
     transaction (its statements and `tx.events`), so a run that was aborted leaves none."""
-    left = CONTENDED_RETRIES
-    while True:
-        try:
-            async with db.write(lasting=lasting) as tx:
-                return await work(tx)
-        except Contended:
-            if not left:
-                raise
-            left -= 1
+
+    async def once() -> T:
+        async with db.write(lasting=lasting) as tx:
+            return await work(tx)
+
+    return await again(once, CONTENDED_RETRIES, Contended)

@@ -50,6 +50,7 @@ from mainframe.store.engine.database import (
     Sql,
     StoreError,
     Unavailable,
+    again,
     discard,
     outermost,
 )
@@ -149,14 +150,9 @@ class PgTx:
     async def _again(self, send: Callable[[], Awaitable[T]]) -> T:
         """The statement's outcome; sent again when, alone, it was a deadlock's victim.
         Inside a transaction the whole transaction is lost, so the error goes to the caller."""
-        left = DEADLOCK_RETRIES if self.alone else 0
-        while True:
-            try:
-                return await send()
-            except asyncpg.exceptions.DeadlockDetectedError:
-                if not left:
-                    raise
-                left -= 1
+        if not self.alone:
+            return await send()
+        return await again(send, DEADLOCK_RETRIES, asyncpg.exceptions.DeadlockDetectedError)
 
 
 class Watch:
