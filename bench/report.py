@@ -57,6 +57,8 @@ class Figure:
     checkpoints: float  # begun in the window: each makes the next change of every page an image
     rows_per_scan: float  # rows inserted, updated and deleted per scan, every table
     scans_hot_share: float  # of the scans table's updates, the share that were HOT
+    xacts_per_scan: float  # PostgreSQL transactions ended per scan
+    buffers_per_scan: float  # shared buffers read per scan (bench/dbwork.py)
     other_cpu_pct: float
     refused: int  # responses (or batch items) that were not the expected success
     errors: int  # transport errors and timeouts
@@ -135,6 +137,8 @@ def figure(
         checkpoints=window.db.checkpoints if window.db else nan,
         rows_per_scan=written.get("rows", nan),
         scans_hot_share=written.get("hot", nan),
+        xacts_per_scan=written.get("xacts", nan),
+        buffers_per_scan=written.get("buffers", nan),
         other_cpu_pct=window.cpu["other"],
         refused=refused(stats, ok),
         errors=stats.errors,
@@ -173,6 +177,8 @@ COLUMNS = (
     ("ckpts", "checkpoints", "{:.0f}"),
     ("rows/scan", "rows_per_scan", "{:.1f}"),
     ("scans HOT", "scans_hot_share", "{:.0%}"),
+    ("xacts/scan", "xacts_per_scan", "{:.2f}"),
+    ("buffers/scan", "buffers_per_scan", "{:.0f}"),
     ("other CPU %", "other_cpu_pct", "{:.0f}"),
     ("refused", "refused", "{:.0f}"),
     ("errors", "errors", "{:.0f}"),
