@@ -191,6 +191,7 @@ ELSEWHERE = {
     # PostgreSQL's catalogs and settings an operator reads or tunes (docs/reliability.md,
     # docs/scale-out.md, docs/runbook.md).
     "pg_stat_activity": "a view of PostgreSQL",
+    "pg_stat_database": "a view of PostgreSQL (bench/dbwork.py reads it)",
     "pg_stat_user_tables.n_dead_tup": "a view of PostgreSQL and its column",
     "last_autovacuum": "a column of PostgreSQL's pg_stat_user_tables",
     "pg_total_relation_size": "a function of PostgreSQL",
