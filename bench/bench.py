@@ -222,10 +222,10 @@ class Bench:
                 notes = "; ".join(filter(None, [notes, held]))
             if window.db is not None:
                 shares = ", ".join(f"{t} {h:.0%}" for t, h in window.db.hot_shares().items())
-                read = window.db.busiest(window.stats.items)
-                most = ", ".join(f"{name} {n:.0f}" for name, n in read.items())
-                notes = "; ".join(filter(None, [notes, f"HOT updates: {shares}"]))
-                notes = "; ".join(filter(None, [notes, f"buffers a scan, most read: {most}"]))
+                read = window.db.busiest(window.stats.items).items()
+                most = ", ".join(f"{name} {n:.0f}" for name, n in read)
+                written = [f"HOT updates: {shares}", f"buffers a scan, most read: {most}"]
+                notes = "; ".join(filter(None, [notes, *written]))
             fig = self.figure(
                 name, size, queued, run, self.args.workers, window, ceiling, ok, check, notes
             )
