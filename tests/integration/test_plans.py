@@ -343,11 +343,14 @@ def _close(scan: int, report: Report) -> dict[str, Any]:
 FINISH = _close(PENDING_ID, Report("finished", False, 2, "a-10", None, None, "{}"))
 RETRY = _close(PENDING_ID + 2, Report("failed", True, 1, "a-12", "timeout", None, None))
 ROLLOUT = _close(PENDING_ID, Report("finished", False, None, None, None, None, "{}"))
-TOGETHER = {
+# Two requests that met, one result each (a request of several sends more items of its `req`).
+POLLS = {
+    "asks": orjson.dumps([{"req": req, "digest": WORKER, "wants": 1} for req in range(2)]).decode()
+}
+TOGETHER = POLLS | {
     "items": orjson.dumps(
         [
-            {name: FINISH[name] for name in results.TOGETHER_FIELDS}
-            | {"req": req, "digest": WORKER, "wants": 1}
+            {name: FINISH[name] for name in results.TOGETHER_FIELDS} | {"req": req}
             for req in range(2)
         ]
     ).decode()
@@ -404,16 +407,18 @@ CASES = {
     # A request of one result: the same plan's shape with the item's fields as parameters.
     "complete_one": Case(results.COMPLETE_ONE, RESULT | {"fetch": 1} | FINISH, None, PG_RESULT),
     # Finished results of several requests that met: each token by key, each close by key,
-    # each request's walk of its endpoint's due scans with its worker's retry rule (the probe
-    # of other workers). It sorts the requests and the scans each walk found, after its
-    # LIMIT, to share them out.
+    # the replay check of the results that did not close by the history's key, each
+    # request's walk of its endpoint's due scans with its worker's retry rule (the probe of
+    # other workers). It sorts the requests and the scans each walk found, after its LIMIT,
+    # to share them out.
     "complete_together": Case(results.COMPLETE_TOGETHER, RESULT | TOGETHER, None,
                               (PG_WHO, PG_CLOSES, pg_within("due", pg_index("ix_scans_queued")),
                                pg_within("due", r"Limit\b"), pg_within("due", PG_OTHERS),
+                               pg_index("attempts_pkey", "attempts"),
                                pg_index("scan_totals_pkey", "scan_totals")),
                               sorts=SORTS_ON_PG),
     # Polls that met: the same tokens' check and walks.
-    "lease_together": Case(leasing.LEASE_TOGETHER, LEASE_TERMS | TOGETHER, None,
+    "lease_together": Case(leasing.LEASE_TOGETHER, LEASE_TERMS | POLLS, None,
                            (PG_WHO, pg_within("due", pg_index("ix_scans_queued")),
                             pg_within("due", r"Limit\b"), pg_within("due", PG_OTHERS),
                             pg_within("leased", PG_PK)),

@@ -1,9 +1,10 @@
-"""Finished results of one scan each that reach the store while another is at the database go
-together in one statement on PostgreSQL (COMPLETE_TOGETHER), from any workers of any
-endpoints, and each request still gets what it would have got alone: its own close, its own
-next jobs (never a job another request got, never a retry its own worker may not take yet),
-its history row with the jobs leased with it, and the outcome totals; a result that does not
-close there (a replay, a stale one) gets the answer it would have got alone."""
+"""Requests of finished results (one or several each) that reach the store while another is
+at the database go together in one statement on PostgreSQL (COMPLETE_TOGETHER), from any
+workers of any endpoints, and each request still gets what it would have got alone: its own
+closes, its own next jobs (never a job another request got, never a retry its own worker may
+not take yet), its history rows with the jobs leased with them, and the outcome totals; a
+request some result of which does not close there (a replay, a stale one) gets the answers it
+would have got alone."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from mainframe.lifecycle.rules import Status
+from mainframe.lifecycle.scans import ScanFinished
 from mainframe.store import Report, ScanSpec
 from mainframe.store.engine.database import Stale
 from mainframe.store.work.results import Completion
@@ -61,11 +63,20 @@ def held_at_once(
 def at_once(world: World, engine: Engine, asks: list[Ask]) -> tuple[list[Any], Counted]:
     """Every request sent at the same moment, the first held by the outcome totals' rows
     locked; each outcome is a Completion or the error raised."""
+    return batches_at_once(world, engine, [(caller, [job], n) for caller, job, n in asks])
+
+
+def batches_at_once(
+    world: World, engine: Engine, asks: list[tuple[Any, list[Any], int]]
+) -> tuple[list[Any], Counted]:
+    """As `at_once`, each request reporting a list of jobs finished."""
     results = world.store.target.results
     counted = results.db = Counted(results.db)
     calls = [
-        functools.partial(results.complete, caller, [(job.scan_id, finished(job))], fetch=n)
-        for caller, job, n in asks
+        functools.partial(
+            results.complete, caller, [(job.scan_id, finished(job)) for job in jobs], fetch=n
+        )
+        for caller, jobs, n in asks
     ]
     return held_at_once(world, engine, "UPDATE scan_totals SET count = count", calls), counted
 
@@ -203,6 +214,86 @@ def test_a_replayed_and_a_stale_result_that_meet_others_get_their_answers_alone(
     assert isinstance(refused.outcomes[0].error, Stale)
     assert worker_of(engine, second.scan_id) == (world.worker.name, "PENDING")
     assert finished_total(engine) == 2
+
+
+def test_requests_of_several_results_that_meet_close_in_one_statement_each_with_its_own_jobs(
+    world: World, engine: Engine
+) -> None:
+    for n in range(20):
+        world.submit(f"pkg{n}")
+    mine = lease(world, world.worker, 6)
+    theirs = lease(world, world.other_worker, 3)
+    asks = [(world.worker, mine[:1], 1), (world.worker, mine[1:4], 3)]
+    asks += [(world.other_worker, theirs, 2), (world.worker, mine[4:], 2)]
+    outcomes, counted = batches_at_once(world, engine, asks)
+    assert counted.statements == 2, "the first went alone, the three that met it together"
+    for (caller, jobs, n), outcome in zip(asks, outcomes, strict=True):
+        assert [item.scan_id for item in outcome.outcomes] == [job.scan_id for job in jobs]
+        assert all(item.error is None for item in outcome.outcomes)
+        assert all(item.closed.status is Status.FINISHED for item in outcome.outcomes)
+        assert len(outcome.jobs) == n
+        assert all(
+            worker_of(engine, job.scan_id) == (caller.name, "PENDING") for job in outcome.jobs
+        )
+        given = {job.assignment_id for job in outcome.jobs}
+        for job in jobs:
+            assert set((next_assignments(engine, job.scan_id) or "").split(",")) == given
+    given_ids = [job.scan_id for job in jobs_of(outcomes)]
+    assert len(set(given_ids)) == 8, "no job went to two requests"
+    assert finished_total(engine) == 9
+    assert len(world.published.of(ScanFinished)) == 9
+    assert len(lease(world, world.worker, 20)) == 20 - 9 - 8
+
+
+def test_a_request_of_several_with_a_stale_result_closes_the_rest_and_is_answered_as_alone(
+    world: World, engine: Engine
+) -> None:
+    """Its fresh results close in the statement that met; it is then answered alone: those
+    closes as replays (the answers they were given, the jobs leased with them), the stale
+    result refused, every close counted once."""
+    for n in range(10):
+        world.submit(f"pkg{n}")
+    first, a, b, c = lease(world, world.worker, 4)
+    [other] = lease(world, world.other_worker, 1)
+    stale = replace(b, assignment_id="not-it")
+    asks = [(world.worker, [first], 1), (world.worker, [a, stale, c], 2)]
+    asks += [(world.other_worker, [other], 1)]
+    outcomes, counted = batches_at_once(world, engine, asks)
+    assert counted.statements == 3, "alone, together, then the request with the stale result"
+    answered = outcomes[1].outcomes
+    assert [item.scan_id for item in answered] == [a.scan_id, b.scan_id, c.scan_id]
+    assert answered[0].closed is not None and answered[2].closed is not None
+    assert answered[0].closed.status is Status.FINISHED
+    assert isinstance(answered[1].error, Stale)
+    assert worker_of(engine, b.scan_id) == (world.worker.name, "PENDING")
+    jobs = outcomes[1].jobs
+    assert len(jobs) == 2, "a stale result is no replay: the request still takes its jobs"
+    assert all(worker_of(engine, job.scan_id) == (world.worker.name, "PENDING") for job in jobs)
+    assert finished_total(engine) == 4
+    assert len(world.published.of(ScanFinished)) == 4
+
+
+def test_a_request_of_several_with_a_replayed_result_takes_no_more_jobs_than_alone(
+    world: World, engine: Engine
+) -> None:
+    """A result already accepted, sent again beside fresh ones: the request is answered with
+    the replay's own jobs and leases nothing new, as a request alone would."""
+    for n in range(10):
+        world.submit(f"pkg{n}")
+    first, a, b = lease(world, world.worker, 3)
+    [other] = lease(world, world.other_worker, 1)
+    before = world.store.results.complete(world.worker, [(a.scan_id, finished(a))], fetch=1)
+    asks = [(world.worker, [first], 1), (world.worker, [a, b], 3)]
+    asks += [(world.other_worker, [other], 1)]
+    outcomes, counted = batches_at_once(world, engine, asks)
+    assert counted.statements == 3, "alone, together, then the request with the replay"
+    answered = outcomes[1].outcomes
+    assert all(item.error is None and item.closed is not None for item in answered)
+    assert [job.scan_id for job in outcomes[1].jobs] == [job.scan_id for job in before.jobs]
+    assert finished_total(engine) == 4
+    assert len(world.published.of(ScanFinished)) == 4
+    assert [len(outcome.jobs) for outcome in outcomes] == [1, 1, 1]
+    assert len(lease(world, world.worker, 10)) == 10 - 4 - 3
 
 
 def _spec(name: str) -> ScanSpec:

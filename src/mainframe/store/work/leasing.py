@@ -162,7 +162,8 @@ class Poll:
     caller: Caller
     batch: int
 
-    def item(self, req: int) -> dict[str, object]:
+    def ask(self, req: int) -> dict[str, object]:
+        """Its request in LEASE_TOGETHER, as request `req` of the statement."""
         return {"req": req, "digest": self.caller.digest, "wants": self.batch}
 
     def weight(self) -> int:
@@ -234,9 +235,9 @@ class Leasing:
         return await self._alone(poll.caller, poll.batch)
 
     async def _together_in_one(self, polls: list[Poll]) -> list[list[Job] | None]:
-        items = orjson.dumps([poll.item(req) for req, poll in enumerate(polls)]).decode()
+        asks = orjson.dumps([poll.ask(req) for req, poll in enumerate(polls)]).decode()
         async with self.db.single() as tx:
-            rows = await tx.rows(LEASE_TOGETHER, {"items": items} | lease_terms(self.budget))
+            rows = await tx.rows(LEASE_TOGETHER, {"asks": asks} | lease_terms(self.budget))
             asked: dict[int, list[Row]] = {}
             for row in rows:
                 found = asked.setdefault(row["asked"], [])

@@ -79,7 +79,7 @@ COMPLETE = statement("complete")
 # The same for a request of one result, its fields as parameters: a smaller plan to start.
 COMPLETE_ONE = statement("complete_one")
 CLOSE_RESULTS = statement("close_results")
-# Requests of one finished result each that met, from any workers (Results._together_in_one).
+# Requests of finished results that met, from any workers (Results._together_in_one).
 COMPLETE_TOGETHER = statement("complete_together")
 # An item's text beside its result, summary and artifact (ids, digests, JSON punctuation),
 # generously.
@@ -255,29 +255,37 @@ class Completion:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """A request of one finished result, as it goes with the others that met it."""
+    """A request of finished results, as it goes with the others that met it."""
 
     caller: Caller
-    plan: Plan
+    plans: list[Plan]
     fetch: int
 
     def weight(self) -> int:
-        """Its item's text in a statement (its result, summary and artifact, and the rest)."""
-        report = self.plan.report
-        texts = (report.result, report.summary, report.artifact)
-        return sum(len(text or "") for text in texts) + RESULT_OVERHEAD
+        """Its items' text in a statement (their results, summaries and artifacts, and the
+        rest)."""
+        return sum(_weight(p.report) for p in self.plans)
 
-    def item(self, req: int) -> dict[str, Any]:
-        """Its item of COMPLETE_TOGETHER, as request `req` of the statement."""
-        values = self.plan.values()
-        fields = {name: values[name] for name in TOGETHER_FIELDS}
-        return fields | {"req": req, "digest": self.caller.digest, "wants": self.fetch}
+    def ask(self, req: int) -> dict[str, Any]:
+        """Its request in COMPLETE_TOGETHER, as request `req` of the statement."""
+        return {"req": req, "digest": self.caller.digest, "wants": self.fetch}
+
+    def items(self, req: int) -> list[dict[str, Any]]:
+        """Its results' items in COMPLETE_TOGETHER."""
+        values = [p.values() for p in self.plans]
+        return [{name: v[name] for name in TOGETHER_FIELDS} | {"req": req} for v in values]
+
+
+def _weight(report: Report) -> int:
+    texts = (report.result, report.summary, report.artifact)
+    return sum(len(text or "") for text in texts) + RESULT_OVERHEAD
 
 
 def _goes_together(plans: Sequence[Plan]) -> bool:
-    """Whether a request may go with others: one result, finished (the worker loop's common
-    case, with no cause to name and one total to add to)."""
-    return len(plans) == 1 and plans[0].settlement.status is Status.FINISHED
+    """Whether a request may go with others: finished results of scans it names once each
+    (the worker loop's common case, with no cause to name and one total to add to)."""
+    finished = all(p.settlement.status is Status.FINISHED for p in plans)
+    return finished and len({p.scan_id for p in plans}) == len(plans)
 
 
 class Results:
@@ -324,8 +332,8 @@ class Results:
         """Close each result alone and lease up to `fetch` next jobs in the same transaction
         (only when a result closed and none was a replay)."""
         plans = [self._plan(scan_id, report) for scan_id, report in items]
-        if self._together is not None and _goes_together(plans):
-            met = await self._together("results", Ask(caller, plans[0], fetch))
+        if self._together is not None and plans and _goes_together(plans):
+            met = await self._together("results", Ask(caller, plans, fetch))
             if met is not None:
                 return met
         return await self._alone(caller, plans, fetch)
@@ -349,37 +357,44 @@ class Results:
         return Completion(outcomes, jobs)
 
     async def _run_together(self, _: str, asks: list[Ask]) -> list[Completion | None]:
-        """The requests that met, in one statement: each one's close and next jobs, or None
-        for a result that did not close there (answered alone, as `_alone` answers it). A
-        request that met none goes alone."""
+        """The requests that met, in one statement: each one's closes and next jobs, or None
+        for a request some result of which did not close there (answered alone, as `_alone`
+        answers it). A request that met none goes alone."""
         return await by_runs(asks, Ask.weight, self._ask_alone, self._together_in_one)
 
     async def _ask_alone(self, ask: Ask) -> Completion:
-        return await self._alone(ask.caller, [ask.plan], ask.fetch)
+        return await self._alone(ask.caller, ask.plans, ask.fetch)
 
     async def _together_in_one(self, asks: list[Ask]) -> list[Completion | None]:
-        items = orjson.dumps([ask.item(req) for req, ask in enumerate(asks)]).decode()
+        items = [item for req, ask in enumerate(asks) for item in ask.items(req)]
+        params = {
+            "asks": orjson.dumps([ask.ask(req) for req, ask in enumerate(asks)]).decode(),
+            "items": orjson.dumps(items).decode(),
+        }
         async with self.db.single() as tx:
-            params = {"items": items} | _terms(self.budget, tx)
-            rows = await tx.rows(COMPLETE_TOGETHER, params)
-            closed = {row["req"]: row for row in rows if row["done"] == "closed"}
-            leased: defaultdict[int, list[Row]] = defaultdict(list)
-            for row in (row for row in rows if row["done"] == "leased"):
-                leased[row["req"]].append(row)
+            rows = await tx.rows(COMPLETE_TOGETHER, params | _terms(self.budget, tx))
+            done: defaultdict[tuple[str, int], list[Row]] = defaultdict(list)
+            for row in rows:
+                done[row["done"], row["req"]].append(row)
             return [
-                await self._met(tx, ask, closed.get(req), leased[req])
+                await self._met(tx, ask, done["closed", req], done["leased", req])
                 for req, ask in enumerate(asks)
             ]
 
     async def _met(
-        self, tx: Tx, ask: Ask, row: Row | None, leased: Sequence[Row]
+        self, tx: Tx, ask: Ask, closed: Sequence[Row], leased: Sequence[Row]
     ) -> Completion | None:
-        if row is None:
-            return None
-        scan = await self._scan(tx, row)
-        tx.events.extend(settlement_events(scan, ask.plan))
+        """A request's answer from its rows; None when some result of it did not close (it
+        is answered alone, its closes here then replays, with the jobs leased with them)."""
+        scans = {row["id"]: await self._scan(tx, row) for row in closed}
+        for p in ask.plans:
+            if p.scan_id in scans:
+                tx.events.extend(settlement_events(scans[p.scan_id], p))
         jobs = await self.leasing.leased(tx, leased)
-        return Completion([ItemOutcome(ask.plan.scan_id, closed_of(scan), None)], jobs)
+        if len(scans) < len(ask.plans):
+            return None
+        outcomes = [ItemOutcome(p.scan_id, closed_of(scans[p.scan_id]), None) for p in ask.plans]
+        return Completion(outcomes, jobs)
 
     def _plan(self, scan_id: int, report: Report) -> Plan:
         attempts, draw = self.budget.max_attempts, self.rng.random()

@@ -692,18 +692,23 @@ WITH who AS (
 -- include: closed_and_leased
 
 -- name: complete_together @postgresql
--- Requests of one finished result each, from any workers, that met (results.py,
--- Results._run_together): each item's token checked, its close, the next leases each request
--- asked for (`share_out`), the history rows and the outcome totals, in one statement, as
--- COMPLETE_ONE does for one request. The tokens and the closes are found by key, as in
--- COMPLETE. A result that does not close here is answered alone afterwards, as a request of
--- its own (a replay, a refusal). Rows as COMPLETE's, with the request each was for (`req`).
+-- Requests of finished results, from any workers, that met (results.py,
+-- Results._run_together): each request's token checked (`ask`), each of its results closed
+-- (`item`), the next leases each request asked for (`share_out`), the history rows and the
+-- outcome totals, in one statement, as COMPLETE does for one request. The tokens and the
+-- closes are found by key, as in COMPLETE. A request some result of which does not close here
+-- is answered alone afterwards, as a request of its own (a replay, a refusal; the closes made
+-- here are replays then); it takes next leases here only when something of it closed and
+-- none of the rest is a replay (`replay`), as COMPLETE leases. Rows as COMPLETE's, with the
+-- request each was for (`req`).
 -- (PostgreSQL only: SQLite runs each request's steps in its own transaction.)
-WITH item AS (
+WITH ask AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:asks AS jsonb)) AS ask(
+        req integer, digest text, wants integer)
+), item AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
-        req integer, digest text, scan bigint, attempt integer, assignment text,
-        result text, outcome text, summary text, artifact text, result_digest text,
-        wants integer)
+        req integer, scan bigint, attempt integer, assignment text, result text,
+        outcome text, summary text, artifact text, result_digest text)
 ), who AS (
     -- include: workers_of_items
 ), closed AS (
@@ -716,9 +721,19 @@ WITH item AS (
     RETURNING
         -- include: closed_scan
         , item.req, item.outcome, item.summary, item.artifact, item.result_digest
+), unclosed AS (
+    SELECT item.req, item.scan, item.assignment FROM item
+    WHERE NOT EXISTS (
+        SELECT 1 FROM closed WHERE closed.req = item.req AND closed.id = item.scan
+    )
+), replay AS (
+    SELECT unclosed.req FROM unclosed, attempts
+    WHERE attempts.scan_id = ANY(ARRAY(SELECT unclosed.scan FROM unclosed))
+      AND attempts.scan_id = unclosed.scan AND attempts.assignment_id = unclosed.assignment
 ), asking AS (
     -- include: asking_columns
     FROM who WHERE who.wants > 0 AND who.req IN (SELECT closed.req FROM closed)
+      AND who.req NOT IN (SELECT replay.req FROM replay)
 -- include: share_out
 ), history AS (
     -- include: history_of_closed
@@ -743,8 +758,8 @@ WITH item AS (
 -- worker's (`asked`), with each scan leased to it, or with none (its columns NULL) when it got
 -- none; a poll without a row is answered alone (a token refused).
 -- (PostgreSQL only: SQLite runs each poll in process.)
-WITH item AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS item(
+WITH ask AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:asks AS jsonb)) AS ask(
         req integer, digest text, wants integer)
 ), who AS (
     -- include: workers_of_items
@@ -756,13 +771,13 @@ WITH item AS (
 SELECT who.req AS asked, leased.* FROM who LEFT JOIN leased ON leased.req = who.req;
 
 -- fragment: workers_of_items
--- The live workers the items' tokens speak for (req, principal, endpoint_id, wants), each
+-- The live workers the requests' tokens speak for (req, principal, endpoint_id, wants), each
 -- token found by key as COMPLETE finds its closes.
-SELECT item.req, tokens.principal, tokens.endpoint_id, item.wants
-FROM item
-JOIN tokens ON tokens.token_hash = item.digest AND tokens.role = 'worker'
+SELECT ask.req, tokens.principal, tokens.endpoint_id, ask.wants
+FROM ask
+JOIN tokens ON tokens.token_hash = ask.digest AND tokens.role = 'worker'
 JOIN endpoints ON endpoints.id = tokens.endpoint_id AND endpoints.revoked_at IS NULL
-WHERE tokens.token_hash = ANY(ARRAY(SELECT item.digest FROM item))
+WHERE tokens.token_hash = ANY(ARRAY(SELECT ask.digest FROM ask))
 
 -- fragment: asking_columns
 -- A request that takes scans, and how many of its endpoint's due scans the requests before
