@@ -14,8 +14,10 @@ from sqlalchemy import Connection, Engine, text
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Budget
+from mainframe.store.accounts.audit import CLI
 from mainframe.store.work.results import Completion
 from tests.integration.conftest import JOB_TIMEOUT, World, open_world
+from tests.integration.test_queues import dead_letters as queue_dead_letters
 from tests.integration.test_results_together import finished, finished_total, lease, worker_of
 
 # Bounds on waiting for the store's statement to queue behind the test's lock.
@@ -143,3 +145,33 @@ def test_a_reap_whose_transaction_a_deadlock_aborted_runs_again_and_dead_letters
     else:
         assert outcome + later == 1
     assert dead_letters(engine, scan_id) == ("FAILED", 1, 1), "reaped once, after the abort"
+
+
+def test_a_redrive_whose_chunk_a_deadlock_aborted_runs_again_and_is_audited_once(
+    world: World, engine: Engine
+) -> None:
+    """A redrive's chunk (the audit row, the requeue, the totals) aborted as a deadlock's
+    victim runs again from what the last chunk committed: the operator gets the redrive, not
+    a 503, and the audit trail names it once with its true count."""
+    [scan_id] = queue_dead_letters(world, "default", 1)
+    redrives = world.store.target.dead_letters
+
+    async def both() -> tuple[str, Any]:
+        with engine.connect() as holder, engine.connect() as watcher:
+            holder.execute(text("SET deadlock_timeout = '60s'"))
+            holder.execute(text("UPDATE scan_totals SET count = count"))
+            work = redrives.redrive_ids(world.owner.owner_id, [scan_id], origin=CLI)
+            task = asyncio.create_task(work)
+            seen = await asyncio.to_thread(cross, holder, watcher, scan_id)
+        return seen, await task
+
+    seen, done = world.store.run(both)
+    assert seen == "FAILED", "the requeue was aborted, not committed"
+    assert (done.redriven, done.skipped, done.requeued_ids) == (1, [], [scan_id])
+    with engine.connect() as conn:
+        status = conn.execute(text(f"SELECT status FROM scans WHERE id = {scan_id}")).scalar()
+        audited = conn.execute(
+            text("SELECT count(*), max(count) FROM audit WHERE action = 'redrive'")
+        ).one()
+    assert status == "QUEUED"
+    assert tuple(audited) == (1, 1)

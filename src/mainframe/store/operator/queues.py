@@ -16,8 +16,9 @@ the paused queues."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mainframe.contract.limits import MAX_ID
 from mainframe.contract.names import name_problem
@@ -25,7 +26,16 @@ from mainframe.lifecycle.scans import QueuePaused, QueueResumed, ScanReady, Scan
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Conflict, Database, Invalid, NotFound, Row, Tx, first
+from mainframe.store.engine.database import (
+    Conflict,
+    Database,
+    Invalid,
+    NotFound,
+    Row,
+    Tx,
+    first,
+    transact,
+)
 from mainframe.store.engine.statements import statement
 
 CHUNK = 1_000  # scans parked or unparked per transaction: milliseconds of write lock each
@@ -70,7 +80,8 @@ class Queues:
         self, owner_id: int, endpoint: str, queue: str, *, by: str, origin: Origin
     ) -> QueueChange:
         """Stop leasing the queue's scans; pausing a paused queue changes nothing."""
-        async with self.db.write() as tx:
+
+        async def pause(tx: Tx) -> tuple[int, bool]:
             endpoint_id = await _owned(tx, owner_id, endpoint)
             params = {"endpoint": endpoint_id, "queue": _named(queue), "by": by}
             changed = await first(tx, PAUSE, params) is not None
@@ -80,6 +91,9 @@ class Queues:
                     detail={"queue": queue},
                 )  # fmt: skip
                 tx.events.append(QueuePaused(endpoint, queue, by))
+            return endpoint_id, changed
+
+        endpoint_id, changed = await transact(self.db, pause)
         parked = await self._park(endpoint_id, queue)
         return QueueChange(endpoint, queue, True, changed, parked)
 
@@ -88,17 +102,22 @@ class Queues:
     ) -> QueueChange:
         """Lease the queue's scans again, in the order they had; resuming a queue that is
         not paused changes nothing."""
-        async with self.db.write() as tx:
+
+        async def resume(tx: Tx) -> tuple[int, bool]:
             endpoint_id = await _owned(tx, owner_id, endpoint)
-            changed = await first(tx, RESUME, {"endpoint": endpoint_id, "queue": _named(queue)})
-            if changed is not None:
+            params = {"endpoint": endpoint_id, "queue": _named(queue)}
+            changed = await first(tx, RESUME, params) is not None
+            if changed:
                 await audit.record(
                     tx, owner_id, Action.QUEUE_RESUMED, origin=origin, endpoint=endpoint,
                     detail={"queue": queue},
                 )  # fmt: skip
                 tx.events.append(QueueResumed(endpoint, queue, by))
+            return endpoint_id, changed
+
+        endpoint_id, changed = await transact(self.db, resume)
         due = await self._unpark(endpoint_id, endpoint, queue)
-        return QueueChange(endpoint, queue, False, changed is not None, due)
+        return QueueChange(endpoint, queue, False, changed, due)
 
     async def owner_of(self, endpoint: str) -> tuple[int, str]:
         """The id and name of the endpoint's owner (NotFound for no such endpoint)."""
@@ -127,8 +146,7 @@ class Queues:
         while True:
             params = {"endpoint": endpoint_id, "queue": queue, "limit": CHUNK}
             params |= {"after_at": after[0], "after_id": after[1]}
-            async with self.db.write() as tx:
-                rows = await tx.rows(PARK, params)
+            rows = await transact(self.db, functools.partial(_parked, params))
             parked += len(rows)
             if len(rows) < CHUNK:
                 return parked
@@ -139,12 +157,9 @@ class Queues:
         after, due = 0, 0
         while True:
             params = {"endpoint": endpoint_id, "queue": queue, "limit": CHUNK, "after_id": after}
-            async with self.db.write() as tx:
-                rows = await tx.rows(UNPARK, params)
-                unparked = [UnparkedRow.of(row) for row in rows]
-                tx.events.extend(_ready(row, endpoint) for row in unparked if row.verified)
-            due += len(rows)
-            if len(rows) < CHUNK:
+            unparked = await transact(self.db, functools.partial(_unparked, endpoint, params))
+            due += len(unparked)
+            if len(unparked) < CHUNK:
                 return due
             after = max(int(row.id) for row in unparked)
 
@@ -184,6 +199,18 @@ class UnparkedRow(NamedTuple):
         """A scan from a row of UNPARK, by column name (its due time is `available_at`)."""
         fields = {name: row[name] for name in cls._fields if name != "due_at"}
         return cls(**fields, due_at=row["available_at"])
+
+
+async def _parked(params: dict[str, Any], tx: Tx) -> list[Row]:
+    """A chunk of the queue's due scans parked."""
+    return await tx.rows(PARK, params)
+
+
+async def _unparked(endpoint: str, params: dict[str, Any], tx: Tx) -> list[UnparkedRow]:
+    """A chunk of the queue's parked scans made due again, each verified one announced."""
+    unparked = [UnparkedRow.of(row) for row in await tx.rows(UNPARK, params)]
+    tx.events.extend(_ready(row, endpoint) for row in unparked if row.verified)
+    return unparked
 
 
 def _ready(row: UnparkedRow, endpoint: str) -> ScanReady:

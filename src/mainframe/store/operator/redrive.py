@@ -10,8 +10,9 @@ ids it requeued (contract/vocabulary.py::requeued_detail) true."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import orjson
@@ -19,7 +20,7 @@ import orjson
 from mainframe.contract.vocabulary import REQUEUED_IDS_KEPT
 from mainframe.lifecycle.scans import ScanReady, ScanRedriven, ScanRef, ScansRedriven, increments
 from mainframe.store.accounts import audit
-from mainframe.store.engine.database import Database, Row, Tx, record
+from mainframe.store.engine.database import Database, Row, Tx, record, transact
 from mainframe.store.engine.statements import statement
 
 CHUNK = 500  # scans per transaction: a few milliseconds of write lock each
@@ -69,30 +70,59 @@ async def redrive(
     audit row names `origin`, the shell the operator used."""
     wanted = list(dict.fromkeys(ids))
     chunks = [wanted[i : i + CHUNK] for i in range(0, len(wanted), CHUNK)] or [[]]
+    order = _Order(owner_id, wanted if by == "ids" else None, filter_json, origin, by)
     done = Redriven()
     for number, chunk in enumerate(chunks):
-        async with db.write() as tx:
-            if done.audit_id is None:
-                done.audit_id = await audit.record_redrive(
-                    tx,
-                    owner_id,
-                    scan_ids=wanted if by == "ids" else None,
-                    filter_json=filter_json,
-                    origin=origin,
-                )
-            requeued = await _chunk(tx, owner_id, chunk, done.skipped)
-            if requeued:
-                done.redriven += len(requeued)
-                room = REQUEUED_IDS_KEPT - len(done.requeued_ids)
-                done.requeued_ids.extend(requeued[: max(room, 0)])
-                await audit.set_requeued(tx, done.audit_id, done.requeued_ids, done.redriven)
-            if number == len(chunks) - 1:
-                tx.events.append(
-                    ScansRedriven(owner_id, done.audit_id, done.redriven, len(done.skipped), by)
-                )
+        last = number == len(chunks) - 1
+        done = await transact(db, functools.partial(_step, order, done, chunk, last=last))
         if progress is not None:
             progress(min(len(wanted), (number + 1) * CHUNK), len(wanted))
     return done
+
+
+@dataclass(frozen=True, slots=True)
+class _Order:
+    """What the operator asked for, as the audit row and the closing event name it."""
+
+    owner_id: int
+    scan_ids: list[int] | None
+    filter_json: dict[str, Any] | None
+    origin: audit.Origin
+    by: str
+
+
+async def _step(
+    order: _Order, before: Redriven, chunk: list[int], tx: Tx, *, last: bool
+) -> Redriven:
+    """`before` with one chunk redriven, as a new value: a run a deadlock aborted and the
+    store runs again starts from what the last chunk committed."""
+    done = replace(before, skipped=list(before.skipped), requeued_ids=list(before.requeued_ids))
+    if done.audit_id is None:
+        done.audit_id = await audit.record_redrive(
+            tx,
+            order.owner_id,
+            scan_ids=order.scan_ids,
+            filter_json=order.filter_json,
+            origin=order.origin,
+        )
+    await _redrive_chunk(tx, order.owner_id, chunk, done)
+    if last:
+        skipped = len(done.skipped)
+        tx.events.append(
+            ScansRedriven(order.owner_id, done.audit_id, done.redriven, skipped, order.by)
+        )
+    return done
+
+
+async def _redrive_chunk(tx: Tx, owner_id: int, chunk: list[int], done: Redriven) -> None:
+    """The chunk's requeues and skips added to `done`, its audit row's count kept true."""
+    requeued = await _chunk(tx, owner_id, chunk, done.skipped)
+    if requeued:
+        assert done.audit_id is not None
+        done.redriven += len(requeued)
+        room = REQUEUED_IDS_KEPT - len(done.requeued_ids)
+        done.requeued_ids.extend(requeued[: max(room, 0)])
+        await audit.set_requeued(tx, done.audit_id, done.requeued_ids, done.redriven)
 
 
 async def _chunk(tx: Tx, owner_id: int, chunk: list[int], skipped: list[Skipped]) -> list[int]:

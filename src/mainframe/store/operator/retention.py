@@ -22,7 +22,7 @@ import orjson
 from mainframe.lifecycle.retention import RetentionPolicy, pruned_counts
 from mainframe.lifecycle.rules import PruneKind
 from mainframe.lifecycle.scans import RowsPruned
-from mainframe.store.engine.database import Database, Tx, first
+from mainframe.store.engine.database import Database, Tx, first, transact
 from mainframe.store.engine.statements import statement
 
 DUE_FINISHED = statement("due_finished_scans")
@@ -94,14 +94,17 @@ class Retention:
         if kept is None:
             return RowsPruned(kind, 0)
         params = {"kept": kept, "limit": limit}
-        async with self.db.write() as tx:
+
+        async def prune(tx: Tx) -> RowsPruned:
             if kind in DUE_SCANS:
                 pruned = await _prune_scans(tx, kind, params)
             else:
                 pruned = RowsPruned(kind, await tx.run(PRUNE_ROWS[kind], params))
             if pruned.count:
                 tx.events.append(pruned)
-        return pruned
+            return pruned
+
+        return await transact(self.db, prune)
 
 
 async def _prune_scans(tx: Tx, kind: PruneKind, params: dict[str, int]) -> RowsPruned:
