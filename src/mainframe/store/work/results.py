@@ -285,7 +285,7 @@ def _goes_together(plans: Sequence[Plan]) -> bool:
     """Whether a request may go with others: finished results of scans it names once each
     (the worker loop's common case, with no cause to name and one total to add to)."""
     finished = all(p.settlement.status is Status.FINISHED for p in plans)
-    return finished and len({p.scan_id for p in plans}) == len(plans)
+    return bool(plans) and finished and len({p.scan_id for p in plans}) == len(plans)
 
 
 class Results:
@@ -332,7 +332,7 @@ class Results:
         """Close each result alone and lease up to `fetch` next jobs in the same transaction
         (only when a result closed and none was a replay)."""
         plans = [self._plan(scan_id, report) for scan_id, report in items]
-        if self._together is not None and plans and _goes_together(plans):
+        if self._together is not None and _goes_together(plans):
             met = await self._together("results", Ask(caller, plans, fetch))
             if met is not None:
                 return met
@@ -390,6 +390,8 @@ class Results:
         for p in ask.plans:
             if p.scan_id in scans:
                 tx.events.extend(settlement_events(scans[p.scan_id], p))
+        # Its closes and leases are announced here even when it is answered alone: there
+        # they are replays, which announce nothing.
         jobs = await self.leasing.leased(tx, leased)
         if len(scans) < len(ask.plans):
             return None

@@ -710,7 +710,7 @@ WITH ask AS (
         req integer, scan bigint, attempt integer, assignment text, result text,
         outcome text, summary text, artifact text, result_digest text)
 ), who AS (
-    -- include: workers_of_items
+    -- include: workers_of_asks
 ), closed AS (
     UPDATE scans SET status = 'FINISHED', updated_at = mf_now(),
         lease_expires_at = NULL, wait_reason = NULL, fail_reason = NULL,
@@ -762,7 +762,7 @@ WITH ask AS (
     SELECT * FROM jsonb_to_recordset(CAST(:asks AS jsonb)) AS ask(
         req integer, digest text, wants integer)
 ), who AS (
-    -- include: workers_of_items
+    -- include: workers_of_asks
 ), asking AS (
     -- include: asking_columns
     FROM who WHERE who.wants > 0
@@ -770,7 +770,7 @@ WITH ask AS (
 )
 SELECT who.req AS asked, leased.* FROM who LEFT JOIN leased ON leased.req = who.req;
 
--- fragment: workers_of_items
+-- fragment: workers_of_asks
 -- The live workers the requests' tokens speak for (req, principal, endpoint_id, wants), each
 -- token found by key as COMPLETE finds its closes.
 SELECT ask.req, tokens.principal, tokens.endpoint_id, ask.wants
