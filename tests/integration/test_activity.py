@@ -106,7 +106,7 @@ def test_an_unreachable_flush_keeps_its_counts_for_the_next(world: World, loop: 
     class Broken:
         dialect = real.dialect
 
-        def write(self) -> Any:
+        def write(self, *, lasting: bool = False) -> Any:
             raise OSError("the database is away")
 
     activity.target.db = Broken()

@@ -6,15 +6,19 @@ conflict it had no part in (docs/scale-out.md, *Deadlocks between server process
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import Connection, Engine, text
 
 from mainframe.lifecycle.rules import Status
 from mainframe.store import Budget
 from mainframe.store.accounts.audit import CLI
+from mainframe.store.hooks.hook_secrets import SecretBox
 from mainframe.store.work.results import Completion
 from tests.integration.conftest import JOB_TIMEOUT, World, open_world
 from tests.integration.test_queues import dead_letters as queue_dead_letters
@@ -23,6 +27,7 @@ from tests.integration.test_results_together import finished, finished_total, le
 # Bounds on waiting for the store's statement to queue behind the test's lock.
 WAIT_S = 10.0
 POLL_S = 0.02
+HOOK_URL = "https://hooks.example.com/in"
 
 
 @pytest.fixture(autouse=True)
@@ -175,3 +180,69 @@ def test_a_redrive_whose_chunk_a_deadlock_aborted_runs_again_and_is_audited_once
         ).one()
     assert status == "QUEUED"
     assert tuple(audited) == (1, 1)
+
+
+def close_the_cycle(holder: Connection, watcher: Connection, then: str) -> None:
+    """Once the store's transaction waits on the table the test holds, take the row it has
+    already locked (`then`): the store's backend breaks the cycle by aborting its own
+    transaction, and the test's commits, freeing the table for the run again."""
+    wait_for_lock_wait(watcher)
+    holder.execute(text(then))
+    holder.commit()
+
+
+def test_an_owner_action_whose_transaction_a_deadlock_aborted_runs_again_and_is_audited_once(
+    database_url: str, loop: Any, engine: Engine
+) -> None:
+    """Owners' and operators' actions (a hook's creation, a token's rotation) are
+    transactions of several statements too: aborted as a deadlock's victim they run again,
+    so the caller gets its answer instead of a 503, and the audit trail names it once."""
+    world = open_world(database_url, loop, hook_box=SecretBox([Fernet.generate_key()]))
+    owner = world.owner.owner_id
+    store = world.store.target
+    try:
+
+        async def both(table: str, work: Callable[[], Awaitable[Any]], then: str) -> Any:
+            with engine.connect() as holder, engine.connect() as watcher:
+                holder.execute(text("SET deadlock_timeout = '60s'"))
+                holder.execute(text(f"LOCK TABLE {table} IN SHARE MODE"))
+                task = asyncio.create_task(work())
+                await asyncio.to_thread(close_the_cycle, holder, watcher, then)
+            return await task
+
+        # The creation locks its endpoint's row, then inserts the hook.
+        create = functools.partial(
+            store.hooks.create,
+            owner,
+            "npm",
+            url=HOOK_URL,
+            queue=None,
+            rate_per_minute=60,
+            secret="s",
+            origin=CLI,
+        )
+        endpoint = "SELECT id FROM endpoints WHERE name = 'npm' FOR UPDATE"
+        hook = world.store.run(both, "hooks", create, endpoint)
+        # The rotation deletes the owner's tokens, then writes its audit row.
+        rotate = functools.partial(store.owners.rotate_owner_token, "bob", origin=CLI)
+        tokens = f"SELECT id FROM tokens WHERE owner_id = {owner} AND role = 'owner' FOR UPDATE"
+        secret, replaced = world.store.run(both, "audit", rotate, tokens)
+        signs_in = world.store.authentication.authenticate(secret) is not None
+    finally:
+        world.store.close()
+    assert hook.url == HOOK_URL and replaced == 1
+    with engine.connect() as conn:
+        hooks = conn.execute(text("SELECT count(*) FROM hooks")).scalar()
+        audited = conn.execute(
+            text(
+                "SELECT action, count(*) FROM audit"
+                " WHERE action IN ('hook_created', 'owner_token_rotated')"
+                " GROUP BY action ORDER BY action"
+            )
+        ).all()
+        owner_tokens = conn.execute(
+            text(f"SELECT count(*) FROM tokens WHERE owner_id = {owner} AND role = 'owner'")
+        ).scalar()
+    assert hooks == 1
+    assert [tuple(row) for row in audited] == [("hook_created", 1), ("owner_token_rotated", 1)]
+    assert owner_tokens == 1 and signs_in

@@ -98,7 +98,7 @@ class Away:
         self.written: list[list[str]] = []
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[Away]:
+    async def write(self, *, lasting: bool = False) -> AsyncIterator[Away]:
         if not self.back:
             raise Unavailable("database_unavailable", "the database is away")
         yield self

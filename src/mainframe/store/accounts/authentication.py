@@ -19,7 +19,15 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from mainframe.store.engine.database import Database, Sql, Tx, Unauthorized, first, value
+from mainframe.store.engine.database import (
+    Database,
+    Sql,
+    Tx,
+    Unauthorized,
+    first,
+    transact,
+    value,
+)
 from mainframe.store.engine.statements import statement
 
 TOKEN_PREFIX = {"owner": "mfo_", "worker": "mfw_", "source": "mfs_"}
@@ -129,8 +137,7 @@ class NotedDigests:
         noted, self._noted = self._noted, set()
         params = [{"digest": d, "coarse": COARSE_US} for d in sorted(noted)]
         try:
-            async with self.db.write() as tx:
-                await tx.many(self._statement, params)
+            await transact(self.db, lambda tx: tx.many(self._statement, params))
         except BaseException:
             self._noted |= noted  # at most twice MAX_NOTED until the next flush empties it
             raise

@@ -23,6 +23,7 @@ from mainframe.store.engine.database import (
     Tx,
     first,
     record,
+    transact,
     value,
 )
 from mainframe.store.engine.statements import statement
@@ -284,13 +285,17 @@ class Owners:
 
     async def create_owner(self, name: str) -> str:
         """A new owner and its first token; returns the token's secret."""
-        async with self.db.write() as tx:
+
+        async def create(tx: Tx) -> str:
             return (await insert_owner(tx, name))[1]
+
+        return await transact(self.db, create)
 
     async def rotate_owner_token(self, name: str, *, origin: Origin) -> tuple[str, int]:
         """A new token for owner `name`, its old ones revoked and its board sessions ended,
         audited; returns the secret and how many tokens it replaced."""
-        async with self.db.write() as tx:
+
+        async def rotate(tx: Tx) -> tuple[str, int]:
             owner_id = await owner_id_by_name(tx, name)
             revoked = len(await tx.rows(DELETE_OWNER_TOKENS, {"owner": owner_id}))
             await tx.run(END_OWNER_SESSIONS, {"owner": owner_id})
@@ -300,7 +305,9 @@ class Owners:
             await audit.record(
                 tx, owner_id, Action.OWNER_TOKEN_ROTATED, origin=origin, count=revoked
             )
-        return secret, revoked
+            return secret, revoked
+
+        return await transact(self.db, rotate)
 
     async def owner_names(self, limit: int = 2) -> list[str]:
         """The first `limit` owners' names, by name."""
@@ -320,10 +327,13 @@ class Owners:
         self, owner_id: int, name: str, *, open_intake: bool, origin: Origin
     ) -> EndpointView:
         """A new endpoint of the owner; NameTaken (409 `endpoint_exists`) if the name is."""
-        async with self.db.write() as tx:
+
+        async def create(tx: Tx) -> EndpointView:
             return await insert_endpoint(
                 tx, name=name, owner_id=owner_id, open_intake=open_intake, origin=origin
             )
+
+        return await transact(self.db, create)
 
     async def endpoints(self, owner_id: int) -> list[EndpointView]:
         """The owner's endpoints, in name order."""
@@ -340,13 +350,16 @@ class Owners:
         self, acting: Acting, endpoint: str, *, role: str, principal: str, origin: Origin
     ) -> tuple[TokenView, str]:
         """A worker or source credential; the secret is returned here and never again."""
-        async with self.db.write() as tx:
+
+        async def issue(tx: Tx) -> tuple[TokenView, str]:
             found = await _acted_on(tx, acting, endpoint)
             if found.revoked_at is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
             return await issue_endpoint_token(
                 tx, found, role=role, principal=principal, origin=origin
             )
+
+        return await transact(self.db, issue)
 
     async def tokens(self, acting: Acting, endpoint: str) -> list[TokenView]:
         """An endpoint's credentials, never a secret."""
@@ -359,9 +372,12 @@ class Owners:
         self, acting: Acting, endpoint: str, token_id: int, *, origin: Origin
     ) -> None:
         """Delete a credential: every server reads tokens per request, so it stops at once."""
-        async with self.db.write() as tx:
+
+        async def delete(tx: Tx) -> None:
             found = await _acted_on(tx, acting, endpoint)
             await delete_endpoint_token(tx, found, token_id, origin=origin)
+
+        await transact(self.db, delete)
 
 
 async def _acted_on(tx: Tx, acting: Acting, endpoint: str) -> EndpointRecord:

@@ -28,7 +28,7 @@ from mainframe.lifecycle.retention import BOARD_SESSION_DAYS, DAY_US
 from mainframe.store.accounts import audit
 from mainframe.store.accounts.audit import Action, Origin
 from mainframe.store.accounts.authentication import authenticate, digest
-from mainframe.store.engine.database import Database, Row, first, record, value
+from mainframe.store.engine.database import Database, Row, Tx, first, record, transact, value
 from mainframe.store.engine.statements import statement
 
 # How long the browser keeps the cookie after its session ended, so a browser back the next
@@ -81,7 +81,8 @@ class Sessions:
         self, owner_secret: str, *, lifetime_us: int, origin: Origin
     ) -> tuple[str, Session] | None:
         """A new session for an owner token (None for any other token)."""
-        async with self.db.write() as tx:
+
+        async def sign_in(tx: Tx) -> tuple[str, Session] | None:
             principal = await authenticate(tx, digest(owner_secret))
             if principal is None or principal.role != "owner" or principal.owner_id is None:
                 return None
@@ -96,6 +97,8 @@ class Sessions:
             assert expires_at is not None
             await audit.record(tx, principal.owner_id, Action.SIGNED_IN, origin=origin)
             return secret, Session(principal.owner_id, principal.name, csrf, int(expires_at))
+
+        return await transact(self.db, sign_in)
 
     async def find(self, secret: str) -> Session | None:
         """The live session behind a cookie secret, or None (unknown, signed out, expired)."""
@@ -115,22 +118,21 @@ class Sessions:
         return None if row is None else SessionRow.of(row)
 
     async def sign_out(self, secret: str) -> None:
-        async with self.db.write() as tx:
-            await tx.run(DELETE_SESSION, {"session": digest(secret)})
+        await transact(self.db, lambda tx: tx.run(DELETE_SESSION, {"session": digest(secret)}))
 
     async def set_flash(self, secret: str, message: dict[str, Any]) -> None:
         """Keep `message` for the session's next page, replacing any flash not yet shown."""
         sealed = _box(secret).encrypt(orjson.dumps(message)).decode()
-        async with self.db.write() as tx:
-            await tx.run(SET_FLASH, {"session": digest(secret), "flash": sealed})
+        params = {"session": digest(secret), "flash": sealed}
+        await transact(self.db, lambda tx: tx.run(SET_FLASH, params))
 
     async def take_flash(self, secret: str, session: Session) -> dict[str, Any] | None:
         """The session's flash, cleared as it is read; None if there is none, or another
         request took it first."""
         if session.flash is None:
             return None
-        async with self.db.write() as tx:
-            taken = await tx.run(TAKE_FLASH, {"session": digest(secret), "flash": session.flash})
+        params = {"session": digest(secret), "flash": session.flash}
+        taken = await transact(self.db, lambda tx: tx.run(TAKE_FLASH, params))
         if not taken:
             return None
         try:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import orjson
 
-from mainframe.store.engine.database import Database, Row, Sql, first, record, value
+from mainframe.store.engine.database import Database, Row, Sql, first, record, transact, value
 from mainframe.store.engine.statements import statement
 
 KNOWN_PACKAGES = statement("known_packages")
@@ -191,8 +191,7 @@ class DragonflyRecords:
             "summary": summary,
             "inspector_url": inspector_url,
         }
-        async with self.db.write() as tx:
-            return await first(tx, INSERT_REPORT, params) is not None
+        return await transact(self.db, lambda tx: first(tx, INSERT_REPORT, params)) is not None
 
     async def queue_status(self, endpoint: int, max_attempts: int) -> QueueCounts:
         """The endpoint's live scans by state, read at one instant."""
@@ -211,8 +210,7 @@ class DragonflyRecords:
 
     async def set_alerting(self, endpoint: int, threshold: int, *, by: str) -> Alerting:
         params = {"endpoint": endpoint, "threshold": threshold, "by": by}
-        async with self.db.write() as tx:
-            row = await first(tx, SET_ALERTING, params)
+        row = await transact(self.db, lambda tx: first(tx, SET_ALERTING, params))
         assert row is not None  # an upsert always returns its row
         return record(Alerting, row)
 
@@ -226,8 +224,7 @@ class DragonflyRecords:
     ) -> Suppression:
         """A new suppression of the key's package version, under the key's id."""
         params = key.params() | {"rules": _rules(rules), "by": by}
-        async with self.db.write() as tx:
-            row = await first(tx, INSERT_SUPPRESSION, params)
+        row = await transact(self.db, lambda tx: first(tx, INSERT_SUPPRESSION, params))
         assert row is not None
         return _suppression(row)
 
@@ -240,18 +237,16 @@ class DragonflyRecords:
         self, key: SuppressionKey, rules: Sequence[str] | None, *, by: str
     ) -> Suppression | None:
         params = key.params() | {"rules": _rules(rules), "by": by}
-        async with self.db.write() as tx:
-            row = await first(tx, UPDATE_SUPPRESSION, params)
+        row = await transact(self.db, lambda tx: first(tx, UPDATE_SUPPRESSION, params))
         return None if row is None else _suppression(row)
 
     async def unsuppress(self, key: SuppressionKey) -> int:
         """Delete one suppression (the key's id) or, without an id, every one of the version."""
         params = key.params()
-        async with self.db.write() as tx:
-            if key.id is None:
-                params.pop("id")
-                return len(await tx.rows(DELETE_VERSION_SUPPRESSIONS, params))
-            return len(await tx.rows(DELETE_SUPPRESSION, params))
+        if key.id is None:
+            params.pop("id")
+        deleting = DELETE_SUPPRESSION if key.id is not None else DELETE_VERSION_SUPPRESSIONS
+        return len(await transact(self.db, lambda tx: tx.rows(deleting, params)))
 
 
 class SuppressionKey(NamedTuple):

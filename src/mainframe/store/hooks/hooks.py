@@ -20,6 +20,7 @@ from mainframe.store.engine.database import (
     Tx,
     first,
     record,
+    transact,
     value,
 )
 from mainframe.store.engine.statements import statement
@@ -195,7 +196,8 @@ class Hooks:
     ) -> HookView:
         """Add a hook signing with `secret` (the caller mints it and shows it once)."""
         sealed = self._seal(secret)
-        async with self.db.write() as tx:
+
+        async def add(tx: Tx) -> HookView:
             found = await _endpoint(tx, owner_id, endpoint)
             if await value(tx, LOCK_ENDPOINT, {"endpoint": found.id}) is not None:
                 raise Conflict("endpoint_revoked", f"endpoint {endpoint!r} is revoked")
@@ -213,7 +215,9 @@ class Hooks:
             row = await first(tx, INSERT_HOOK, params)
             assert row is not None
             await _audit(tx, found, Action.HOOK_CREATED, row["id"], url, origin)
-        return _view(row, found.name)
+            return _view(row, found.name)
+
+        return await transact(self.db, add)
 
     async def listing(self, owner_id: int | None, endpoint: str) -> list[HookView]:
         async with self.db.read() as tx:
@@ -225,13 +229,16 @@ class Hooks:
         self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
     ) -> int:
         """Remove a hook; returns its endpoint's id."""
-        async with self.db.write() as tx:
+
+        async def delete(tx: Tx) -> int:
             found = await _endpoint(tx, owner_id, endpoint)
             url = await value(tx, DELETE_HOOK, {"hook": hook_id, "endpoint": found.id})
             if url is None:
                 raise NotFound(f"no hook {hook_id}")
             await _audit(tx, found, Action.HOOK_DELETED, hook_id, url, origin)
-        return found.id
+            return found.id
+
+        return await transact(self.db, delete)
 
     async def rotate(
         self, owner_id: int | None, endpoint: str, hook_id: int, *, secret: str, origin: Origin
@@ -239,25 +246,31 @@ class Hooks:
         """Sign with `secret` from now on, and with the old one too until the grace ends."""
         sealed = self._seal(secret)
         params = {"grace": self.rotation_grace_us, "secret": sealed, "hook": hook_id}
-        async with self.db.write() as tx:
+
+        async def rotate(tx: Tx) -> Rotation:
             found = await _endpoint(tx, owner_id, endpoint)
             row = await first(tx, ROTATE_HOOK, {**params, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
             await _audit(tx, found, Action.HOOK_SECRET_ROTATED, hook_id, row["url"], origin)
-        return Rotation(hook_id, found.id, secret, int(row["previous_valid_until"]))
+            return Rotation(hook_id, found.id, secret, int(row["previous_valid_until"]))
+
+        return await transact(self.db, rotate)
 
     async def enable(
         self, owner_id: int | None, endpoint: str, hook_id: int, *, origin: Origin
     ) -> HookView:
         """Turn a disabled hook back on, its failure count reset."""
-        async with self.db.write() as tx:
+
+        async def enable(tx: Tx) -> HookView:
             found = await _endpoint(tx, owner_id, endpoint)
             row = await first(tx, ENABLE_HOOK, {"hook": hook_id, "endpoint": found.id})
             if row is None:
                 raise NotFound(f"no hook {hook_id}")
             await _audit(tx, found, Action.HOOK_ENABLED, hook_id, row["url"], origin)
-        return _view(row, found.name)
+            return _view(row, found.name)
+
+        return await transact(self.db, enable)
 
     # The dispatcher -------------------------------------------------------------------------
 
@@ -291,11 +304,14 @@ class Hooks:
             async with self.db.single() as tx:
                 await tx.run(NOTE_DELIVERED, {"hook": hook_id})
             return False
-        async with self.db.write() as tx:
+        params = {"hook": hook_id, "reason": CONSECUTIVE_FAILURES, "at_least": disable_after}
+
+        async def note_failed(tx: Tx) -> bool:
             await tx.run(NOTE_FAILED, {"hook": hook_id})
-            params = {"hook": hook_id, "reason": CONSECUTIVE_FAILURES, "at_least": disable_after}
             disabled: int = await tx.run(DISABLE_HOOK, params)
-        return disabled > 0
+            return disabled > 0
+
+        return await transact(self.db, note_failed)
 
     async def disable(self, hook_id: int, *, reason: str) -> bool:
         """Disable an enabled hook; True when it was enabled."""

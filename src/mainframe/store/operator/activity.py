@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mainframe.store.accounts.owners import endpoint_by_name
-from mainframe.store.engine.database import Database, NotFound, Tx, value
+from mainframe.store.engine.database import Database, NotFound, Tx, transact, value
 from mainframe.store.engine.statements import statement
 from mainframe.store.operator.overview import NOW
 
@@ -73,11 +73,14 @@ class Activity:
             for (e, w), counts in sorted(rows.items())
             for span, span_us in (("minute", MINUTE_US), ("hour", HOUR_US))
         ]
+
+        async def add(tx: Tx) -> None:
+            await tx.many(ADD, params)
+            for span, kept in KEPT_US.items():
+                await tx.run(PRUNE, {"span": span, "kept": kept})
+
         try:
-            async with self.db.write() as tx:
-                await tx.many(ADD, params)
-                for span, kept in KEPT_US.items():
-                    await tx.run(PRUNE, {"span": span, "kept": kept})
+            await transact(self.db, add)
         except Exception:
             self.noted.update(noted)  # kept for the next flush, which adds them then
             raise
