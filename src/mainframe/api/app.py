@@ -32,13 +32,19 @@ HOT = [*hot.worker.routes, *scans.hot.routes]
 
 
 def create_app(
-    settings: Settings, *, runtime: Runtime | None = None, sweeper: bool = True
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    sweeper: bool = True,
+    own_process: bool = False,
 ) -> FastAPI:
+    """The app over `runtime` (or one built from `settings`); `own_process` when it is the
+    only app of a server process (`mainframe serve`), not one of a test's."""
     rt = runtime or build_runtime(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with serving(rt, sweeper=sweeper):
+        async with serving(rt, sweeper=sweeper, own_process=own_process):
             yield
 
     app = FastAPI(
@@ -89,4 +95,4 @@ def app_from_environment() -> FastAPI:
 
     settings = Settings()
     logs.configure(fmt=settings.log_format, level=settings.log_level)
-    return create_app(settings)
+    return create_app(settings, own_process=True)

@@ -125,7 +125,7 @@ def serve(
         "lifespan": "on",
     }
     if workers == 1:
-        server = _Announcing(uvicorn.Config(create_app(settings), **options))
+        server = _Announcing(uvicorn.Config(create_app(settings, own_process=True), **options))
         with contextlib.suppress(KeyboardInterrupt), _started(host, port):
             server.run()
         if not server.started:
