@@ -243,9 +243,10 @@ class DragonflyRecords:
     async def unsuppress(self, key: SuppressionKey) -> int:
         """Delete one suppression (the key's id) or, without an id, every one of the version."""
         params = key.params()
+        deleting = DELETE_SUPPRESSION
         if key.id is None:
             params.pop("id")
-        deleting = DELETE_SUPPRESSION if key.id is not None else DELETE_VERSION_SUPPRESSIONS
+            deleting = DELETE_VERSION_SUPPRESSIONS
         return len(await transact(self.db, lambda tx: tx.rows(deleting, params)))
 
 

@@ -145,7 +145,7 @@ class Database(Protocol):
     def write(self, *, lasting: bool = False) -> AbstractAsyncContextManager[Tx]:
         """A read-write transaction (an async context manager yielding a Tx). A lasting one
         (an operator's action over a whole endpoint) is bounded by the statement timeout, not
-        the request deadline."""
+        the request deadline. The stores open it through `transact`, never directly."""
         ...
 
     def read(self) -> AbstractAsyncContextManager[Tx]:
