@@ -19,7 +19,7 @@ from standardwebhooks.webhooks import Webhook
 
 from mainframe.clock import FakeClock
 from mainframe.hooks import signing
-from mainframe.hooks.dispatcher import DeliveryConfig, Dispatcher
+from mainframe.hooks.dispatcher import EVENTS_PER_TURN, DeliveryConfig, Dispatcher
 from mainframe.lifecycle.rules import DeadLetterReason
 from mainframe.lifecycle.scans import EndpointRevoked, ScanDeadLettered, ScanReady, ScanRef
 from mainframe.metrics.hooks import HookMetrics
@@ -304,3 +304,29 @@ async def test_failing_bookkeeping_does_not_cost_the_attempts() -> None:
     assert (
         r.value("mainframe_hook_notifications_total", type="scan.ready", outcome="delivered") == 1
     )
+
+
+async def test_a_burst_of_events_no_hook_listens_to_lets_the_loop_run_between() -> None:
+    """A bulk submission offers thousands of events at once; the workers take them in turns
+    of EVENTS_PER_TURN, so the requests of the same process are served meanwhile."""
+    r = rig([target(1, endpoint_id=2)])  # a hook of another endpoint: nobody listens
+    turns = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal turns
+        while not stop.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    events = [ready() for _ in range(50 * EVENTS_PER_TURN)]
+    await r.dispatcher.start()
+    r.dispatcher.offer(events)  # type: ignore[arg-type]
+    ticking = asyncio.create_task(ticker())
+    await asyncio.wait_for(r.dispatcher.drain(), 5)
+    stop.set()
+    await ticking
+    await r.dispatcher.stop()
+    assert r.requests == []
+    # Without turns one worker takes every queued event in a single step of the loop.
+    assert turns >= 50

@@ -33,6 +33,11 @@ TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 # How long a process reuses an endpoint's hook list (1 s): a change made elsewhere, and the
 # end of a rotation's grace (judged by the database when the list is read), reach it so late.
 TARGETS_TTL_US = 1_000_000
+# Events a worker takes before it lets the rest of the loop run: an event no hook listens to
+# suspends nothing, so a bulk submission's thousands of them would otherwise hold the loop
+# (and every request in the process) for tens of milliseconds (docs/performance.md, *The
+# collector's pauses*).
+EVENTS_PER_TURN = 64
 
 
 class HookBook(Protocol):
@@ -172,6 +177,7 @@ class Dispatcher:
 
     async def _work(self) -> None:
         assert self._queue is not None
+        taken = 0
         while True:
             event = await self._queue.get()
             self._busy += 1
@@ -183,6 +189,9 @@ class Dispatcher:
                 self.log.error("hook_dispatch_error", error=repr(exc))
             finally:
                 self._busy -= 1
+            taken += 1
+            if taken % EVENTS_PER_TURN == 0:
+                await asyncio.sleep(0)
 
     async def announce(self, event: ScanReady | ScanDeadLettered) -> None:
         """Deliver one event to every matching hook, each within its rate limit."""
