@@ -52,16 +52,22 @@ def wait_for_lock_wait(watcher: Connection) -> None:
     raise AssertionError("the store's statement never waited on the test's lock")
 
 
-def cross(holder: Connection, watcher: Connection, scan_id: int) -> str:
-    """With every outcome total held, wait until the store's work (which has locked the
-    scan) queues behind them, then ask for that scan: a cycle the store's backend, whose
-    deadlock check comes first (the default second against this one's minute), breaks by
-    aborting its own statement. The scan's status as the lock found it."""
+def close_the_cycle(holder: Connection, watcher: Connection, then: str) -> object:
+    """Once the store's work waits on what the test holds, take what the store has already
+    locked (`then`): the store's backend, whose deadlock check comes first (the default second
+    against this one's minute), breaks the cycle by aborting its own work, and the test's
+    transaction commits, freeing what it held for the run again. `then`'s first value."""
     wait_for_lock_wait(watcher)
-    seen = holder.execute(text(f"SELECT status FROM scans WHERE id = {scan_id} FOR UPDATE"))
-    status = str(seen.scalar())
+    found = holder.execute(text(then)).scalar()
     holder.commit()
-    return status
+    return found
+
+
+def cross(holder: Connection, watcher: Connection, scan_id: int) -> str:
+    """With every outcome total held, once the store's work (which has locked the scan)
+    queues behind them, ask for that scan; its status as the lock found it."""
+    scan = f"SELECT status FROM scans WHERE id = {scan_id} FOR UPDATE"
+    return str(close_the_cycle(holder, watcher, scan))
 
 
 def test_a_result_whose_statement_a_deadlock_aborted_is_sent_again_and_closes(
@@ -180,15 +186,6 @@ def test_a_redrive_whose_chunk_a_deadlock_aborted_runs_again_and_is_audited_once
         ).one()
     assert status == "QUEUED"
     assert tuple(audited) == (1, 1)
-
-
-def close_the_cycle(holder: Connection, watcher: Connection, then: str) -> None:
-    """Once the store's transaction waits on the table the test holds, take the row it has
-    already locked (`then`): the store's backend breaks the cycle by aborting its own
-    transaction, and the test's commits, freeing the table for the run again."""
-    wait_for_lock_wait(watcher)
-    holder.execute(text(then))
-    holder.commit()
 
 
 def test_an_owner_action_whose_transaction_a_deadlock_aborted_runs_again_and_is_audited_once(
