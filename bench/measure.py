@@ -41,6 +41,9 @@ class Window:
     peak_rss: int  # of all the servers together, bytes
     success_delta: float  # change in the servers' packages_success_total
     db: dbwork.DbWork | None = None  # what PostgreSQL wrote in the window (None: SQLite)
+    # The machine's context switches in the window, every process's: what a process more than
+    # the cores costs in wake-ups (docs/performance.md, *Three processes on two cores*).
+    switches_per_s: float = 0.0
 
 
 def split(
@@ -191,6 +194,7 @@ def run(stack: Stack, plans: list[LoadPlan], *, profile: Path | None = None) -> 
         "pg": pg_backends(stack.database_url),
     }
     before = {k: cpu_seconds(v) for k, v in groups.items()}, machine_busy_seconds()
+    switches_before = psutil.cpu_stats().ctx_switches
     written_before = dbwork.reading(stack.database_url)
     began = time.monotonic()
     profilers = start_profilers(stack, profile)
@@ -201,6 +205,7 @@ def run(stack: Stack, plans: list[LoadPlan], *, profile: Path | None = None) -> 
     groups["pg"] = pg_backends(stack.database_url)
     groups["servers"] = server_processes(stack)
     after = {k: cpu_seconds(v) for k, v in groups.items()}, machine_busy_seconds()
+    switches = psutil.cpu_stats().ctx_switches - switches_before
     ended = time.monotonic()
     if not timed:
         # The load has stopped: let every backend report its counts (dbwork.py). A timed
@@ -227,6 +232,7 @@ def run(stack: Stack, plans: list[LoadPlan], *, profile: Path | None = None) -> 
         peak_rss=sum(s.peak_rss(first.measure_from, ended) for s in stack.servers),
         success_delta=stack.success_total() - success_before,
         db=written_after - written_before if written_after and written_before else None,
+        switches_per_s=switches / span,
     )
 
 

@@ -64,6 +64,8 @@ class Figure:
     errors: int  # transport errors and timeouts
     check: str
     note: str = ""
+    # The machine's context switches per scan (a JSON file from before it was counted: nan).
+    switches_per_scan: float = float("nan")
 
 
 def per_item_us(cpu_pct: float, per_second: float) -> float:
@@ -144,6 +146,7 @@ def figure(
         errors=stats.errors,
         check=check,
         note=note,
+        switches_per_scan=window.switches_per_s / scans if scans else nan,
     )
 
 
@@ -180,6 +183,7 @@ COLUMNS = (
     ("xacts/scan", "xacts_per_scan", "{:.2f}"),
     ("buffers/scan", "buffers_per_scan", "{:.0f}"),
     ("other CPU %", "other_cpu_pct", "{:.0f}"),
+    ("switches/scan", "switches_per_scan", "{:.1f}"),
     ("refused", "refused", "{:.0f}"),
     ("errors", "errors", "{:.0f}"),
     ("check", "check", "{}"),

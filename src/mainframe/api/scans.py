@@ -28,6 +28,7 @@ from mainframe.lifecycle.rules import Status
 from mainframe.shapes import operator as shape
 from mainframe.shapes import scans as shapes
 from mainframe.store import API, Invalid, Presented, ScanSpec
+from mainframe.turns import in_turns
 from mainframe.web import RuntimeDep
 from mainframe.wiring import Runtime
 
@@ -50,7 +51,7 @@ async def submit_batch(rt: Runtime, token: Presented | None, body: ScanBatch) ->
     route would give it (201 created, 200 live key, 422 invalid), in request order."""
     statuses: list[SubmitStatus | None] = []
     specs: list[ScanSpec] = []
-    for index, raw in enumerate(body.scans):
+    async for index, raw in in_turns(enumerate(body.scans)):
         try:
             specs.append(_spec(_ITEM.validate_python(raw)))
             statuses.append(None)
@@ -59,7 +60,8 @@ async def submit_batch(rt: Runtime, token: Presented | None, body: ScanBatch) ->
         except Invalid as exc:
             statuses.append(shapes.refused(exc))
     done = iter(await rt.store.intake.submit_many(token, endpoint=body.endpoint, specs=specs))
-    return BatchSubmitted(results=[status or shapes.submitted(next(done)) for status in statuses])
+    results = [status or shapes.submitted(next(done)) async for status in in_turns(statuses)]
+    return BatchSubmitted(results=results)
 
 
 _ITEM: TypeAdapter[ScanItem] = TypeAdapter(ScanItem)

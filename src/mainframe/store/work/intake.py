@@ -34,6 +34,7 @@ from mainframe.store.engine.database import (
 from mainframe.store.engine.statements import statement
 from mainframe.store.work import queries
 from mainframe.store.work.coalesce import Coalescer, by_runs
+from mainframe.turns import in_turns
 
 SUBMIT_AS_SOURCE = statement("submit_as_source")
 SUBMIT_MANY_AS_SOURCE = statement("submit_many_as_source")
@@ -217,7 +218,7 @@ class Intake:
     ) -> dict[tuple[str, str, str], ScanRecord]:
         """The scans a batch insert made, by key (a key sent twice made one)."""
         made: dict[tuple[str, str, str], ScanRecord] = {}
-        for row in await tx.rows(sql, params):
+        async for row in in_turns(await tx.rows(sql, params)):
             scan = await self._created(tx, row)
             made[scan.name, scan.version, scan.kind] = scan
         return made
