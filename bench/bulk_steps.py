@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import orjson
+from fastapi import FastAPI
 
 from mainframe.api.app import create_app
 from mainframe.settings import Settings
@@ -34,8 +35,8 @@ SCANS = 1000
 WARM_REQUESTS = 2  # the first requests prepare statements and fill caches
 
 
-async def _source_token(app: object) -> str:
-    store = app.state.runtime.store  # type: ignore[attr-defined]
+async def _source_token(app: FastAPI) -> str:
+    store = app.state.runtime.store
     await store.owners.create_owner("ops")
     owner = await store.owners.owner_id("ops")
     await store.owners.create_endpoint(owner, "pypi", open_intake=False, origin="cli")
