@@ -26,6 +26,7 @@ from mainframe.logs import get_logger
 from mainframe.metrics.hooks import HookMetrics
 from mainframe.ratelimit import TokenBucket
 from mainframe.store import CONSECUTIVE_FAILURES, SECRET_UNREADABLE, HookTarget
+from mainframe.turns import ITEMS_PER_TURN
 
 Sleep = Callable[[float], Awaitable[None]]
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
@@ -35,9 +36,9 @@ TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 TARGETS_TTL_US = 1_000_000
 # Events a worker takes before it lets the rest of the loop run: an event no hook listens to
 # suspends nothing, so a bulk submission's thousands of them would otherwise hold the loop
-# (and every request in the process) for tens of milliseconds (docs/performance.md, *The
-# collector's pauses*).
-EVENTS_PER_TURN = 64
+# (and every request in the process) for tens of milliseconds. The process's one slice size
+# (turns.py; docs/performance.md, *Bulk requests in slices*).
+EVENTS_PER_TURN = ITEMS_PER_TURN
 
 
 class HookBook(Protocol):
