@@ -336,6 +336,7 @@ def run_stack(
             workers=workers,
             pooler=pooler,
             settings=args.server_env,
+            cpu=args.server_cpu,
         ) as stack:
             sizes = list(args.intake_at if "intake" in args.mode else [])
             sizes += list(args.queued if "loop" in args.mode else [])
@@ -355,7 +356,9 @@ def main(argv: list[str] | None = None) -> None:
         f"x {args.rounds} rounds, "
         f"ceiling {args.ceiling_duration}s, cores={psutil.cpu_count()}, "
         f"server processes={' then '.join(map(str, args.servers))} (PG) "
-        f"x {args.server_workers} workers, loops={' '.join(args.loop)}, "
+        f"x {args.server_workers} workers"
+        + (f" limited to {args.server_cpu:g} cores each" if args.server_cpu else "")
+        + f", loops={' '.join(args.loop)}, "
         f"PostgreSQL {' and '.join(args.pooler)} (pooler)",
         flush=True,
     )

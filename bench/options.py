@@ -8,13 +8,14 @@ import argparse
 import re
 from pathlib import Path
 
+import cpucap
 import measure
 
 MODES = ("intake", "loop")
 # The worker loop: complete-and-fetch (a result reply hands out the next jobs), or the
 # two-request loop (poll, then report) it replaces, kept for before/after figures.
 LOOPS = ("fetch", "no-fetch")
-POOLERS = ("none", "session", "transaction")
+POOLERS = ("none", "session", "transaction", "prepared")
 
 
 def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
@@ -104,9 +105,18 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         default=["none"],
         help="PostgreSQL: reach it directly (none) and/or through a PgBouncer of the bench's "
         "own in session or transaction pooling, each on a fresh database (e.g. none "
-        "transaction, for PgBouncer beside direct in one run)",
+        "transaction, for PgBouncer beside direct in one run); prepared: transaction pooling "
+        "through PgBouncer 1.24 with max_prepared_statements (bash .ci/pgbouncer-newer)",
     )
     add("--server-workers", type=int, default=1, help="`mainframe serve --workers N` if N > 1")
+    add(
+        "--server-cpu",
+        type=float,
+        metavar="CORES",
+        help="limit each server process to CORES of the machine's cores (a cgroup CPU quota; "
+        "root), as if each ran on a host of its own: --servers 1 3 --server-cpu 0.3 then "
+        "measures scale-out rather than three processes sharing this machine's cores",
+    )
     add("--fill-step", type=int, default=250_000, help="scans per reported fill step")
     add("--fill-timeout", type=float, default=3600.0, help="seconds a fill step may take")
     add(
@@ -153,6 +163,8 @@ def parse(argv: list[str] | None, *, description: str) -> argparse.Namespace:
         parser.error("counts and durations must be positive")
     if args.profile is not None:
         measure.py_spy()
+    if args.server_cpu is not None:
+        cpucap.check(args.server_cpu)
     args.server_env = dict(_setting(parser, item) for item in args.server_env)
     args.pg_setting = dict(_pg_setting(parser, item) for item in args.pg_setting)
     return args

@@ -25,11 +25,15 @@ from pathlib import Path
 
 import psutil
 
+from cpucap import CpuCap
+
 # The tests' PgBouncer (tests/pgbouncer.py): Debian's, on a free port, stopped by its PID.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.pgbouncer import PgBouncer
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
+# `--pooler prepared`: transaction pooling through PgBouncer 1.24 with max_prepared_statements.
+KEEPING = "prepared"
 HOST = "127.0.0.1"
 ENDPOINT = "bench"
 OWNER = "bench-owner"
@@ -57,6 +61,11 @@ def free_port() -> int:
         return port
 
 
+def _mode(pooler: str) -> str:
+    """PgBouncer's pool_mode for a `--pooler` choice."""
+    return "transaction" if pooler == KEEPING else pooler
+
+
 def server_env(
     database_url: str, pooler: str = "none", settings: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -66,7 +75,8 @@ def server_env(
     env.update(
         {
             "MAINFRAME_DATABASE_URL": database_url,
-            "MAINFRAME_DATABASE_POOLER": pooler,
+            "MAINFRAME_DATABASE_POOLER": _mode(pooler),
+            "MAINFRAME_DATABASE_POOLER_PREPARES": str(pooler == KEEPING).lower(),
             "MAINFRAME_LOG_FORMAT": "json",
             "MAINFRAME_JOB_TIMEOUT": JOB_TIMEOUT_SECONDS,
             "MAINFRAME_MAX_JOB_ATTEMPTS": "3",
@@ -220,8 +230,10 @@ class Server:
         workers: int = 1,
         pooler: str = "none",
         settings: Mapping[str, str] | None = None,
+        cpu: float | None = None,
     ) -> None:
         self.port = free_port()
+        self.cpu = cpu
         self.url = f"http://{HOST}:{self.port}"
         self.workers = workers
         self.log_path = workdir / f"server-{self.port}.log"
@@ -236,6 +248,9 @@ class Server:
             stderr=subprocess.STDOUT,
             env=server_env(database_url, pooler, settings),
         )
+        self.cap = None if cpu is None else CpuCap(cpu, str(self.port))
+        if self.cap is not None:
+            self.cap.add(self.proc.pid)
         self.ps = psutil.Process(self.proc.pid)
         self.rss_samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
@@ -297,6 +312,8 @@ class Server:
         for child in children:  # only the processes this server started
             with contextlib.suppress(psutil.Error):
                 child.kill()
+        if self.cap is not None:
+            self.cap.remove()
         self._log.close()
 
 
@@ -315,8 +332,9 @@ class Stack:
 
     @property
     def label(self) -> str:
-        workers = self.servers[0].workers
+        workers, cpu = self.servers[0].workers, self.servers[0].cpu
         label = f"{len(self.servers)}" + (f"x{workers}w" if workers > 1 else "")
+        label += f"/{cpu:g}cpu" if cpu is not None else ""
         return label + (f"@{self.pooler}" if self.pooler != "none" else "")
 
     def success_total(self) -> float:
@@ -337,23 +355,28 @@ def running(
     workers: int,
     pooler: str = "none",
     settings: Mapping[str, str] | None = None,
+    cpu: float | None = None,
 ) -> Iterator[Stack]:
     """`count` servers on the database (through a PgBouncer of their own unless `pooler` is
-    none; with `settings` in their environment), stopped afterwards."""
+    none; with `settings` in their environment; each limited to `cpu` cores unless None),
+    stopped afterwards."""
     if workers > 1 and "--workers" not in cli(database_url, "serve", "--help"):
         raise RuntimeError("this `mainframe serve` has no --workers option: drop --server-workers")
     with contextlib.ExitStack() as stack:
         server_url = database_url
         if pooler != "none":
             # As many server connections as the servers' pools would open directly.
-            bouncer = stack.enter_context(PgBouncer(pooler, pool_size=POOL_SIZE * count * workers))
+            size, keeps = POOL_SIZE * count * workers, pooler == KEEPING
+            bouncer = stack.enter_context(
+                PgBouncer(_mode(pooler), pool_size=size, keeps_prepared=keeps)
+            )
             server_url = bouncer.url(database_url.rsplit("/", 1)[1])
             log(f"  PgBouncer ({pooler} pooling) pid {bouncer.proc.pid} on port {bouncer.port}")
         started: list[Server] = []
         try:
             for _ in range(count):
                 server = Server(
-                    server_url, workdir, workers=workers, pooler=pooler, settings=settings
+                    server_url, workdir, workers=workers, pooler=pooler, settings=settings, cpu=cpu
                 )
                 started.append(server)
                 log(f"  server pid {server.proc.pid} on {server.url}")

@@ -1,6 +1,8 @@
 """A real PgBouncer (Debian's) in front of the test PostgreSQL, in session or transaction
 pooling, with nothing set on its side beyond `ignore_startup_parameters = extra_float_digits`
-(the usual setting): the test's own process, on a free loopback port, stopped by its PID."""
+(the usual setting): the test's own process, on a free loopback port, stopped by its PID.
+`keeps_prepared` runs PgBouncer 1.24 instead (built by `.ci/pgbouncer-newer`) with
+`max_prepared_statements` set, as a pooler that keeps prepared statements is run."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from tests.serverproc import free_port
 
 # PgBouncer refuses to run as root; Debian's PostgreSQL user runs it then.
 RUN_AS = "postgres"
+# A PgBouncer that keeps prepared statements in transaction pooling (1.21 and later).
+NEWER = Path("/opt/pgbouncer-1.24.1/bin/pgbouncer")
+MAX_PREPARED = 200
 
 
 def _target() -> tuple[str, int]:
@@ -28,15 +33,24 @@ def _target() -> tuple[str, int]:
     return host, int(port or 5432)
 
 
+def _binary(keeps_prepared: bool) -> str:
+    """Debian's PgBouncer, or the newer one; a skip where it is missing (a failure in CI)."""
+    if keeps_prepared:
+        found, how = str(NEWER), "bash .ci/pgbouncer-newer"
+    else:
+        found, how = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer", "apt-get install pgbouncer"
+    if not os.path.exists(found):
+        if IN_CI:
+            pytest.fail(f"{found} is required in CI ({how})")
+        pytest.skip(f"{found} is not installed ({how})")
+    return found
+
+
 class PgBouncer:
     """`pgbouncer` in `mode` pooling in front of the test cluster; `url(db)` reaches `db`."""
 
-    def __init__(self, mode: str, *, pool_size: int = 10) -> None:
-        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-        if not os.path.exists(binary):
-            if IN_CI:
-                pytest.fail("PgBouncer is required in CI (apt-get install pgbouncer)")
-            pytest.skip("PgBouncer is not installed (apt-get install pgbouncer)")
+    def __init__(self, mode: str, *, pool_size: int = 10, keeps_prepared: bool = False) -> None:
+        binary = _binary(keeps_prepared)
         self.port = free_port()
         # Its own directory: pytest's are private to root, where PgBouncer runs as postgres.
         self.dir = Path(tempfile.mkdtemp(prefix=f"mf-pgbouncer-{mode}-"))
@@ -51,6 +65,7 @@ class PgBouncer:
             f"pool_mode = {mode}\ndefault_pool_size = {pool_size}\nmax_client_conn = 500\n"
             "ignore_startup_parameters = extra_float_digits\n"
             f"logfile = {self.dir / 'pgbouncer.log'}\n"
+            + (f"max_prepared_statements = {MAX_PREPARED}\n" if keeps_prepared else "")
         )
         command = [binary, str(self.dir / "pgbouncer.ini")]
         if os.geteuid() == 0:

@@ -56,11 +56,12 @@ class Settings(BaseSettings):
     )
     # PgBouncer 1.21 and later keep a client's prepared statements in transaction pooling when
     # their `max_prepared_statements` is above 0: then the servers keep theirs too
-    # (docs/scale-out.md, Behind PgBouncer). Older poolers do not: leave it off.
+    # (docs/scale-out.md, Behind PgBouncer). A server asks the pooler at start-up and follows
+    # its answer; this is what it assumes when the database cannot be asked then.
     database_pooler_prepares: bool = Field(
         default=False,
         description="Transaction pooling through a pooler that keeps prepared statements "
-        "(PgBouncer >= 1.21 with max_prepared_statements > 0).",
+        "(PgBouncer >= 1.21 with max_prepared_statements > 0), unless asked otherwise.",
     )
     # PostgreSQL: the longest one statement may run before the database cancels it (then 503),
     # so a stuck statement cannot hold a connection for ever; 0 turns the bound off.

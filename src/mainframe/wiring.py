@@ -169,6 +169,28 @@ async def _report_host(rt: Runtime) -> None:
             found=report.not_in_force,
             detail="run `mainframe db upgrade` as the servers' role (docs/scale-out.md)",
         )
+    _report_pooler(rt, report.pooler_keeps_prepared)
+
+
+def _report_pooler(rt: Runtime, keeps: bool | None) -> None:
+    # The store follows what the pooler does (store/engine/postgres.py); the setting is what
+    # it assumes when the database cannot be asked at start-up.
+    if keeps is None or keeps == rt.settings.database_pooler_prepares:
+        return
+    log = get_logger()
+    if keeps:
+        log.info(
+            "database_pooler_keeps_prepared_statements",
+            detail="the pooler keeps prepared statements (max_prepared_statements): the "
+            "server keeps its own, as directly; MAINFRAME_DATABASE_POOLER_PREPARES=true says so",
+        )
+    else:
+        log.warning(
+            "database_pooler_drops_prepared_statements",
+            detail="MAINFRAME_DATABASE_POOLER_PREPARES is true but the pooler does not keep "
+            "prepared statements (PgBouncer before 1.21, or max_prepared_statements = 0): the "
+            "server sends rows through functions instead; set it to false",
+        )
 
 
 async def _first_sweep(rt: Runtime) -> None:

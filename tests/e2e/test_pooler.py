@@ -1,8 +1,10 @@
 """PostgreSQL behind PgBouncer as operators run it (docs/scale-out.md): two `mainframe serve`
 processes through a real PgBouncer in transaction pooling (and one in session pooling), with
-nothing set on the pooler beyond `ignore_startup_parameters = extra_float_digits`. Bulk
-intake, sixteen workers with complete-and-fetch until every scan is finished once, the
-operator's routes, hooks to a real receiver: no error answer and no error log line."""
+nothing set on the pooler beyond `ignore_startup_parameters = extra_float_digits`, and
+through PgBouncer 1.24 in transaction pooling with `max_prepared_statements` (the servers
+told so, `MAINFRAME_DATABASE_POOLER_PREPARES`). Bulk intake, sixteen workers with
+complete-and-fetch until every scan is finished once, the operator's routes, hooks to a real
+receiver: no error answer and no error log line."""
 
 from __future__ import annotations
 
@@ -49,9 +51,10 @@ def https() -> Iterator[Receiver]:
         yield running
 
 
-def _env(mode: str, https: Receiver, tmp_path: Path) -> dict[str, str]:
+def _env(mode: str, prepares: bool, https: Receiver, tmp_path: Path) -> dict[str, str]:
     return {
         "MAINFRAME_DATABASE_POOLER": mode,
+        "MAINFRAME_DATABASE_POOLER_PREPARES": str(prepares).lower(),
         # Session pooling gives each client connection a server connection for its life:
         # the servers' pools together stay within the pooler's (docs/scale-out.md).
         "MAINFRAME_POOL_SIZE": str(POOLER_SIZE // 2 - 1),
@@ -199,15 +202,20 @@ def _errors(server: ServerProcess) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize(("mode", "count"), [("transaction", 2), ("session", 2)])
+@pytest.mark.parametrize(
+    ("mode", "prepares"),
+    [("transaction", False), ("session", False), ("transaction", True)],
+    ids=["transaction", "session", "transaction-keeping-prepared-statements"],
+)
 def test_two_servers_through_pgbouncer_serve_a_fleet(
-    mode: str, count: int, direct_url: str, tmp_path: Path, https: Receiver
+    mode: str, prepares: bool, direct_url: str, tmp_path: Path, https: Receiver
 ) -> None:
-    env = _env(mode, https, tmp_path)
+    count = 2
+    env = _env(mode, prepares, https, tmp_path)
     # As an operator runs it: the upgrade against the database itself, once per release; it
     # makes the relied-on settings the role's defaults there (the pooler's sessions get them).
     cli(direct_url, "db", "upgrade", **env)
-    with PgBouncer(mode, pool_size=POOLER_SIZE) as pooler:
+    with PgBouncer(mode, pool_size=POOLER_SIZE, keeps_prepared=prepares) as pooler:
         url = pooler.url(direct_url.rpartition("/")[2])
         tokens = _provision(url, env, https)
         servers = [ServerProcess(url, tmp_path, **env) for _ in range(count)]
@@ -233,13 +241,13 @@ def test_two_servers_through_pgbouncer_serve_a_fleet(
             assert _errors(server) == [], server.tail()
         assert "ERROR" not in pooler.log() or "client_login_timeout" in pooler.log(), pooler.log()
     made = _functions(direct_url)
-    if mode == "transaction":
+    if mode == "transaction" and not prepares:
         # The hot statements (a fleet at batch 1: a result of one) went as calls of functions,
         # each made once by one of the servers.
         assert {"lease", "complete_one", "authenticate"} <= made.keys(), made
         assert set(made.values()) == {1}, made
     else:
-        assert made == {}, "session pooling keeps prepared statements"
+        assert made == {}, "the servers kept prepared statements: the pooler keeps them"
 
 
 def _functions(url: str) -> dict[str, int]:

@@ -780,11 +780,12 @@ CASES = {
 INSERT_VALUES = "an INSERT ... VALUES: reads no table"
 EXPRESSION = "a SELECT of an expression: reads no table"
 SETTING = "a SET: nothing to plan"
-CATALOG = "a read of PostgreSQL's statistics views, none of Mainframe's tables"
+CATALOG = "a read of PostgreSQL's statistics and session views, none of Mainframe's tables"
 MAINTENANCE = "an ANALYZE or a VACUUM: nothing to plan"
 HOST_STATE = "a read of the host's recovery state and settings, none of Mainframe's tables"
 ADMINISTRATION = "the role's setting statements, built from a JSON value: no table"
 CONNECTION = "a SQLite connection's pragmas or transaction words: nothing to plan"
+PREPARED = "a prepared statement of the connection's own, removed: nothing to plan"
 FUNCTIONS = (
     "the making and calling of a statement's server-side function (transaction pooling): "
     "PostgreSQL's catalog, the described types' names, a CREATE FUNCTION, the call; no table"
@@ -811,6 +812,8 @@ EXEMPT = {
     "vacuum_scans": MAINTENANCE,
     "analyze_attempts": MAINTENANCE,
     "settings_in_force": CATALOG,
+    "prepared_names": CATALOG,
+    "deallocate": PREPARED,
     "host_writable": HOST_STATE,
     "role_defaults": ADMINISTRATION,
     "connection_pragmas": CONNECTION,
@@ -833,7 +836,8 @@ _SHAPES = {
     EXPRESSION: r"SELECT [\w()]+( AS \w+)?",  # its column named, to be read by name
     SETTING: r"SET LOCAL [\w\s=]+|SELECT set_config\(.*|--.*",
     CONNECTION: r"(PRAGMA \w+=[\w-]+;?\s*)+|BEGIN( IMMEDIATE)?|COMMIT|ROLLBACK|--.*",
-    CATALOG: r"SELECT .* FROM (pg_stat_user_tables|pg_settings) .*|--.*",
+    CATALOG: r"SELECT .* FROM (pg_stat_user_tables|pg_settings|pg_prepared_statements) .*|--.*",
+    PREPARED: r"DEALLOCATE \{name\}|--.*",
     HOST_STATE: r"SELECT NOT pg_is_in_recovery\(\) AND current_setting\(.*|--.*",
     ADMINISTRATION: r"SELECT format\('ALTER ROLE CURRENT_USER IN DATABASE .* "
     r"FROM jsonb_each_text\(.*|--.*",

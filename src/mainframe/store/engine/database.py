@@ -134,6 +134,8 @@ class HostReport:
 
     writable: bool
     not_in_force: dict[str, str]  # relied-on setting → the value found instead
+    # Whether the transaction pooler keeps prepared statements; None: no such pooler.
+    pooler_keeps_prepared: bool | None = None
 
 
 class Database(Protocol):

@@ -27,7 +27,9 @@ and opening one are bounded by the same deadline."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -61,6 +63,8 @@ from mainframe.store.engine.statements import statement
 
 PIN_CLOCK = statement("pin_clock")
 SESSION_SETTINGS = statement("session_settings")
+PREPARED_NAMES = statement("prepared_names")
+DEALLOCATE = statement("deallocate").pg_text
 
 # A host that cannot be reached fails a request within this bound (then 503), never hangs it.
 CONNECT_TIMEOUT_S = 5.0
@@ -414,8 +418,38 @@ class PostgresDatabase:
                 raise ReadOnly()
 
     async def host_report(self) -> HostReport:
+        # The pooler first: through one that drops prepared statements, a connection that
+        # assumed otherwise fails the statements after it.
+        keeps = await self._pooler_keeps_prepared() if self.policy.pooler == "transaction" else None
+        if keeps is not None and keeps != self.policy.pooler_prepares:
+            await self._prepare_through_pooler(keeps)
         async with self.single() as tx:
-            return HostReport(await host_writable(tx), await settings_found(tx, self.policy))
+            writable, unset = await host_writable(tx), await settings_found(tx, self.policy)
+        return HostReport(writable, unset, keeps)
+
+    async def _pooler_keeps_prepared(self) -> bool:
+        """Whether the pooler keeps prepared statements in transaction pooling: one that does
+        (PgBouncer 1.21 and later with max_prepared_statements) prepares a client's statement
+        on the server under a name of its own; one that does not passes the name through. The
+        statement looks for its own name, prepared and run in one transaction, so on one
+        server connection."""
+        name = f"mf_probe_{secrets.token_hex(8)}"
+        async with self._connection() as conn, conn.transaction():
+            probe = await conn.prepare(PREPARED_NAMES.pg_text, name=name)
+            [row] = await probe.fetch(*PREPARED_NAMES.pg_args({"name": name}))
+            passed_through = bool(row["found"])
+            if passed_through:  # on a server connection other clients get next: gone again
+                await conn.execute(DEALLOCATE.format(name=name))
+        return not passed_through
+
+    async def _prepare_through_pooler(self, keeps: bool) -> None:
+        """Keep prepared statements through a pooler that keeps them, as directly; send rows
+        through functions through one that does not, whatever the setting assumed (statements
+        missing from the next server connection would fail request after request)."""
+        self.policy = dataclasses.replace(self.policy, pooler_prepares=keeps)
+        self._functions = None if keeps else Functions()
+        self._connections.policy = self.policy
+        await self._connections.close()  # the idle ones were opened for the other way
 
     async def close(self) -> None:
         await self._connections.close()

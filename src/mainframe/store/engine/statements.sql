@@ -128,3 +128,16 @@ FROM unnest(CAST(:oids AS oid[])) WITH ORDINALITY AS u(oid, n);
 
 -- name: function_call @postgresql
 SELECT * FROM {function}({placeholders});
+
+-- name: prepared_names @postgresql
+-- Whether a statement prepared under :name is on this server connection by that name: a
+-- pooler that keeps prepared statements (PgBouncer 1.21 and later) prepares it under a name
+-- of its own (postgres.py, PostgresDatabase._pooler_keeps_prepared).
+-- (PostgreSQL only: SQLite keeps no prepared statements between connections.)
+SELECT count(*) AS found FROM pg_prepared_statements WHERE name = :name;
+
+-- name: deallocate @postgresql
+-- A statement prepared on this server connection by name ({name}: the store's own, letters,
+-- digits and underscores), no longer wanted.
+-- (PostgreSQL only.)
+DEALLOCATE {name};
