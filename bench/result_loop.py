@@ -8,7 +8,8 @@ A first filter for a change to the result statement or the schema under it, stea
     PYTHONPATH=src .venv/bin/python bench/result_loop.py --runs 3 --pooler transaction
 
 With `--pooler transaction` the store reaches the database through a PgBouncer of its own in
-transaction pooling, after the role's defaults are written as `mainframe db upgrade` does.
+transaction pooling, after the role's defaults are written as `mainframe db upgrade` does;
+`--pooler prepared` through PgBouncer 1.24 with max_prepared_statements (its statements kept).
 Each run makes and drops the database `result_loop` on the local cluster: a queue filled, a
 warm-up (so the history has rows), a vacuum and an analyse with autovacuum then off for the
 scratch tables (so no run's figure holds a vacuum another's does not), then the loop
@@ -33,7 +34,7 @@ from mainframe.store import Job, Presented, ScanSpec, Store, create_store_engine
 from mainframe.store import open_store as open_mainframe
 from mainframe.store.engine.migrate import set_role_defaults
 from mainframe.store.engine.pg_settings import SessionPolicy
-from servers import PgBouncer
+from servers import KEEPING, PgBouncer, pool_mode
 from walprobe import PAYLOAD, RESULT, credentials, scratch_database
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -67,9 +68,9 @@ def _reached(url: str, pooler: str) -> Iterator[str]:
         yield url
         return
     engine = create_store_engine(url)
-    set_role_defaults(engine, SessionPolicy(pooler))
+    set_role_defaults(engine, SessionPolicy(pool_mode(pooler)))
     engine.dispose()
-    with PgBouncer(pooler, pool_size=2) as bouncer:
+    with PgBouncer(pool_mode(pooler), pool_size=2, keeps_prepared=pooler == KEEPING) as bouncer:
         yield bouncer.url(url.rpartition("/")[2])
 
 
@@ -87,7 +88,10 @@ def _steady(conn: psycopg.Connection) -> None:
 async def _run(
     direct: str, url: str, pooler: str, queued: int, warm: int, n: int
 ) -> tuple[float, float]:
-    store = open_mainframe(Settings(database_url=url, database_pooler=pooler))
+    keeps = pooler == KEEPING
+    mode = pool_mode(pooler)
+    settings = Settings(database_url=url, database_pooler=mode, database_pooler_prepares=keeps)
+    store = open_mainframe(settings)
     source, worker = await credentials(store)
     for start in range(0, queued, 500):
         names = [f"p{i}" for i in range(start, start + 500)]
@@ -111,7 +115,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3_000, help="results before the loop")
     parser.add_argument("--results", type=int, default=4_000, help="results measured")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--pooler", choices=("none", "transaction"), default="none")
+    parser.add_argument("--pooler", choices=("none", "transaction", KEEPING), default="none")
     args = parser.parse_args()
     if args.queued <= args.warmup + args.results:
         parser.error("--queued must exceed --warmup plus --results: every result leases the next")

@@ -61,7 +61,7 @@ def free_port() -> int:
         return port
 
 
-def _mode(pooler: str) -> str:
+def pool_mode(pooler: str) -> str:
     """PgBouncer's pool_mode for a `--pooler` choice."""
     return "transaction" if pooler == KEEPING else pooler
 
@@ -75,7 +75,7 @@ def server_env(
     env.update(
         {
             "MAINFRAME_DATABASE_URL": database_url,
-            "MAINFRAME_DATABASE_POOLER": _mode(pooler),
+            "MAINFRAME_DATABASE_POOLER": pool_mode(pooler),
             "MAINFRAME_DATABASE_POOLER_PREPARES": str(pooler == KEEPING).lower(),
             "MAINFRAME_LOG_FORMAT": "json",
             "MAINFRAME_JOB_TIMEOUT": JOB_TIMEOUT_SECONDS,
@@ -368,7 +368,7 @@ def running(
             # As many server connections as the servers' pools would open directly.
             size, keeps = POOL_SIZE * count * workers, pooler == KEEPING
             bouncer = stack.enter_context(
-                PgBouncer(_mode(pooler), pool_size=size, keeps_prepared=keeps)
+                PgBouncer(pool_mode(pooler), pool_size=size, keeps_prepared=keeps)
             )
             server_url = bouncer.url(database_url.rsplit("/", 1)[1])
             log(f"  PgBouncer ({pooler} pooling) pid {bouncer.proc.pid} on port {bouncer.port}")
