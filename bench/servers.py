@@ -234,6 +234,8 @@ class Server:
     ) -> None:
         self.port = free_port()
         self.cpu = cpu
+        # The group first: a quota that cannot be set fails before a process is left behind.
+        self.cap = None if cpu is None else CpuCap(cpu, str(self.port))
         self.url = f"http://{HOST}:{self.port}"
         self.workers = workers
         self.log_path = workdir / f"server-{self.port}.log"
@@ -248,8 +250,7 @@ class Server:
             stderr=subprocess.STDOUT,
             env=server_env(database_url, pooler, settings),
         )
-        self.cap = None if cpu is None else CpuCap(cpu, str(self.port))
-        if self.cap is not None:
+        if self.cap is not None:  # its start-up runs uncapped for a moment: not measured
             self.cap.add(self.proc.pid)
         self.ps = psutil.Process(self.proc.pid)
         self.rss_samples: list[tuple[float, int]] = []
