@@ -34,10 +34,11 @@ TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 # How long a process reuses an endpoint's hook list (1 s): a change made elsewhere, and the
 # end of a rotation's grace (judged by the database when the list is read), reach it so late.
 TARGETS_TTL_US = 1_000_000
-# Events a worker takes before it lets the rest of the loop run: an event no hook listens to
-# suspends nothing, so a bulk submission's thousands of them would otherwise hold the loop
-# (and every request in the process) for tens of milliseconds. The process's one slice size
-# (turns.py; docs/performance.md, *Bulk requests in slices*).
+# Events the workers together take in one turn of the loop before they let the rest of it
+# run: an event no hook listens to suspends nothing, so a bulk submission's thousands of them
+# would otherwise hold the loop (and every request in the process) for tens of milliseconds,
+# and a share per worker would still let all of them take theirs in one turn. The process's
+# one slice size (turns.py; docs/performance.md, *Bulk requests in slices*).
 EVENTS_PER_TURN = ITEMS_PER_TURN
 
 
@@ -95,6 +96,7 @@ class Dispatcher:
         self._loop_thread: int | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._busy = 0
+        self._this_turn = 0  # events the workers took in this turn of the loop
         self._stopped = False
         self._targets: dict[int, tuple[int, list[HookTarget]]] = {}
         self._buckets: dict[int, TokenBucket] = {}
@@ -178,8 +180,9 @@ class Dispatcher:
 
     async def _work(self) -> None:
         assert self._queue is not None
-        taken = 0
         while True:
+            while self._this_turn >= EVENTS_PER_TURN:  # this turn's share is taken
+                await asyncio.sleep(0)
             event = await self._queue.get()
             self._busy += 1
             with self._lock:
@@ -190,9 +193,13 @@ class Dispatcher:
                 self.log.error("hook_dispatch_error", error=repr(exc))
             finally:
                 self._busy -= 1
-            taken += 1
-            if taken % EVENTS_PER_TURN == 0:
-                await asyncio.sleep(0)
+            self._this_turn += 1
+            if self._this_turn == EVENTS_PER_TURN:
+                # Runs in the loop's next turn, after whatever waits in this one.
+                asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._this_turn = 0
 
     async def announce(self, event: ScanReady | ScanDeadLettered) -> None:
         """Deliver one event to every matching hook, each within its rate limit."""
