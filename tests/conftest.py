@@ -146,6 +146,14 @@ def drop_pg_database(name: str) -> None:
     admin.dispose()
 
 
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database at head (cloned from the template), dropped afterwards."""
+    name = fresh_pg_database(pg_template)
+    yield f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
+    drop_pg_database(name)
+
+
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file at head, migrated once per test run and copied for every test."""

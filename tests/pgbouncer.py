@@ -12,9 +12,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from tests.conftest import IN_CI, PG_ADMIN_URL
 from tests.polling import wait_for
@@ -44,6 +46,17 @@ def _binary(keeps_prepared: bool) -> str:
             pytest.fail(f"{found} is required in CI ({how})")
         pytest.skip(f"{found} is not installed ({how})")
     return found
+
+
+def functions_made(url: str) -> dict[str, int]:
+    """The statements made server-side functions in the database (transaction pooling,
+    store/engine/pg_functions.py), with how many of each."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.connect() as conn:
+        names = conn.execute(text("SELECT proname FROM pg_proc WHERE proname LIKE 'mf_q_%'"))
+        found = Counter(name.removeprefix("mf_q_").rpartition("_")[0] for (name,) in names)
+    engine.dispose()
+    return dict(found)
 
 
 class PgBouncer:

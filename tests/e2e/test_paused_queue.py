@@ -8,27 +8,17 @@ next reconciliation."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.polling import wait_for
 from tests.serverproc import ServerProcess, cli
 
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    name = fresh_pg_database(pg_template)
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    drop_pg_database(name)
 
 
 def drain(servers: list[ServerProcess], worker: str, rounds: int = 20) -> list[str]:

@@ -17,14 +17,12 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import create_engine, text
 from standardwebhooks.webhooks import Webhook
 
 from mainframe.client import Client, Job, ResultReport
-from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.hookreceiver import Receiver, receiver
 from tests.integration.test_every_route_input import requests
-from tests.pgbouncer import PgBouncer
+from tests.pgbouncer import PgBouncer, functions_made
 from tests.serverproc import ServerProcess, cli
 
 SCANS = 2_000
@@ -35,14 +33,6 @@ POOLER_SIZE = 10  # PgBouncer's server connections to the database
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-@pytest.fixture
-def direct_url(pg_template: str) -> Iterator[str]:
-    """A fresh PostgreSQL database at head, named directly (not through the pooler)."""
-    name = fresh_pg_database(pg_template)
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    drop_pg_database(name)
 
 
 @pytest.fixture
@@ -208,15 +198,15 @@ def _errors(server: ServerProcess) -> list[dict[str, Any]]:
     ids=["transaction", "session", "transaction-keeping-prepared-statements"],
 )
 def test_two_servers_through_pgbouncer_serve_a_fleet(
-    mode: str, prepares: bool, direct_url: str, tmp_path: Path, https: Receiver
+    mode: str, prepares: bool, pg_url: str, tmp_path: Path, https: Receiver
 ) -> None:
     count = 2
     env = _env(mode, prepares, https, tmp_path)
     # As an operator runs it: the upgrade against the database itself, once per release; it
     # makes the relied-on settings the role's defaults there (the pooler's sessions get them).
-    cli(direct_url, "db", "upgrade", **env)
+    cli(pg_url, "db", "upgrade", **env)
     with PgBouncer(mode, pool_size=POOLER_SIZE, keeps_prepared=prepares) as pooler:
-        url = pooler.url(direct_url.rpartition("/")[2])
+        url = pooler.url(pg_url.rpartition("/")[2])
         tokens = _provision(url, env, https)
         servers = [ServerProcess(url, tmp_path, **env) for _ in range(count)]
         try:
@@ -240,7 +230,7 @@ def test_two_servers_through_pgbouncer_serve_a_fleet(
         for server in servers:
             assert _errors(server) == [], server.tail()
         assert "ERROR" not in pooler.log() or "client_login_timeout" in pooler.log(), pooler.log()
-    made = _functions(direct_url)
+    made = functions_made(pg_url)
     if mode == "transaction" and not prepares:
         # The hot statements (a fleet at batch 1: a result of one) went as calls of functions,
         # each made once by one of the servers.
@@ -248,13 +238,3 @@ def test_two_servers_through_pgbouncer_serve_a_fleet(
         assert set(made.values()) == {1}, made
     else:
         assert made == {}, "the servers kept prepared statements: the pooler keeps them"
-
-
-def _functions(url: str) -> dict[str, int]:
-    """The statements made server-side functions in the database, with how many of each."""
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with engine.connect() as conn:
-        names = conn.execute(text("SELECT proname FROM pg_proc WHERE proname LIKE 'mf_q_%'"))
-        found = Counter(name.removeprefix("mf_q_").rpartition("_")[0] for (name,) in names)
-    engine.dispose()
-    return dict(found)

@@ -12,13 +12,11 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.faults.load import SCANS, Fleet, fill, provision, worker_loop
 from tests.serverproc import ServerProcess
 
@@ -109,13 +107,6 @@ def _check(url: str, fleet: Fleet) -> None:
         f"{len(fleet.acknowledged)} results acknowledged, 0 lost, 0 handed twice, "
         f"statuses {dict(fleet.statuses)}, {fleet.transport_errors} dropped connections"
     )
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    name = fresh_pg_database(pg_template)
-    yield f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
-    drop_pg_database(name)
 
 
 @pytest.mark.slow

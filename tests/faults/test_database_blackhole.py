@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
 from tests.faults.hosts import Forwarder
 from tests.faults.load import provision
 from tests.polling import wait_for
@@ -30,13 +28,6 @@ HUNG_SECONDS = 6.0  # longer than the deadline, shorter than a worker's timeout
 WORKER_TIMEOUT_SECONDS = 20.0  # what dragonfly's workers wait for an answer
 RECOVERY_BOUND_SECONDS = 5.0  # from the link relaying again to the first 2xx
 LOAD_GOING = 20  # scans finished before the link hangs: the load is under way
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    name = fresh_pg_database(pg_template)
-    yield f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
-    drop_pg_database(name)
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -26,18 +25,11 @@ from mainframe.store.engine.pg_functions import Functions
 from mainframe.store.engine.pg_settings import SessionPolicy
 from mainframe.store.engine.sqlalchemy_engine import create_store_engine
 from tests.blocking import Blocking
-from tests.conftest import PG_ADMIN_URL, drop_pg_database, fresh_pg_database
+from tests.conftest import PG_ADMIN_URL
 from tests.integration.conftest import Api
 from tests.integration.test_plans import _registered
 from tests.pgbouncer import PgBouncer
 from tests.polling import wait_for
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    name = fresh_pg_database(pg_template)
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    drop_pg_database(name)
 
 
 def store_on(url: str, loop: BlockingPortal, policy: SessionPolicy) -> Blocking:

@@ -9,30 +9,20 @@ the server has clients, so the clients take turns on them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from mainframe.store import open_database
 from mainframe.store.engine.database import Database
 from mainframe.store.engine.pg_settings import SessionPolicy
 from mainframe.store.engine.statements import statement
-from tests.conftest import drop_pg_database, fresh_pg_database
-from tests.pgbouncer import PgBouncer
+from tests.pgbouncer import PgBouncer, functions_made
 
 CLIENTS = 6  # the server's connections
 SERVER_CONNECTIONS = 2  # the pooler's, which the clients take turns on
 CALLS = 60
 READ = statement("settings_in_force")  # a statement that returns rows: a function's, pooled
 NAMES = '{"jit": "off"}'
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    name = fresh_pg_database(pg_template)
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    drop_pg_database(name)
 
 
 async def _calls(db: Database) -> list[str]:
@@ -44,15 +34,6 @@ async def _calls(db: Database) -> list[str]:
             return str(row["name"])
 
     return await asyncio.gather(*(one() for _ in range(CALLS)))
-
-
-def _functions_made(url: str) -> int:
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with engine.connect() as conn:
-        made = conn.execute(text("SELECT count(*) FROM pg_proc WHERE proname LIKE 'mf_q_%'"))
-        count = int(made.scalar_one())
-    engine.dispose()
-    return count
 
 
 @pytest.mark.parametrize(
@@ -79,5 +60,5 @@ def test_the_server_follows_what_the_pooler_does_with_prepared_statements(
         assert "ERROR" not in pooler.log(), pooler.log()
     assert found is keeps, "the server read what the pooler does"
     assert answers == ["jit"] * CALLS, "every call answered, on whichever server connection"
-    made = _functions_made(pg_url)
+    made = sum(functions_made(pg_url).values())
     assert (made > 0) is not keeps, "functions only where the pooler drops prepared statements"

@@ -96,7 +96,7 @@ class Dispatcher:
         self._loop_thread: int | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._busy = 0
-        self._this_turn = 0  # events the workers took in this turn of the loop
+        self._this_turn = 0  # events the workers took since they last let the loop run
         self._stopped = False
         self._targets: dict[int, tuple[int, list[HookTarget]]] = {}
         self._buckets: dict[int, TokenBucket] = {}
@@ -181,7 +181,7 @@ class Dispatcher:
     async def _work(self) -> None:
         assert self._queue is not None
         while True:
-            while self._this_turn >= EVENTS_PER_TURN:  # this turn's share is taken
+            while self._this_turn >= EVENTS_PER_TURN:  # the share is taken: the next turn
                 await asyncio.sleep(0)
             event = await self._queue.get()
             self._busy += 1
